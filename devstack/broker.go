@@ -1,0 +1,138 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.gazette.dev/core/allocator"
+	"go.gazette.dev/core/auth"
+	"go.gazette.dev/core/broker"
+	"go.gazette.dev/core/broker/http_gateway"
+	pb "go.gazette.dev/core/broker/protocol"
+	"go.gazette.dev/core/server"
+	"go.gazette.dev/core/task"
+)
+
+// Broker is one Gazette broker of a Stack, served from this process.
+type Broker struct {
+	stack *Stack
+	id    pb.ProcessSpec_ID
+	srv   *server.Server
+	tasks *task.Group
+	sigCh chan os.Signal
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// maxGRPCRecvSize matches `gazette serve`'s default.
+const maxGRPCRecvSize = 4 << 20
+
+func startBroker(ctx context.Context, s *Stack, index, port int) (*Broker, error) {
+	var portStr = ""
+	if port != 0 {
+		portStr = strconv.Itoa(port)
+	}
+	var srv, err = server.New("127.0.0.1", "127.0.0.1", portStr, nil, nil, maxGRPCRecvSize, nil)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: broker %d: %w", index, err)
+	}
+
+	var (
+		noAuth = auth.NewNoopAuth()
+		id     = pb.ProcessSpec_ID{Zone: s.opts.Zone, Suffix: fmt.Sprintf("broker-%d", index)}
+		ks     = broker.NewKeySpace(s.opts.EtcdPrefix)
+		state  = allocator.NewObservedState(ks, allocator.MemberKey(ks, id.Zone, id.Suffix), broker.JournalIsConsistent)
+		lo     = pb.NewAuthJournalClient(pb.NewJournalClient(srv.GRPCLoopback), noAuth)
+		svc    = broker.NewService(state, lo, s.etcdClient)
+		b      = &Broker{stack: s, id: id, srv: srv, tasks: task.NewGroup(context.Background()), sigCh: make(chan os.Signal, 1)}
+	)
+	pb.RegisterJournalServer(srv.GRPCServer, pb.NewVerifiedJournalServer(svc, noAuth))
+
+	srv.HTTPMux = http.NewServeMux()
+	srv.HTTPMux.Handle("/metrics", promhttp.Handler())
+	srv.HTTPMux.Handle("/", http_gateway.NewGateway(pb.NewRoutedJournalClient(lo, pb.NoopDispatchRouter{})))
+	ks.WatchApplyDelay = 10 * time.Millisecond
+
+	err = allocator.StartSession(allocator.SessionArgs{
+		Etcd:     s.etcdClient,
+		Tasks:    b.tasks,
+		Spec:     &pb.BrokerSpec{ProcessSpec: pb.ProcessSpec{Id: id, Endpoint: srv.Endpoint()}, JournalLimit: s.opts.JournalLimit},
+		State:    state,
+		LeaseTTL: s.opts.LeaseTTL,
+		SignalCh: b.sigCh,
+	})
+	if err != nil {
+		_ = srv.GRPCLoopback.Close()
+		srv.CMux.Close()
+		return nil, fmt.Errorf("devstack: broker %s: starting allocator session: %w", id.Suffix, err)
+	}
+	srv.QueueTasks(b.tasks)
+	// The stack, not the broker, finishes the shared persister.
+	svc.QueueTasks(b.tasks, srv, nil)
+	b.tasks.GoRun()
+
+	var waitCtx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err = waitForMember(waitCtx, ks, state.LocalKey); err != nil {
+		_ = b.stop(false)
+		return nil, fmt.Errorf("devstack: broker %s did not announce itself: %w", id.Suffix, err)
+	}
+	return b, nil
+}
+
+// ID of the broker.
+func (b *Broker) ID() pb.ProcessSpec_ID { return b.id }
+
+// Endpoint at which the broker serves gRPC and HTTP.
+func (b *Broker) Endpoint() pb.Endpoint { return b.srv.Endpoint() }
+
+// Close stops the broker as SIGTERM stops `gazette serve`: it hands its
+// journals to the other live brokers of the stack, then exits. Gazette never
+// drops the last replica of a journal, so the last live broker of a stack (or
+// one whose handoff takes longer than HandoffTimeout) stops without handoff:
+// its replicas complete their fragments, which the stack persists. Close
+// blocks until the broker's goroutines have exited; it is safe to call more
+// than once.
+func (b *Broker) Close() error {
+	return b.stop(!b.stack.lastLive(b))
+}
+
+// Kill stops the broker at once, as a crash would, without handing off its
+// journals: its etcd lease is revoked (where a crashed broker's would expire)
+// and the allocator reassigns its journals to the remaining brokers. Unlike
+// a crash, the fragments its replicas hold are still persisted.
+func (b *Broker) Kill() error { return b.stop(false) }
+
+// HandoffTimeout bounds how long Broker.Close waits for a broker's journals
+// to move to other brokers before it stops the broker regardless.
+var HandoffTimeout = 30 * time.Second
+
+func (b *Broker) stop(handoff bool) error {
+	b.closeOnce.Do(func() {
+		if handoff {
+			b.sigCh <- syscall.SIGTERM
+			var timer = time.NewTimer(HandoffTimeout)
+			select {
+			case <-b.tasks.Context().Done(): // The allocator discharged every journal.
+			case <-timer.C:
+				slog.Warn("broker did not hand off its journals in time; stopping it", "broker", b.id.Suffix, "timeout", HandoffTimeout)
+			}
+			timer.Stop()
+		}
+		b.tasks.Cancel()
+		if err := b.tasks.Wait(); err != nil {
+			b.closeErr = fmt.Errorf("devstack: broker %s: %w", b.id.Suffix, err)
+		}
+		b.stack.markClosed(b)
+	})
+	return b.closeErr
+}

@@ -1,0 +1,467 @@
+// Package devstack runs a complete Gazette stack inside the calling process:
+// an embedded etcd server and one or more Gazette brokers, on loopback, with
+// journal fragments persisted to a local file:// store.
+//
+// It serves tests, `make demo` and `gazconsumer dev`, and suits a
+// single-machine deployment. Everything the stack keeps (etcd's data and
+// persisted fragments) lives under Options.Dir, so starting a new Stack on the
+// same directory finds the journal specs and data that the last one left.
+//
+// Gazette's broker package keeps process-wide state (the fragment persister,
+// the file:// store root and the gRPC dispatcher), so a process runs at most
+// one Stack at a time.
+package devstack
+
+import (
+	"context"
+	"crypto/tls"
+	"math"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.gazette.dev/core/allocator"
+	"go.gazette.dev/core/auth"
+	"go.gazette.dev/core/broker"
+	"go.gazette.dev/core/broker/client"
+	"go.gazette.dev/core/broker/fragment"
+	pb "go.gazette.dev/core/broker/protocol"
+	"go.gazette.dev/core/broker/stores"
+	"go.gazette.dev/core/broker/stores/fs"
+	"go.gazette.dev/core/keyspace"
+	"go.gazette.dev/core/task"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	)
+
+// DefaultEtcdPrefix is the etcd prefix under which brokers keep their state,
+// the default of Gazette's `gazette serve`.
+const DefaultEtcdPrefix = "/gazette/cluster"
+
+// FragmentStore is the fragment store URL to name in journal specs applied to
+// a Stack: it is rooted at Options.Dir/fragments.
+const FragmentStore = pb.FragmentStore("file:///")
+
+// Options configure a Stack.
+type Options struct {
+	// Dir holds the stack's etcd data (Dir/etcd) and persisted journal
+	// fragments (Dir/fragments). It is created if missing. Required.
+	Dir string
+	// Brokers is the number of brokers to run; zero means one.
+	Brokers int
+	// Zone of the brokers; empty means "local".
+	Zone string
+	// EtcdPrefix of broker state; empty means DefaultEtcdPrefix.
+	EtcdPrefix string
+	// EtcdPort and BrokerPort fix the loopback ports of etcd's client
+	// endpoint and of the first broker (the others take the ports after it).
+	// Zero picks free ephemeral ports.
+	EtcdPort, BrokerPort int
+	// LeaseTTL of the brokers' etcd leases; zero means 10s.
+	LeaseTTL time.Duration
+	// JournalLimit is the most journals one broker serves; zero means 1024.
+	JournalLimit uint32
+	// UnsafeNoFsync disables etcd's fsyncs: faster tests, unsafe on a crash.
+	UnsafeNoFsync bool
+	// LogLevel of Gazette's and etcd's own logs, routed to slog.Default().
+	// The zero value is slog.LevelInfo; tests usually want slog.LevelWarn.
+	LogLevel slog.Level
+}
+
+// Stack is a running etcd server and its Gazette brokers.
+type Stack struct {
+	opts Options
+
+	etcd       *embed.Etcd
+	etcdClient *clientv3.Client
+	brokers    []*Broker
+
+	mu     sync.Mutex
+	closed map[*Broker]bool // Brokers that have stopped.
+
+	persister *fragment.Persister
+	tasks     *task.Group // The persister and its KeySpace watch.
+
+	conn     *grpc.ClientConn
+	journals pb.RoutedJournalClient
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// active guards the process-wide state of Gazette's broker package.
+var active struct {
+	sync.Mutex
+	running bool
+}
+
+// Start brings up embedded etcd and opts.Brokers brokers on loopback, and
+// returns once every broker has announced itself and the stack's journal
+// client is connected. On error, everything started so far is shut down.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("devstack: Options.Dir is required")
+	}
+	if opts.Brokers <= 0 {
+		opts.Brokers = 1
+	}
+	if opts.Zone == "" {
+		opts.Zone = "local"
+	}
+	if opts.EtcdPrefix == "" {
+		opts.EtcdPrefix = DefaultEtcdPrefix
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 10 * time.Second
+	}
+	if opts.JournalLimit == 0 {
+		opts.JournalLimit = 1024
+	}
+	var err error
+	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
+		return nil, fmt.Errorf("devstack: resolving directory: %w", err)
+	}
+
+	active.Lock()
+	if active.running {
+		active.Unlock()
+		return nil, errors.New("devstack: another Stack is already running in this process")
+	}
+	active.running = true
+	active.Unlock()
+
+	var s = &Stack{opts: opts, closed: make(map[*Broker]bool)}
+	if err = s.start(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) start(ctx context.Context) error {
+	logrusslog.Install(s.opts.LogLevel)
+	registerProcessGlobals(s.opts.Zone)
+
+	var fragments = filepath.Join(s.opts.Dir, "fragments")
+	if err := os.MkdirAll(fragments, 0o750); err != nil {
+		return fmt.Errorf("devstack: creating fragment store root: %w", err)
+	}
+	fs.FileSystemStoreRoot = fragments
+
+	if err := s.startEtcd(ctx); err != nil {
+		return err
+	}
+	if err := s.revokeStaleMembers(ctx); err != nil {
+		return err
+	}
+
+	// One persister serves every broker of the process (Gazette's broker
+	// package holds it globally). It watches its own KeySpace, so that it
+	// keeps working as individual brokers come and go.
+	var ks = broker.NewKeySpace(s.opts.EtcdPrefix)
+	if err := ks.Load(ctx, s.etcdClient, 0); err != nil {
+		return fmt.Errorf("devstack: loading broker keyspace: %w", err)
+	}
+	s.persister = fragment.NewPersister(ks)
+	broker.SetSharedPersister(s.persister)
+
+	s.tasks = task.NewGroup(context.Background())
+	s.tasks.Queue("persister.Serve", func() error {
+		s.persister.Serve()
+		return nil
+	})
+	s.tasks.Queue("persister.KeySpace.Watch", func() error {
+		if err := ks.Watch(s.tasks.Context(), s.etcdClient); err != nil && s.tasks.Context().Err() == nil {
+			return fmt.Errorf("watching broker keyspace: %w", err)
+		}
+		return nil
+	})
+	s.tasks.GoRun()
+
+	for i := 0; i < s.opts.Brokers; i++ {
+		var port = 0
+		if s.opts.BrokerPort != 0 {
+			port = s.opts.BrokerPort + i
+		}
+		var b, err = startBroker(ctx, s, i, port)
+		if err != nil {
+			return err
+		}
+		s.brokers = append(s.brokers, b)
+	}
+
+	var err error
+	if s.journals, s.conn, err = DialJournals(s.brokers[0].Endpoint()); err != nil {
+		return err
+	}
+	return s.resetHeads(ctx)
+}
+
+// resetHeads moves the append offset of every journal to the end of its
+// persisted fragments. Gazette brokers refuse appends to a journal whose
+// fragment index ends past the offset its live replicas agree on, since a
+// lost replica might have held more; an operator clears that with
+// `gazctl journals reset-head`. Here every replica of the previous run lived
+// and died in this process, and its fragments are all the data there is, so
+// the stack clears it itself on start.
+func (s *Stack) resetHeads(ctx context.Context) error {
+	var list, err = client.ListAllJournals(ctx, s.journals, pb.ListRequest{})
+	if err != nil {
+		return fmt.Errorf("devstack: listing journals: %w", err)
+	}
+	for _, j := range list.Journals {
+		if j.Spec.Suspend.GetLevel() == pb.JournalSpec_Suspend_FULL {
+			continue
+		}
+		if int(j.Spec.Replication) > len(s.brokers) {
+			slog.Warn("journal wants more replicas than the stack has brokers: it cannot take appends",
+				"journal", j.Spec.Name, "replication", j.Spec.Replication, "brokers", len(s.brokers))
+			continue
+		}
+		if err = s.resetHead(ctx, j.Spec.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var registerOnce sync.Once
+
+// registerProcessGlobals installs Gazette's gRPC dispatcher and the file://
+// fragment store provider, once per process.
+func registerProcessGlobals(zone string) {
+	registerOnce.Do(func() {
+		pb.RegisterGRPCDispatcher(zone)
+		stores.RegisterProviders(map[string]stores.Constructor{"file": fs.New})
+	})
+}
+
+func (s *Stack) startEtcd(ctx context.Context) error {
+	var cfg = embed.NewConfig()
+	cfg.Name = "devstack"
+	cfg.Dir = filepath.Join(s.opts.Dir, "etcd")
+	cfg.UnsafeNoFsync = s.opts.UnsafeNoFsync
+	cfg.LogLevel = zapLevel(s.opts.LogLevel)
+	// etcd logs expected errors when it shuts down: keep its logs for debugging.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if s.opts.LogLevel <= slog.LevelDebug {
+		if zl, err := zap.NewDevelopment(); err == nil {
+			cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zl)
+		}
+	}
+
+	var client = url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(s.opts.EtcdPort)}
+	var peer = url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+
+	var e, err = embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("devstack: starting etcd in %s: %w", cfg.Dir, err)
+	}
+	s.etcd = e
+
+	select {
+	case <-e.Server.ReadyNotify():
+	case err = <-e.Err():
+		return fmt.Errorf("devstack: etcd failed to start: %w", err)
+	case <-ctx.Done():
+		return fmt.Errorf("devstack: waiting for etcd: %w", ctx.Err())
+	}
+
+	s.etcdClient, err = clientv3.New(clientv3.Config{
+		Endpoints:   []string{s.EtcdEndpoint()},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return fmt.Errorf("devstack: dialing etcd: %w", err)
+	}
+	return nil
+}
+
+// revokeStaleMembers revokes the leases of broker announcements that a
+// previous run on the same directory left behind (after a crash, they would
+// live on until their lease expired and block brokers of the same name).
+// The embedded etcd belongs to this stack, so every broker member under its
+// prefix is one of ours.
+func (s *Stack) revokeStaleMembers(ctx context.Context) error {
+	var resp, err = s.etcdClient.Get(ctx, s.opts.EtcdPrefix+allocator.MembersPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("devstack: listing stale broker members: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		if kv.Lease == 0 {
+			continue
+		}
+		if _, err = s.etcdClient.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
+			return fmt.Errorf("devstack: revoking lease of stale broker %s: %w", kv.Key, err)
+		}
+		slog.Info("revoked lease of a stale broker member", "key", string(kv.Key))
+	}
+	return nil
+}
+
+// resetHead resets the head of one journal, retrying while the allocator
+// has yet to assign the journal its replicas.
+func (s *Stack) resetHead(ctx context.Context, journal pb.Journal) error {
+	for {
+		var r = client.NewReader(ctx, s.journals, pb.ReadRequest{
+			Journal: journal, Offset: -1, Block: false, MetadataOnly: true,
+		})
+		var _, err = r.Read(nil)
+		if errors.Is(err, client.ErrOffsetNotYetAvailable) {
+			if r.Response.Offset == 0 {
+				return nil // Nothing was ever persisted.
+			}
+			var a = client.NewAppender(ctx, s.journals, pb.AppendRequest{Journal: journal, Offset: r.Response.Offset})
+			if err = a.Close(); err == nil || errors.Is(err, client.ErrWrongAppendOffset) {
+				return nil
+			}
+		}
+		if !errors.Is(err, client.ErrInsufficientJournalBrokers) && !errors.Is(err, client.ErrNoJournalPrimaryBroker) &&
+			!errors.Is(err, client.ErrNotJournalPrimaryBroker) {
+			return fmt.Errorf("devstack: resetting the head of journal %s: %w", journal, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("devstack: resetting the head of journal %s: %w (last: %w)", journal, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Etcd is a client of the stack's etcd server.
+func (s *Stack) Etcd() *clientv3.Client { return s.etcdClient }
+
+// EtcdEndpoint is the URL of the etcd server's client endpoint.
+func (s *Stack) EtcdEndpoint() string { return s.etcd.Clients[0].Addr().String() }
+
+// EtcdURL is EtcdEndpoint with its scheme, as Gazette's ETCD_ADDRESS takes it.
+func (s *Stack) EtcdURL() string { return "http://" + s.EtcdEndpoint() }
+
+// EtcdPrefix is the etcd prefix of broker state.
+func (s *Stack) EtcdPrefix() string { return s.opts.EtcdPrefix }
+
+// Journals is a journal client connected to the first broker. Brokers proxy
+// requests for journals that they do not serve.
+func (s *Stack) Journals() pb.RoutedJournalClient { return s.journals }
+
+// Brokers of the stack, in start order. A closed broker stays in the list.
+func (s *Stack) Brokers() []*Broker { return s.brokers }
+
+// Dir is the stack's absolute data directory.
+func (s *Stack) Dir() string { return s.opts.Dir }
+
+// Close stops the brokers (handing off or persisting their journals), then
+// the persister, then etcd. It returns once every goroutine of the stack has
+// exited. It is safe to call more than once.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		// Stop every broker at once, without handoff: there is nowhere to
+		// hand journals to. Their replicas complete their fragments, which
+		// the persister then writes to the fragment store.
+		var errs = make([]error, len(s.brokers))
+		var wg sync.WaitGroup
+		for i, b := range s.brokers {
+			wg.Go(func() { errs[i] = b.stop(false) })
+		}
+		wg.Wait()
+		if s.conn != nil {
+			errs = append(errs, s.conn.Close())
+		}
+		if s.tasks != nil {
+			// Persist what brokers completed while exiting, then stop.
+			s.persister.Finish()
+			s.tasks.Cancel()
+			errs = append(errs, s.tasks.Wait())
+			broker.SetSharedPersister(nil)
+		}
+		if s.etcdClient != nil {
+			errs = append(errs, s.etcdClient.Close())
+		}
+		if s.etcd != nil {
+			s.etcd.Close()
+			<-s.etcd.Server.StopNotify()
+		}
+		s.closeErr = errors.Join(errs...)
+
+		active.Lock()
+		active.running = false
+		active.Unlock()
+	})
+	return s.closeErr
+}
+
+// lastLive reports whether b is the only broker of the stack still running.
+func (s *Stack) lastLive(b *Broker) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.brokers {
+		if o != b && !s.closed[o] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Stack) markClosed(b *Broker) {
+	s.mu.Lock()
+	s.closed[b] = true
+	s.mu.Unlock()
+}
+
+func zapLevel(l slog.Level) string {
+	switch {
+	case l >= slog.LevelError:
+		return "error"
+	case l >= slog.LevelWarn:
+		return "warn"
+	case l >= slog.LevelInfo:
+		return "info"
+	default:
+		return "debug"
+	}
+}
+
+// DialJournals returns a journal client of the broker at ep, dialed with
+// Gazette's dispatcher balancer so that RPCs carrying a route go straight to
+// the route's members, and the connection to close when done.
+func DialJournals(ep pb.Endpoint) (pb.RoutedJournalClient, *grpc.ClientConn, error) {
+	var conn, err = grpc.NewClient(ep.GRPCAddr(),
+		grpc.WithTransportCredentials(pb.NewDispatchedCredentials(&tls.Config{}, ep)),
+		// Readers stream many journals at once over one connection: rely on
+		// per-stream flow control only, as Gazette's own clients do.
+		grpc.WithInitialConnWindowSize(math.MaxInt32),
+		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig": [{"%s":{}}]}`, pb.DispatcherGRPCBalancerName)),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("devstack: dialing broker %s: %w", ep, err)
+	}
+	var jc = pb.NewAuthJournalClient(pb.NewJournalClient(conn), auth.NewNoopAuth())
+	return pb.NewRoutedJournalClient(jc, pb.NoopDispatchRouter{}), conn, nil
+}
+
+// waitForMember blocks until the member key appears in ks.
+func waitForMember(ctx context.Context, ks *keyspace.KeySpace, key string) error {
+	ks.Mu.RLock()
+	defer ks.Mu.RUnlock()
+	for {
+		if _, ok := ks.Search(key); ok {
+			return nil
+		}
+		if err := ks.WaitForRevision(ctx, ks.Header.Revision+1); err != nil {
+			return err
+		}
+	}
+}

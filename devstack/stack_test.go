@@ -1,0 +1,271 @@
+package devstack_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/specs"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, leakOptions()...)
+}
+
+// leakOptions ignores the goroutines that libraries start once per process
+// and never stop; everything a Stack starts must be gone after Close.
+func leakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*loggingT).flushDaemon"),
+	}
+}
+
+func start(t *testing.T, dir string, brokers int) *devstack.Stack {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var s, err = devstack.Start(ctx, devstack.Options{
+		Dir:           dir,
+		Brokers:       brokers,
+		UnsafeNoFsync: true,
+		LeaseTTL:      5 * time.Second,
+		LogLevel:      slog.LevelWarn,
+	})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return s
+}
+
+func applyYAML(t *testing.T, jc pb.JournalClient, yaml string) {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := specs.ApplyJournals(ctx, jc, "inline.yaml", []byte(yaml)); err != nil {
+		t.Fatalf("ApplyJournals: %v", err)
+	}
+}
+
+func applyFile(t *testing.T, jc pb.JournalClient, path string) {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := specs.ApplyJournalsFile(ctx, jc, path); err != nil {
+		t.Fatalf("ApplyJournalsFile: %v", err)
+	}
+}
+
+func appendTo(t *testing.T, jc pb.RoutedJournalClient, journal pb.Journal, data string) {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client.Append(ctx, jc, pb.AppendRequest{Journal: journal}, strings.NewReader(data)); err != nil {
+		t.Fatalf("Append to %s: %v", journal, err)
+	}
+}
+
+// readN reads exactly n bytes of journal from offset 0, blocking for them.
+func readN(t *testing.T, jc pb.RoutedJournalClient, journal pb.Journal, n int) string {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: journal, Block: true})
+	var buf = make([]byte, n)
+	if _, err := io.ReadFull(rr, buf); err != nil {
+		t.Fatalf("reading %d bytes of %s: %v", n, journal, err)
+	}
+	return string(buf)
+}
+
+// writeHead returns the journal's write head through a non-blocking read.
+func writeHead(t *testing.T, jc pb.RoutedJournalClient, journal pb.Journal) int64 {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var r = client.NewReader(ctx, jc, pb.ReadRequest{Journal: journal, Offset: -1, Block: false})
+	var _, err = r.Read(nil)
+	if err != nil && !errors.Is(err, client.ErrOffsetNotYetAvailable) {
+		t.Fatalf("reading head of %s: %v", journal, err)
+	}
+	return r.Response.WriteHead
+}
+
+func TestStartAppendReadClose(t *testing.T) {
+	var s = start(t, t.TempDir(), 1)
+	applyFile(t, s.Journals(), "testdata/journals.yaml")
+
+	appendTo(t, s.Journals(), "tests/one", "hello\n")
+	appendTo(t, s.Journals(), "tests/one", "world\n")
+	if got := readN(t, s.Journals(), "tests/one", 12); got != "hello\nworld\n" {
+		t.Fatalf("read back %q", got)
+	}
+	if got := writeHead(t, s.Journals(), "tests/two"); got != 0 {
+		t.Fatalf("tests/two write head = %d, want 0", got)
+	}
+	if !strings.HasPrefix(s.EtcdURL(), "http://127.0.0.1:") {
+		t.Fatalf("etcd URL %q is not on loopback", s.EtcdURL())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestRestartKeepsSpecsAndData(t *testing.T) {
+	var dir = t.TempDir()
+	var s = start(t, dir, 1)
+	applyFile(t, s.Journals(), "testdata/journals.yaml")
+	var want = strings.Repeat("persisted across restarts\n", 100)
+	appendTo(t, s.Journals(), "tests/two", want)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s = start(t, dir, 1)
+	defer s.Close()
+
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var list, err = client.ListAllJournals(ctx, s.Journals(), pb.ListRequest{})
+	if err != nil {
+		t.Fatalf("ListAllJournals: %v", err)
+	}
+	if len(list.Journals) != 2 {
+		t.Fatalf("after restart, %d journals listed; want 2", len(list.Journals))
+	}
+	if got := readN(t, s.Journals(), "tests/two", len(want)); got != want {
+		t.Fatalf("after restart, read back %d bytes that differ", len(got))
+	}
+	// The journal remains writable, from the persisted write head on.
+	appendTo(t, s.Journals(), "tests/two", "after\n")
+	if got := readN(t, s.Journals(), "tests/two", len(want)+6); got != want+"after\n" {
+		t.Fatalf("after restart and append, read back %q", got[len(want):])
+	}
+}
+
+// With three brokers and replication 2, a journal survives the loss of any
+// one broker: Gazette appends only with the desired number of replicas, so a
+// third broker must be there to take the lost one's place.
+func TestReplicatedJournalSurvivesBrokerLoss(t *testing.T) {
+	for _, how := range []string{"Kill", "Close"} {
+		t.Run(how, func(t *testing.T) {
+			var s = start(t, t.TempDir(), 3)
+			defer s.Close()
+
+			applyYAML(t, s.Journals(), `
+name: replicated/
+replication: 2
+fragment:
+  length: 1048576
+  stores: [file:///]
+  refresh_interval: 1s
+  compression_codec: NONE
+children:
+  - name: replicated/journal
+`)
+			const journal = pb.Journal("replicated/journal")
+			appendTo(t, s.Journals(), journal, "before\n")
+
+			// Lose the journal's primary; keep talking through a broker outside its route.
+			var route = routeOf(t, s.Journals(), journal)
+			var lost, kept *devstack.Broker
+			for _, b := range s.Brokers() {
+				if b.ID() == route.Members[route.Primary] {
+					lost = b
+				} else if !slices.Contains(route.Members, b.ID()) || kept == nil {
+					kept = b
+				}
+			}
+			var err error
+			if how == "Kill" {
+				err = lost.Kill()
+			} else {
+				err = lost.Close()
+			}
+			if err != nil {
+				t.Fatalf("%s broker %s: %v", how, lost.ID().Suffix, err)
+			}
+
+			var jc, conn, dialErr = devstack.DialJournals(kept.Endpoint())
+			if dialErr != nil {
+				t.Fatal(dialErr)
+			}
+			defer conn.Close()
+
+			appendTo(t, jc, journal, "after\n")
+			if got := readN(t, jc, journal, 13); got != "before\nafter\n" {
+				t.Fatalf("after losing broker %s, read back %q", lost.ID().Suffix, got)
+			}
+			if route = routeOf(t, jc, journal); slices.Contains(route.Members, lost.ID()) || len(route.Members) != 2 {
+				t.Fatalf("after losing broker %s, route is %s", lost.ID().Suffix, route.String())
+			}
+		})
+	}
+}
+
+func routeOf(t *testing.T, jc pb.RoutedJournalClient, journal pb.Journal) pb.Route {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var list, err = client.ListAllJournals(ctx, jc, pb.ListRequest{
+		Selector: pb.LabelSelector{Include: pb.MustLabelSet("name", journal.String())},
+	})
+	if err != nil || len(list.Journals) != 1 {
+		t.Fatalf("listing %s: %v (%d journals)", journal, err, len(list.Journals))
+	}
+	return list.Journals[0].Route
+}
+
+func TestOneStackPerProcess(t *testing.T) {
+	var s = start(t, t.TempDir(), 1)
+	defer s.Close()
+
+	var _, err = devstack.Start(context.Background(), devstack.Options{Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Fatalf("second Start: got %v, want an error saying a Stack is already running", err)
+	}
+}
+
+func TestStartNeedsDir(t *testing.T) {
+	var _, err = devstack.Start(context.Background(), devstack.Options{})
+	if err == nil || !strings.Contains(err.Error(), "Dir") {
+		t.Fatalf("Start without Dir: got %v", err)
+	}
+}
+
+func TestFragmentsPersistToDir(t *testing.T) {
+	var dir = t.TempDir()
+	var s = start(t, dir, 1)
+	applyFile(t, s.Journals(), "testdata/journals.yaml")
+	appendTo(t, s.Journals(), "tests/one", "on disk\n")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var entries, err = os.ReadDir(dir + "/fragments/tests/one")
+	if err != nil {
+		t.Fatalf("reading fragment directory: %v", err)
+	}
+	var found bool
+	for _, e := range entries {
+		var b, _ = os.ReadFile(dir + "/fragments/tests/one/" + e.Name())
+		found = found || bytes.Contains(b, []byte("on disk\n"))
+	}
+	if !found {
+		t.Fatalf("no persisted fragment of tests/one holds the appended data (%d files)", len(entries))
+	}
+}
