@@ -15,10 +15,10 @@ package devstack
 import (
 	"context"
 	"crypto/tls"
-	"math"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -41,7 +41,7 @@ import (
 	"go.gazette.dev/core/task"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	)
+)
 
 // DefaultEtcdPrefix is the etcd prefix under which brokers keep their state,
 // the default of Gazette's `gazette serve`.
