@@ -1,0 +1,45 @@
+# gazconsumer's build. Every target does its own set-up: `make test` and
+# `make demo` work on a fresh machine with nothing installed by hand.
+
+SHELL := /bin/bash
+TOOLS := $(CURDIR)/.tools/bin
+export PATH := $(TOOLS):$(PATH)
+
+# Packages whose tests exercise concurrency, run again under the race detector.
+RACE_PKGS := ./devstack/...
+
+.PHONY: all setup generate build test race vet demo bench clean
+
+all: build
+
+## setup: install what is missing (apt packages, buf, protoc-gen-go, gazctl).
+setup:
+	@./scripts/setup.sh
+
+## generate: regenerate every generated file (buf generate, offline).
+generate: setup
+	@if [ -f buf.gen.yaml ]; then buf generate; fi
+
+## build: build the gazconsumer command and gazctl into bin/.
+build: setup
+	go build -o bin/ ./cmd/gazconsumer go.gazette.dev/core/cmd/gazctl
+
+vet: setup
+	go vet ./...
+
+## test: vet, test everything, then the concurrent packages again with -race.
+test: setup
+	go vet ./...
+	go test -timeout 20m ./...
+	go test -race -timeout 20m $(RACE_PKGS)
+
+## demo: the main job on the in-process stack (see scripts/demo.sh).
+demo: build
+	@./scripts/demo.sh
+
+## bench: the benchmarks, printing their ratios.
+bench: setup
+	go test -run '^$$' -bench . -benchtime 1x ./...
+
+clean:
+	rm -rf bin .gazconsumer
