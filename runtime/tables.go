@@ -1,0 +1,64 @@
+package runtime
+
+import (
+	pb "go.gazette.dev/core/broker/protocol"
+	"go.gazette.dev/core/message"
+)
+
+// KV is the ordered key/value view of a Store within its current
+// transaction, on which generated table accessors are built. Keys are
+// compared with bytes.Compare. Each generated table prefixes its keys with an
+// encoding of its name, so tables share one KV without overlapping.
+//
+// Writes become durable with the transaction's checkpoint (Store.StartCommit)
+// and not before. Reads see every write of the current transaction and of
+// earlier ones, committed or still committing.
+//
+// Slices passed to a KV may be retained by it only as copies; slices it
+// returns or passes to a callback are valid until the next call on the KV.
+type KV interface {
+	// Get returns the value of key, and whether it exists.
+	Get(key []byte) (value []byte, found bool, err error)
+	// Put sets the value of key.
+	Put(key, value []byte) error
+	// Delete removes key. Deleting an absent key is not an error.
+	Delete(key []byte) error
+	// Scan calls fn for each key in [start, end) in increasing key order,
+	// stopping early when fn returns false. A nil end means no upper bound.
+	// fn may not call Put or Delete.
+	Scan(start, end []byte, fn func(key, value []byte) bool) error
+}
+
+// KVStore is a Store offering a KV. The store of a consumer with tables must
+// implement it.
+type KVStore interface {
+	Store
+	// KV returns the view of the current transaction.
+	KV() KV
+}
+
+// StoreOpener opens the store of a shard. The service provides one per store
+// kind; generated applications delegate Application.NewStore to it.
+type StoreOpener interface {
+	OpenStore(Shard, Recorder) (Store, error)
+}
+
+// StoreOpenerFunc adapts a function to a StoreOpener.
+type StoreOpenerFunc func(Shard, Recorder) (Store, error)
+
+// OpenStore calls f.
+func (f StoreOpenerFunc) OpenStore(s Shard, r Recorder) (Store, error) { return f(s, r) }
+
+// PartitionLister resolves a label selector to the journals it currently
+// selects. Generated publishers use it to route published messages to
+// partition journals. Implementations typically keep a watch on the brokers
+// (client.WatchedList), so the returned function is cheap and stays current.
+type PartitionLister interface {
+	Partitions(pb.LabelSelector) message.PartitionsFunc
+}
+
+// PartitionListerFunc adapts a function to a PartitionLister.
+type PartitionListerFunc func(pb.LabelSelector) message.PartitionsFunc
+
+// Partitions calls f.
+func (f PartitionListerFunc) Partitions(sel pb.LabelSelector) message.PartitionsFunc { return f(sel) }
