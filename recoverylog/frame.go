@@ -1,0 +1,144 @@
+package recoverylog
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// frameHeaderLen is the length of an op frame's header.
+const frameHeaderLen = 8
+
+// MaxOpLen bounds the encoded length of one op (excluding Write data); a
+// frame claiming more is corrupt.
+const MaxOpLen = 1 << 20
+
+// MaxWriteLen bounds the data of one Write op. Recorders split larger
+// writes, so a player needs at most this much buffer.
+const MaxWriteLen = 1 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by errors for bytes of the log which are not a valid
+// op frame.
+var ErrCorrupt = errors.New("corrupt recovery log")
+
+// appendFrame appends the frame of op, and data, to buf.
+func appendFrame(buf []byte, op *Op, data []byte) ([]byte, []byte, error) {
+	var start = len(buf)
+	buf = append(buf, make([]byte, frameHeaderLen)...)
+	var err error
+	if buf, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(buf, op); err != nil {
+		return nil, nil, fmt.Errorf("encoding op %d: %w", op.GetSeq(), err)
+	}
+	var opBytes = buf[start+frameHeaderLen:]
+	if len(opBytes) > MaxOpLen {
+		return nil, nil, fmt.Errorf("op %d encodes to %d bytes, more than %d", op.GetSeq(), len(opBytes), MaxOpLen)
+	}
+	binary.LittleEndian.PutUint32(buf[start:], uint32(len(opBytes)))
+	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(opBytes, castagnoli))
+	return append(buf, data...), opBytes, nil
+}
+
+// frame is one decoded op frame, valid until the next call of decoder.next.
+type frame struct {
+	op      *Op
+	opBytes []byte // Encoding of op, which chains the checksum.
+	data    []byte // Data of a Write op.
+	begin   int64  // Log offset of the frame's first byte.
+	end     int64  // Log offset just past the frame and its data.
+}
+
+// decoder reads op frames from a log reader positioned at a frame boundary.
+type decoder struct {
+	br      *bufio.Reader
+	offset  int64 // Log offset of the next unread byte.
+	opBuf   []byte
+	dataBuf []byte
+	op      Op
+}
+
+func newDecoder(r io.Reader, offset int64) *decoder {
+	return &decoder{br: bufio.NewReaderSize(r, 256<<10), offset: offset}
+}
+
+// errPartial wraps a read error which ended the reader in the middle of a
+// frame; a read error at a frame boundary is returned unwrapped.
+type errPartial struct{ err error }
+
+func (e errPartial) Error() string { return "partial op frame: " + e.err.Error() }
+func (e errPartial) Unwrap() error { return e.err }
+
+// next decodes the next frame. At a frame boundary, read errors (io.EOF
+// included) are returned as they are; within a frame they are wrapped in
+// errPartial; bytes which are no valid frame give an error wrapping
+// ErrCorrupt. The error doesn't name the journal or offset: callers add them.
+func (d *decoder) next(f *frame) error {
+	var hdr, err = d.br.Peek(frameHeaderLen)
+	if err != nil {
+		if len(hdr) == 0 {
+			return err
+		}
+		return errPartial{err}
+	}
+	var n = binary.LittleEndian.Uint32(hdr)
+	var sum = binary.LittleEndian.Uint32(hdr[4:])
+	if n == 0 || n > MaxOpLen {
+		return fmt.Errorf("%w: op length %d out of range", ErrCorrupt, n)
+	}
+	if cap(d.opBuf) < int(n) {
+		d.opBuf = make([]byte, n)
+	}
+	var opBytes = d.opBuf[:n]
+	if _, err = d.br.Discard(frameHeaderLen); err != nil {
+		return errPartial{err}
+	} else if _, err = io.ReadFull(d.br, opBytes); err != nil {
+		return errPartial{noEOF(err)}
+	}
+	if crc32.Checksum(opBytes, castagnoli) != sum {
+		return fmt.Errorf("%w: op checksum mismatch", ErrCorrupt)
+	}
+	d.op.Reset()
+	if err = proto.Unmarshal(opBytes, &d.op); err != nil {
+		return fmt.Errorf("%w: decoding op: %v", ErrCorrupt, err)
+	}
+	var data []byte
+	if w := d.op.GetWrite(); w != nil {
+		if w.Length < 0 || w.Length > MaxWriteLen || w.Offset < 0 {
+			return fmt.Errorf("%w: write of %d bytes at %d out of range", ErrCorrupt, w.Length, w.Offset)
+		}
+		if cap(d.dataBuf) < int(w.Length) {
+			d.dataBuf = make([]byte, w.Length)
+		}
+		data = d.dataBuf[:w.Length]
+		if _, err = io.ReadFull(d.br, data); err != nil {
+			return errPartial{noEOF(err)}
+		}
+		if crc32.Checksum(data, castagnoli) != w.DataCrc32C {
+			return fmt.Errorf("%w: data checksum mismatch of op %d", ErrCorrupt, d.op.Seq)
+		}
+	}
+	*f = frame{
+		op:      &d.op,
+		opBytes: opBytes,
+		data:    data,
+		begin:   d.offset,
+		end:     d.offset + frameHeaderLen + int64(n) + int64(len(data)),
+	}
+	d.offset = f.end
+	return nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func crc32Of(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

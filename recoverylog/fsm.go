@@ -1,0 +1,354 @@
+package recoverylog
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Author identifies a recorder, and is the author of every op it writes.
+type Author uint32
+
+// Fnode identifies a file node: it's the seq of the node's Create op.
+type Fnode uint64
+
+// ErrNotFollowing is returned by FSM.Apply for an op which does not continue
+// the log's valid history: its seq or checksum don't follow the previous valid
+// op, or its author isn't the history's current author. Such ops belong to a
+// dead branch of a fork (a deposed or foreign writer) and are skipped.
+var ErrNotFollowing = errors.New("op does not follow the log's valid history")
+
+// segmentGap is the most bytes of other ops that may lie between two ops of
+// a node in one segment: reading them costs less than another read request.
+const segmentGap = 64 << 10
+
+type node struct {
+	links    []string
+	segments []*Segment
+	size     int64
+}
+
+// FSM is the state machine of a recovery log's valid history. It checks that
+// each op follows the one before, and tracks the live file nodes, their
+// names, the segments of the log holding their ops, and the properties.
+// An FSM is not safe for concurrent use.
+type FSM struct {
+	nextSeq      uint64
+	nextChecksum uint32
+	nextOffset   int64
+	author       Author
+
+	nodes map[Fnode]*node
+	links map[string]Fnode
+	props map[string][]byte
+	// hinted is non-nil while replaying the segments of Hints: only its nodes
+	// are tracked, ops of others are skipped, and properties come from Hints.
+	hinted map[Fnode]*LiveNode
+}
+
+// NewFSM returns the FSM of an empty log, whose first op has seq 1.
+func NewFSM() *FSM {
+	return &FSM{
+		nextSeq: 1,
+		nodes:   make(map[Fnode]*node),
+		links:   make(map[string]Fnode),
+		props:   make(map[string][]byte),
+	}
+}
+
+// NextSeq is the seq which the next valid op must carry.
+func (f *FSM) NextSeq() uint64 { return f.nextSeq }
+
+// NextChecksum is the checksum which the next valid op must carry.
+func (f *FSM) NextChecksum() uint32 { return f.nextChecksum }
+
+// NextOffset is the log offset just past the last applied op.
+func (f *FSM) NextOffset() int64 { return f.nextOffset }
+
+// Author of the last valid op.
+func (f *FSM) Author() Author { return f.author }
+
+// Lookup returns the live node linked at name.
+func (f *FSM) Lookup(name string) (Fnode, bool) {
+	var fn, ok = f.links[name]
+	return fn, ok
+}
+
+// Size of live node fn: the greatest end of its writes.
+func (f *FSM) Size(fn Fnode) (int64, bool) {
+	if n, ok := f.nodes[fn]; ok {
+		return n.size, true
+	}
+	return 0, false
+}
+
+// Links returns the names of live node fn, sorted.
+func (f *FSM) Links(fn Fnode) []string {
+	if n, ok := f.nodes[fn]; ok {
+		return slices.Sorted(slices.Values(n.links))
+	}
+	return nil
+}
+
+// Property returns the content of property name.
+func (f *FSM) Property(name string) ([]byte, bool) {
+	var b, ok = f.props[name]
+	return b, ok
+}
+
+// validPath reports whether p is a clean, relative, slash-separated path
+// that stays within the store's directory.
+func validPath(p string) bool {
+	return p != "" && p != "." && path.Clean(p) == p && !path.IsAbs(p) &&
+		p != ".." && !strings.HasPrefix(p, "../") && !strings.ContainsRune(p, 0)
+}
+
+// Apply applies op, encoded as opBytes, which the log holds at
+// [begin, end). It returns ErrNotFollowing, with the FSM unchanged, if the op
+// is not the next of the valid history. It returns whether the op has an
+// effect to play: false for an op of a node that replayed Hints leave out.
+// Any other error means the history is invalid, and leaves the FSM unchanged.
+func (f *FSM) Apply(op *Op, opBytes []byte, begin, end int64) (bool, error) {
+	if op.Seq != f.nextSeq || op.Checksum != f.nextChecksum {
+		return false, ErrNotFollowing
+	}
+	if Author(op.Author) != f.author && op.GetFence() == nil {
+		return false, ErrNotFollowing
+	}
+	if op.Author == 0 {
+		return false, fmt.Errorf("op %d has no author", op.Seq)
+	}
+	var effect, err = f.apply(op, begin, end)
+	if err != nil {
+		return false, fmt.Errorf("op %d: %w", op.Seq, err)
+	}
+	f.nextSeq++
+	f.nextChecksum = crc32.Update(f.nextChecksum, castagnoli, opBytes)
+	f.nextOffset = end
+	f.author = Author(op.Author)
+	return effect, nil
+}
+
+// apply validates op and, if valid, applies its effect.
+func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
+	var touch = func(fn Fnode) {
+		var n = f.nodes[fn]
+		if l := len(n.segments); l != 0 {
+			var s = n.segments[l-1]
+			if s.Author == op.Author && begin-s.EndOffset <= segmentGap {
+				s.LastSeq, s.EndOffset = op.Seq, end
+				return
+			}
+		}
+		n.segments = append(n.segments, &Segment{
+			Author:        op.Author,
+			FirstSeq:      op.Seq,
+			FirstChecksum: op.Checksum,
+			FirstOffset:   begin,
+			LastSeq:       op.Seq,
+			EndOffset:     end,
+		})
+	}
+	// live returns the node fn, or whether its op is skipped during replay of hints.
+	var live = func(fn Fnode) (*node, bool, error) {
+		if n, ok := f.nodes[fn]; ok {
+			return n, false, nil
+		} else if f.hinted != nil && f.hinted[fn] == nil {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("node %d is not live", fn)
+	}
+
+	switch k := op.Kind.(type) {
+	case *Op_Create:
+		var fn = Fnode(op.Seq)
+		if f.hinted != nil && f.hinted[fn] == nil {
+			return false, nil
+		} else if !validPath(k.Create.Path) {
+			return false, fmt.Errorf("create of invalid path %q", k.Create.Path)
+		} else if other, ok := f.links[k.Create.Path]; ok {
+			return false, fmt.Errorf("create of %q, which links node %d", k.Create.Path, other)
+		} else if _, ok := f.props[k.Create.Path]; ok && f.hinted == nil {
+			return false, fmt.Errorf("create of %q, which is a property", k.Create.Path)
+		}
+		f.nodes[fn] = &node{links: []string{k.Create.Path}}
+		f.links[k.Create.Path] = fn
+		touch(fn)
+		return true, nil
+
+	case *Op_Write:
+		var n, skip, err = live(Fnode(k.Write.Fnode))
+		if skip || err != nil {
+			return false, err
+		} else if k.Write.Offset < 0 || k.Write.Length < 0 || k.Write.Length > MaxWriteLen {
+			return false, fmt.Errorf("write of %d bytes at %d", k.Write.Length, k.Write.Offset)
+		}
+		n.size = max(n.size, k.Write.Offset+k.Write.Length)
+		touch(Fnode(k.Write.Fnode))
+		return true, nil
+
+	case *Op_Link:
+		var n, skip, err = live(Fnode(k.Link.Fnode))
+		if skip || err != nil {
+			return false, err
+		} else if !validPath(k.Link.Path) {
+			return false, fmt.Errorf("link of invalid path %q", k.Link.Path)
+		} else if other, ok := f.links[k.Link.Path]; ok {
+			return false, fmt.Errorf("link of %q, which links node %d", k.Link.Path, other)
+		} else if _, ok := f.props[k.Link.Path]; ok && f.hinted == nil {
+			return false, fmt.Errorf("link of %q, which is a property", k.Link.Path)
+		}
+		n.links = append(n.links, k.Link.Path)
+		f.links[k.Link.Path] = Fnode(k.Link.Fnode)
+		touch(Fnode(k.Link.Fnode))
+		return true, nil
+
+	case *Op_Unlink:
+		var fn = Fnode(k.Unlink.Fnode)
+		var n, skip, err = live(fn)
+		if skip || err != nil {
+			return false, err
+		} else if f.links[k.Unlink.Path] != fn {
+			return false, fmt.Errorf("unlink of %q, which doesn't link node %d", k.Unlink.Path, fn)
+		}
+		delete(f.links, k.Unlink.Path)
+		n.links = slices.DeleteFunc(n.links, func(l string) bool { return l == k.Unlink.Path })
+		if len(n.links) == 0 {
+			delete(f.nodes, fn) // Dead; its segments are no longer needed.
+		} else {
+			touch(fn)
+		}
+		return true, nil
+
+	case *Op_Property:
+		if f.hinted != nil {
+			return false, nil // Hints hold the properties as of their end.
+		} else if !validPath(k.Property.Path) {
+			return false, fmt.Errorf("property of invalid path %q", k.Property.Path)
+		} else if fn, ok := f.links[k.Property.Path]; ok {
+			return false, fmt.Errorf("property %q, which links node %d", k.Property.Path, fn)
+		}
+		if k.Property.Remove {
+			delete(f.props, k.Property.Path)
+		} else {
+			f.props[k.Property.Path] = slices.Clone(k.Property.Content)
+		}
+		return true, nil
+
+	case *Op_Fence:
+		return true, nil
+
+	default:
+		return false, fmt.Errorf("op of unknown kind")
+	}
+}
+
+// Hints summarize the FSM's history for a player, which reads from log only
+// the segments of live nodes, then the log from NextOffset on.
+func (f *FSM) Hints(log string) *Hints {
+	var h = &Hints{
+		Log:          log,
+		Properties:   maps.Clone(f.props),
+		NextSeq:      f.nextSeq,
+		NextChecksum: f.nextChecksum,
+		NextOffset:   f.nextOffset,
+		Author:       uint32(f.author),
+	}
+	for _, fn := range slices.Sorted(maps.Keys(f.nodes)) {
+		var n = f.nodes[fn]
+		var ln = &LiveNode{Fnode: uint64(fn), Links: slices.Sorted(slices.Values(n.links)), Size: n.size}
+		for _, s := range n.segments {
+			ln.Segments = append(ln.Segments, cloneSegment(s))
+		}
+		h.LiveNodes = append(h.LiveNodes, ln)
+	}
+	return h
+}
+
+func cloneSegment(s *Segment) *Segment {
+	return &Segment{
+		Author:        s.Author,
+		FirstSeq:      s.FirstSeq,
+		FirstChecksum: s.FirstChecksum,
+		FirstOffset:   s.FirstOffset,
+		LastSeq:       s.LastSeq,
+		EndOffset:     s.EndOffset,
+	}
+}
+
+// validateHints checks that h is self-consistent.
+func validateHints(h *Hints) error {
+	if h.NextSeq == 0 || h.NextOffset < 0 {
+		return fmt.Errorf("hints of %s: next seq %d at offset %d", h.Log, h.NextSeq, h.NextOffset)
+	}
+	var seen = make(map[string]bool)
+	for _, ln := range h.LiveNodes {
+		if len(ln.Links) == 0 || len(ln.Segments) == 0 {
+			return fmt.Errorf("hints of %s: node %d has %d links and %d segments", h.Log, ln.Fnode, len(ln.Links), len(ln.Segments))
+		}
+		if ln.Segments[0].FirstSeq != ln.Fnode {
+			return fmt.Errorf("hints of %s: node %d's first segment begins at seq %d", h.Log, ln.Fnode, ln.Segments[0].FirstSeq)
+		}
+		for _, s := range ln.Segments {
+			if s.FirstSeq == 0 || s.LastSeq < s.FirstSeq || s.LastSeq >= h.NextSeq ||
+				s.FirstOffset < 0 || s.EndOffset <= s.FirstOffset || s.EndOffset > h.NextOffset {
+				return fmt.Errorf("hints of %s: node %d has invalid segment %v", h.Log, ln.Fnode, s)
+			}
+		}
+		for _, l := range ln.Links {
+			if !validPath(l) || seen[l] {
+				return fmt.Errorf("hints of %s: node %d has invalid or repeated link %q", h.Log, ln.Fnode, l)
+			}
+			seen[l] = true
+		}
+	}
+	for p := range h.Properties {
+		if !validPath(p) || seen[p] {
+			return fmt.Errorf("hints of %s: invalid property %q", h.Log, p)
+		}
+	}
+	return nil
+}
+
+// beginHinted readies the FSM to replay the segments of h.
+func (f *FSM) beginHinted(h *Hints) {
+	f.hinted = make(map[Fnode]*LiveNode, len(h.LiveNodes))
+	for _, ln := range h.LiveNodes {
+		f.hinted[Fnode(ln.Fnode)] = ln
+	}
+}
+
+// resetChain positions the FSM's history at seq, checksum and offset, to
+// continue replay there.
+func (f *FSM) resetChain(seq uint64, checksum uint32, offset int64, author Author) {
+	f.nextSeq, f.nextChecksum, f.nextOffset, f.author = seq, checksum, offset, author
+}
+
+// endHinted checks that replay of h's segments rebuilt h's live nodes, and
+// positions the FSM at the end of h.
+func (f *FSM) endHinted(h *Hints) error {
+	for fn, ln := range f.hinted {
+		var n, ok = f.nodes[fn]
+		if !ok {
+			return fmt.Errorf("replay of hinted segments of %s did not create node %d", h.Log, fn)
+		} else if got := slices.Sorted(slices.Values(n.links)); !slices.Equal(got, slices.Sorted(slices.Values(ln.Links))) {
+			return fmt.Errorf("replay of hinted segments of %s linked node %d at %q, not %q", h.Log, fn, got, ln.Links)
+		} else if n.size != ln.Size {
+			return fmt.Errorf("replay of hinted segments of %s wrote %d bytes of node %d, not %d", h.Log, n.size, fn, ln.Size)
+		}
+	}
+	if len(f.nodes) != len(f.hinted) {
+		return fmt.Errorf("replay of hinted segments of %s left %d nodes, not %d", h.Log, len(f.nodes), len(f.hinted))
+	}
+	f.hinted = nil
+	f.props = maps.Clone(h.Properties)
+	if f.props == nil {
+		f.props = make(map[string][]byte)
+	}
+	f.resetChain(h.NextSeq, h.NextChecksum, h.NextOffset, Author(h.Author))
+	return nil
+}

@@ -1,0 +1,21 @@
+package recoverylog
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var (
+	playedOps = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_recoverylog_played_ops_total",
+		Help: "Ops read by recovery log players, by outcome: played, unneeded (of a node dead at the hints), or skipped (of a dead branch).",
+	}, []string{"outcome"})
+	playedBytes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "gazconsumer_recoverylog_played_bytes_total",
+		Help: "Bytes of ops and data played by recovery log players.",
+	})
+	recordedBytes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "gazconsumer_recoverylog_recorded_bytes_total",
+		Help: "Bytes of ops and data written by recovery log recorders.",
+	})
+)

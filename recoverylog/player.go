@@ -1,0 +1,343 @@
+package recoverylog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+)
+
+// Player plays a recovery log back into an empty local directory. It either
+// tails the log as a hot standby, or, once FinishAtWriteHead is called,
+// reads to the log's write head and fences the log, so that its author
+// becomes the one writer of the log.
+type Player struct {
+	jc      pb.RoutedJournalClient
+	journal pb.Journal
+	dir     string
+	author  Author
+
+	finishOnce sync.Once
+	finishCh   chan struct{}
+
+	fsm       *FSM
+	files     map[Fnode]*os.File
+	bytesRead int64
+}
+
+// NewPlayer returns a Player of journal into dir, which hands the log over
+// to author when it finishes.
+func NewPlayer(jc pb.RoutedJournalClient, journal pb.Journal, dir string, author Author) *Player {
+	return &Player{
+		jc:       jc,
+		journal:  journal,
+		dir:      dir,
+		author:   author,
+		finishCh: make(chan struct{}),
+		files:    make(map[Fnode]*os.File),
+	}
+}
+
+// FinishAtWriteHead asks Play to read through the log's current write head,
+// fence the log, and return. It may be called before or during Play.
+func (p *Player) FinishAtWriteHead() { p.finishOnce.Do(func() { close(p.finishCh) }) }
+
+// BytesRead is the number of log bytes Play has read.
+func (p *Player) BytesRead() int64 { return p.bytesRead }
+
+// Play plays the log into the player's directory, which must be empty, from
+// hints or, if hints is nil, from the log's start. It returns once
+// FinishAtWriteHead is called and the log is fenced, with the FSM of the log
+// through the player's Fence op, from which a Recorder continues. It returns
+// an error naming the journal and offset of invalid log content, or the
+// context's error if it's cancelled first.
+func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
+	defer p.closeFiles()
+
+	if p.author == 0 {
+		return nil, fmt.Errorf("playing %s: author must be non-zero", p.journal)
+	} else if entries, err := os.ReadDir(p.dir); err != nil {
+		return nil, fmt.Errorf("playing %s: %w", p.journal, err)
+	} else if len(entries) != 0 {
+		return nil, fmt.Errorf("playing %s: directory %s is not empty", p.journal, p.dir)
+	}
+	p.fsm = NewFSM()
+
+	if hints != nil {
+		if err := p.playHints(ctx, hints); err != nil {
+			return nil, err
+		}
+	}
+
+	// Tail the log until asked to finish.
+	var tailCtx, cancel = context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-p.finishCh:
+		case <-tailCtx.Done():
+		}
+		cancel()
+	}()
+	var err = p.read(tailCtx, p.fsm.NextOffset(), 0, true)
+	cancel()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	} else if !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+
+	for {
+		// Read through the write head, then fence the log there.
+		if err = p.read(ctx, p.fsm.NextOffset(), 0, false); !errors.Is(err, client.ErrOffsetNotYetAvailable) {
+			return nil, err
+		}
+		var seq = p.fsm.NextSeq()
+		var frame, _, err = appendFrame(nil, &Op{
+			Seq:      seq,
+			Checksum: p.fsm.NextChecksum(),
+			Author:   uint32(p.author),
+			Kind:     &Op_Fence{Fence: &Fence{}},
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := appendFence(ctx, p.jc, p.journal, p.author, frame)
+		if err != nil {
+			return nil, err
+		}
+		// Read through our Fence. Ops of the deposed author may precede it.
+		if err = p.read(ctx, p.fsm.NextOffset(), resp.Commit.End, true); err != nil {
+			return nil, err
+		}
+		if p.fsm.Author() == p.author && p.fsm.NextSeq() == seq+1 && p.fsm.NextOffset() == resp.Commit.End {
+			slog.Info("recovery log fenced", "journal", p.journal, "author", p.author,
+				"offset", resp.Commit.Begin, "seq", seq, "bytesRead", p.bytesRead)
+			return p.fsm, nil
+		}
+		// Another op took our Fence's seq: fence again after it.
+	}
+}
+
+// playHints replays the segments of hints' live nodes.
+func (p *Player) playHints(ctx context.Context, h *Hints) error {
+	if h.Log != p.journal.String() {
+		return fmt.Errorf("hints are of log %s, not %s", h.Log, p.journal)
+	} else if err := validateHints(h); err != nil {
+		return err
+	}
+	p.fsm.beginHinted(h)
+
+	for _, r := range hintedRanges(h) {
+		p.fsm.resetChain(r.FirstSeq, r.FirstChecksum, r.FirstOffset, Author(r.Author))
+		if err := p.read(ctx, r.FirstOffset, r.EndOffset, true); err != nil {
+			return err
+		}
+		if p.fsm.NextSeq() <= r.LastSeq {
+			return fmt.Errorf("reading %s [%d, %d): hinted seqs %d through %d, but valid history ends at %d",
+				p.journal, r.FirstOffset, r.EndOffset, r.FirstSeq, r.LastSeq, p.fsm.NextSeq()-1)
+		}
+	}
+	if err := p.fsm.endHinted(h); err != nil {
+		return err
+	}
+	for name, content := range h.Properties {
+		if err := p.writeProperty(name, content); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hintedRanges returns the segments of h's live nodes, ordered and merged
+// where they overlap or lie within segmentGap of each other.
+func hintedRanges(h *Hints) []*Segment {
+	var all []*Segment
+	for _, ln := range h.LiveNodes {
+		for _, s := range ln.Segments {
+			all = append(all, cloneSegment(s))
+		}
+	}
+	slices.SortFunc(all, func(a, b *Segment) int {
+		if a.FirstOffset != b.FirstOffset {
+			return int(min(max(a.FirstOffset-b.FirstOffset, -1), 1))
+		}
+		return int(min(max(int64(a.FirstSeq)-int64(b.FirstSeq), -1), 1))
+	})
+	var out []*Segment
+	for _, s := range all {
+		if l := len(out); l != 0 && s.FirstOffset-out[l-1].EndOffset <= segmentGap {
+			var last = out[l-1]
+			if s.EndOffset > last.EndOffset {
+				last.EndOffset = s.EndOffset
+			}
+			last.LastSeq = max(last.LastSeq, s.LastSeq)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// read reads and plays ops of the log from offset through end (if non-zero),
+// or until an error. It returns nil only on reaching end. A non-blocking read
+// returns client.ErrOffsetNotYetAvailable when it reaches the write head at
+// the end of an op.
+func (p *Player) read(ctx context.Context, offset, end int64, block bool) error {
+	if end != 0 && offset >= end {
+		return nil
+	}
+	var rr = client.NewRetryReader(ctx, p.jc, pb.ReadRequest{
+		Journal:   p.journal,
+		Offset:    offset,
+		EndOffset: end,
+		Block:     block,
+	})
+	defer rr.Cancel()
+
+	var dec = newDecoder(rr, offset)
+	var f frame
+	for {
+		var err = dec.next(&f)
+		if err == nil {
+			p.bytesRead += f.end - f.begin
+			if end != 0 && f.end > end {
+				return fmt.Errorf("%w: journal %s offset %d: op %d ends at %d, past the range end %d",
+					ErrCorrupt, p.journal, f.begin, f.op.Seq, f.end, end)
+			} else if err = p.play(&f); err != nil {
+				return fmt.Errorf("journal %s offset %d: %w", p.journal, f.begin, err)
+			}
+			continue
+		}
+		var partial errPartial
+		var isPartial = errors.As(err, &partial)
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			return fmt.Errorf("journal %s offset %d: %w", p.journal, dec.offset, err)
+		case errors.Is(err, client.ErrOffsetJump):
+			return fmt.Errorf("%w: journal %s offset %d: log content is missing (pruned?); next offset is %d",
+				ErrCorrupt, p.journal, dec.offset, rr.Offset())
+		case errors.Is(err, io.EOF) && !isPartial && end != 0 && dec.offset == end:
+			return nil
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("%w: journal %s offset %d: truncated op (read ends at %d)", ErrCorrupt, p.journal, dec.offset, rr.Offset())
+		case isPartial && errors.Is(err, client.ErrOffsetNotYetAvailable):
+			return fmt.Errorf("%w: journal %s offset %d: truncated op at the write head %d", ErrCorrupt, p.journal, dec.offset, rr.Offset())
+		case isPartial && ctx.Err() == nil:
+			return fmt.Errorf("journal %s offset %d: %w", p.journal, dec.offset, err)
+		case isPartial:
+			return ctx.Err()
+		default:
+			return err // A read error at an op's boundary, like ErrOffsetNotYetAvailable.
+		}
+	}
+}
+
+// play applies f to the FSM and, if it's valid and has an effect, to the
+// directory.
+func (p *Player) play(f *frame) error {
+	var effect, err = p.fsm.Apply(f.op, f.opBytes, f.begin, f.end)
+	if errors.Is(err, ErrNotFollowing) {
+		playedOps.WithLabelValues("skipped").Inc()
+		slog.Debug("skipping op of a dead branch", "journal", p.journal, "offset", f.begin,
+			"seq", f.op.Seq, "author", Author(f.op.Author), "wantSeq", p.fsm.NextSeq())
+		return nil
+	} else if err != nil {
+		return err
+	} else if !effect {
+		playedOps.WithLabelValues("unneeded").Inc()
+		return nil
+	}
+	playedOps.WithLabelValues("played").Inc()
+	playedBytes.Add(float64(f.end - f.begin))
+
+	switch k := f.op.Kind.(type) {
+	case *Op_Create:
+		var file, err = p.createFile(k.Create.Path)
+		if err != nil {
+			return err
+		}
+		p.files[Fnode(f.op.Seq)] = file
+	case *Op_Write:
+		var file = p.files[Fnode(k.Write.Fnode)]
+		if _, err = file.WriteAt(f.data, k.Write.Offset); err != nil {
+			return fmt.Errorf("writing node %d: %w", k.Write.Fnode, err)
+		}
+	case *Op_Link:
+		var target = p.localPath(k.Link.Path)
+		if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+			err = os.Link(p.files[Fnode(k.Link.Fnode)].Name(), target)
+		}
+		if err != nil {
+			return fmt.Errorf("linking node %d: %w", k.Link.Fnode, err)
+		}
+	case *Op_Unlink:
+		var fn = Fnode(k.Unlink.Fnode)
+		if err = os.Remove(p.localPath(k.Unlink.Path)); err != nil {
+			return fmt.Errorf("unlinking node %d: %w", fn, err)
+		}
+		if links := p.fsm.Links(fn); len(links) == 0 {
+			err = p.files[fn].Close()
+			delete(p.files, fn)
+		} else if p.files[fn].Name() == p.localPath(k.Unlink.Path) {
+			// Keep the file's name one of its links, for later Link ops.
+			var file *os.File
+			if file, err = os.OpenFile(p.localPath(links[0]), os.O_RDWR, 0); err == nil {
+				err = p.files[fn].Close()
+				p.files[fn] = file
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("unlinking node %d: %w", fn, err)
+		}
+	case *Op_Property:
+		if k.Property.Remove {
+			if err = os.Remove(p.localPath(k.Property.Path)); err != nil {
+				return fmt.Errorf("removing property: %w", err)
+			}
+		} else {
+			return p.writeProperty(k.Property.Path, k.Property.Content)
+		}
+	}
+	return nil
+}
+
+func (p *Player) localPath(name string) string { return filepath.Join(p.dir, filepath.FromSlash(name)) }
+
+func (p *Player) createFile(name string) (*os.File, error) {
+	var target = p.localPath(name)
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return nil, err
+	}
+	var file, err = os.OpenFile(target, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("creating file: %w", err)
+	}
+	return file, nil
+}
+
+func (p *Player) writeProperty(name string, content []byte) error {
+	var target = p.localPath(name)
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	} else if err = os.WriteFile(target, content, 0o644); err != nil {
+		return fmt.Errorf("writing property: %w", err)
+	}
+	return nil
+}
+
+func (p *Player) closeFiles() {
+	for fn, file := range p.files {
+		if err := file.Close(); err != nil {
+			slog.Warn("closing played file", "journal", p.journal, "file", file.Name(), "err", err)
+		}
+		delete(p.files, fn)
+	}
+}

@@ -1,0 +1,53 @@
+package recoverylog
+
+import (
+	"context"
+	"fmt"
+
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+)
+
+// NeededFrom returns the lowest log offset which a player of any of hints
+// reads. A nil hints means a player reads from the log's start.
+func NeededFrom(hints ...*Hints) int64 {
+	var from int64 = -1
+	var lower = func(o int64) {
+		if from == -1 || o < from {
+			from = o
+		}
+	}
+	for _, h := range hints {
+		if h == nil {
+			return 0
+		}
+		lower(h.NextOffset)
+		for _, ln := range h.LiveNodes {
+			for _, s := range ln.Segments {
+				lower(s.FirstOffset)
+			}
+		}
+	}
+	return max(from, 0)
+}
+
+// Prunable returns the fragments of journal which no player of any of hints
+// reads: they end at or before NeededFrom(hints...). Pass every generation
+// of hints which may still be used, backups included.
+func Prunable(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal, hints ...*Hints) ([]pb.Fragment, error) {
+	if len(hints) == 0 {
+		return nil, nil
+	}
+	var from = NeededFrom(hints...)
+	var resp, err = client.ListAllFragments(ctx, jc, pb.FragmentsRequest{Journal: journal})
+	if err != nil {
+		return nil, fmt.Errorf("listing fragments of %s: %w", journal, err)
+	}
+	var out []pb.Fragment
+	for _, f := range resp.Fragments {
+		if f.Spec.End <= from {
+			out = append(out, f.Spec)
+		}
+	}
+	return out, nil
+}
