@@ -1,0 +1,322 @@
+package recoverylog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+)
+
+// Random create, write, link, unlink and rename ops over many files, recorded
+// and played back from the log's start and from hints, rebuild the directory
+// byte for byte.
+func TestRecordAndPlayBackRandomOps(t *testing.T) {
+	var journal = newLog(t)
+	var m = newMirror(t, journal, nil, 0xA1)
+	var rng = rand.New(rand.NewPCG(1, 2))
+	var names []string
+	for i := range 24 {
+		names = append(names, fmt.Sprintf("d%d/f%02d", i%3, i))
+	}
+	var exists = func(name string) bool { _, ok := m.fns[name]; return ok }
+	var data = func() []byte {
+		var n = rng.IntN(8 << 10)
+		if rng.IntN(50) == 0 {
+			n = MaxWriteLen + rng.IntN(MaxWriteLen) // Split into several Write ops.
+		}
+		var b = make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	var props = map[string]bool{}
+	for range 600 {
+		var name, other = names[rng.IntN(len(names))], names[rng.IntN(len(names))]
+		switch k := rng.IntN(10); {
+		case props[name]:
+			m.remove(name)
+			delete(props, name)
+		case !exists(name) && k < 8:
+			m.create(name)
+		case !exists(name):
+			m.property(name, data()[:rng.IntN(64)])
+			props[name] = true
+		case k < 5:
+			m.write(name, data(), -1)
+		case k == 5:
+			m.write(name, data(), rng.Int64N(16<<10))
+		case k == 6 && name != other && !props[other]:
+			m.rename(name, other)
+		case k == 7 && !exists(other) && !props[other]:
+			m.link(name, other)
+		case k == 8:
+			m.remove(name)
+		}
+	}
+	// Concurrent appends, as RocksDB's threads make.
+	var wg sync.WaitGroup
+	for i := range 4 {
+		var name = fmt.Sprintf("concurrent/%d", i)
+		m.create(name)
+		var fn = m.fns[name]
+		wg.Go(func() {
+			for j := range 50 {
+				if err := m.rec.Append(fn, bytes.Repeat([]byte{byte(i), byte(j)}, 100)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range 4 {
+		var b = make([]byte, 0, 50*200)
+		for j := range 50 {
+			b = append(b, bytes.Repeat([]byte{byte(i), byte(j)}, 100)...)
+		}
+		m.check(writeFile(m.path(fmt.Sprintf("concurrent/%d", i)), b))
+	}
+	var hints = m.hints()
+
+	var _, fromStart, _ = play(t, journal, nil, 0xB2)
+	sameTree(t, m.dir, fromStart)
+	var _, fromHints, _ = play(t, journal, hints, 0xB3)
+	sameTree(t, m.dir, fromHints)
+}
+
+// After heavy deletes, playback from hints reads a small part of the log.
+func TestHintsSkipDeletedData(t *testing.T) {
+	var journal = newLog(t)
+	var m = newMirror(t, journal, nil, 0xA1)
+	var chunk = bytes.Repeat([]byte("0123456789abcdef"), 4<<10) // 64 KiB.
+	for i := range 20 {
+		var name = fmt.Sprintf("%06d.sst", i)
+		m.create(name)
+		for range 4 {
+			m.write(name, chunk, -1)
+		}
+		if i >= 2 {
+			m.remove(fmt.Sprintf("%06d.sst", i-2))
+		}
+	}
+	m.property("CURRENT", []byte("MANIFEST-000001\n"))
+	var hints = m.hints()
+	var head = writeHead(t, journal)
+
+	var _, dir, p = play(t, journal, hints, 0xB2)
+	sameTree(t, m.dir, dir)
+	var ratio = float64(p.BytesRead()) / float64(head)
+	t.Logf("played %d of %d log bytes (%.3f)", p.BytesRead(), head, ratio)
+	if ratio > 0.15 {
+		t.Fatalf("playback from hints read %.3f of the log; want at most 0.15", ratio)
+	}
+
+	// No generation of hints needs the deleted files' fragments.
+	var from = NeededFrom(hints)
+	var frags, err = Prunable(context.Background(), stack.Journals(), journal, hints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pruned int64
+	for _, f := range frags {
+		if f.End > from {
+			t.Fatalf("prunable fragment %v ends past %d", f, from)
+		}
+		pruned += f.End - f.Begin
+	}
+	t.Logf("prunable: %d fragments of %d bytes; needed from %d", len(frags), pruned, from)
+	if from < head/2 {
+		t.Fatalf("hints need the log from %d of %d", from, head)
+	}
+	if frags, err = Prunable(context.Background(), stack.Journals(), journal, hints, nil); err != nil || len(frags) != 0 {
+		t.Fatalf("with a generation of no hints, prunable = %v, %v; want none", frags, err)
+	}
+}
+
+// A hot standby tails a live recorder, then finishes and becomes the writer;
+// the deposed recorder's appends fail at the broker, and the log stays valid.
+func TestHotStandbyHandoff(t *testing.T) {
+	var journal = newLog(t)
+	var a = newMirror(t, journal, nil, 0xA1)
+	a.create("one")
+	a.write("one", []byte("hello"), -1)
+
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var standbyDir = t.TempDir()
+	var standby = NewPlayer(stack.Journals(), journal, standbyDir, 0xB2)
+	type result struct {
+		fsm *FSM
+		err error
+	}
+	var done = make(chan result, 1)
+	go func() {
+		var fsm, err = standby.Play(ctx, nil)
+		done <- result{fsm, err}
+	}()
+
+	for i := range 20 {
+		a.write("one", []byte(fmt.Sprintf(" %d", i)), -1)
+		a.create(fmt.Sprintf("f%d", i))
+	}
+	a.property("CURRENT", []byte("v1"))
+	var barrier = a.rec.Barrier(nil)
+	<-barrier.Done()
+	if err := barrier.Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("standby returned before finishing: %v", r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	standby.FinishAtWriteHead()
+	var r = <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	sameTree(t, a.dir, standbyDir)
+
+	// The deposed recorder's next append fails.
+	if err := a.rec.SetProperty("CURRENT", []byte("v2")); err != nil {
+		t.Fatal(err) // Recorded, not yet appended.
+	}
+	if err := a.rec.SyncAll(ctx); !isRegisterMismatch(err) {
+		t.Fatalf("deposed recorder's Sync: %v; want REGISTER_MISMATCH", err)
+	}
+	if err := a.rec.Append(a.fns["one"], []byte("more")); !isRegisterMismatch(err) {
+		t.Fatalf("deposed recorder's Append: %v; want REGISTER_MISMATCH", err)
+	}
+	var barrier2 = a.rec.Barrier(nil)
+	<-barrier2.Done()
+	if !isRegisterMismatch(barrier2.Err()) {
+		t.Fatalf("deposed recorder's Barrier: %v", barrier2.Err())
+	}
+
+	// The standby records on, and the log plays back to its directory.
+	var appends = client.NewAppendService(ctx, stack.Journals())
+	var rec, err = NewRecorder(journal, r.fsm, 0xB2, standbyDir, appends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b = &mirror{t: t, dir: standbyDir, rec: rec, fns: map[string]Fnode{}}
+	b.create("two")
+	b.write("two", []byte("after handoff"), -1)
+	b.remove("f3")
+	b.property("CURRENT", []byte("v3"))
+	var _, dir, _ = play(t, journal, b.hints(), 0xC3)
+	sameTree(t, standbyDir, dir)
+	_, dir, _ = play(t, journal, nil, 0xC4)
+	sameTree(t, standbyDir, dir)
+}
+
+// Corrupt bytes in the log fail playback with an error naming the journal
+// and the offset; so does an op truncated at the write head.
+func TestCorruptLog(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		garbage func(frame []byte) []byte
+		want    string
+	}{
+		{"garbage", func([]byte) []byte { return []byte("this is not an op frame, not at all") }, "op length"},
+		{"flipped", func(f []byte) []byte { f = bytes.Clone(f); f[len(f)-3] ^= 0x10; return f }, "checksum mismatch"},
+		{"truncated", func(f []byte) []byte { return f[:len(f)-4] }, "truncated op"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var journal = newLog(t)
+			var m = newMirror(t, journal, nil, 0xA1)
+			m.create("one")
+			m.write("one", []byte("good data"), -1)
+			m.check(m.rec.SyncAll(context.Background()))
+			var head = writeHead(t, journal)
+
+			var frame, _, _ = appendFrame(nil, &Op{
+				Seq: m.rec.fsm.NextSeq(), Checksum: m.rec.fsm.NextChecksum(), Author: 0xA1,
+				Kind: &Op_Write{Write: &Write{Fnode: uint64(m.fns["one"]), Length: 4, DataCrc32C: crc32Of([]byte("evil"))}},
+			}, []byte("evil"))
+			if _, err := client.Append(context.Background(), stack.Journals(),
+				pb.AppendRequest{Journal: journal}, bytes.NewReader(tc.garbage(frame))); err != nil {
+				t.Fatal(err)
+			}
+			var p = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xB2)
+			p.FinishAtWriteHead()
+			var _, err = p.Play(context.Background(), nil)
+			var want = fmt.Sprintf("journal %s offset %d", journal, head)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Play: %v; want an ErrCorrupt naming %q and %q", err, want, tc.want)
+			}
+		})
+	}
+}
+
+// The recorder detects another writer's appends, which invalidate its
+// offsets, and fails rather than write wrong hints.
+func TestRecorderDetectsForeignAppend(t *testing.T) {
+	var journal = newLog(t)
+	var m = newMirror(t, journal, nil, 0xA1)
+	m.create("one")
+	m.check(m.rec.SyncAll(context.Background()))
+	if _, err := client.Append(context.Background(), stack.Journals(),
+		pb.AppendRequest{Journal: journal}, strings.NewReader("foreign")); err != nil {
+		t.Fatal(err)
+	}
+	m.write("one", []byte("data"), -1)
+	if _, err := m.rec.Hints(context.Background()); err == nil || !strings.Contains(err.Error(), "another writer") {
+		t.Fatalf("Hints after a foreign append: %v", err)
+	}
+}
+
+// Hints are stored with older generations as backups; a missing key reads as
+// no hints.
+func TestHintsGenerations(t *testing.T) {
+	var ctx = context.Background()
+	var key = "/test/hints/" + t.Name()
+	var got, err = FetchHints(ctx, stack.Etcd(), key, 3)
+	if err != nil || len(got) != 3 || got[0] != nil || got[1] != nil || got[2] != nil {
+		t.Fatalf("FetchHints of a missing key: %v, %v", got, err)
+	}
+	for i := range 5 {
+		var h = &Hints{Log: "logs/x", NextSeq: uint64(i + 1), NextOffset: int64(i * 100)}
+		if err = StoreHints(ctx, stack.Etcd(), key, h, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err = FetchHints(ctx, stack.Etcd(), key, 4); err != nil {
+		t.Fatal(err)
+	}
+	for g, want := range []uint64{5, 4, 3} {
+		if got[g] == nil || got[g].NextSeq != want {
+			t.Fatalf("generation %d = %v; want next seq %d", g, got[g], want)
+		}
+	}
+	if got[3] != nil {
+		t.Fatalf("generation 3 = %v; want none kept", got[3])
+	}
+	if _, err = stack.Etcd().Put(ctx, key, "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = FetchHints(ctx, stack.Etcd(), key, 1); err == nil || !strings.Contains(err.Error(), key) {
+		t.Fatalf("FetchHints of garbage: %v", err)
+	}
+}
+
+func TestPlayerCancel(t *testing.T) {
+	var journal = newLog(t)
+	var ctx, cancel = context.WithCancel(context.Background())
+	var p = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xB2)
+	var done = make(chan error)
+	go func() { _, err := p.Play(ctx, nil); done <- err }()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Play after cancel: %v", err)
+	}
+}
