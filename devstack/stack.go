@@ -88,8 +88,9 @@ type Stack struct {
 	mu     sync.Mutex
 	closed map[*Broker]bool // Brokers that have stopped.
 
-	persister *fragment.Persister
-	tasks     *task.Group // The persister and its KeySpace watch.
+	persister   *fragment.Persister
+	persisterKS *keyspace.KeySpace // Where the persister looks up journal specs.
+	tasks       *task.Group        // The persister and its KeySpace watch.
 
 	conn     *grpc.ClientConn
 	journals pb.RoutedJournalClient
@@ -171,6 +172,8 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := ks.Load(ctx, s.etcdClient, 0); err != nil {
 		return fmt.Errorf("devstack: loading broker keyspace: %w", err)
 	}
+	ks.WatchApplyDelay = 0
+	s.persisterKS = ks
 	s.persister = fragment.NewPersister(ks)
 	broker.SetSharedPersister(s.persister)
 
@@ -381,7 +384,10 @@ func (s *Stack) Close() error {
 			errs = append(errs, s.conn.Close())
 		}
 		if s.tasks != nil {
-			// Persist what brokers completed while exiting, then stop.
+			// Persist what brokers completed while exiting, then stop. The
+			// persister drops fragments of journals it cannot find, so it
+			// must first see every spec applied so far.
+			errs = append(errs, s.syncPersisterKeySpace())
 			s.persister.Finish()
 			s.tasks.Cancel()
 			errs = append(errs, s.tasks.Wait())
@@ -401,6 +407,23 @@ func (s *Stack) Close() error {
 		active.Unlock()
 	})
 	return s.closeErr
+}
+
+// syncPersisterKeySpace waits until the persister's KeySpace reflects every
+// etcd revision up to now.
+func (s *Stack) syncPersisterKeySpace() error {
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var resp, err = s.etcdClient.Get(ctx, s.opts.EtcdPrefix, clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("devstack: reading etcd revision before persisting fragments: %w", err)
+	}
+	s.persisterKS.Mu.RLock()
+	defer s.persisterKS.Mu.RUnlock()
+	if err = s.persisterKS.WaitForRevision(ctx, resp.Header.Revision); err != nil {
+		return fmt.Errorf("devstack: waiting for the persister to see revision %d: %w", resp.Header.Revision, err)
+	}
+	return nil
 }
 
 // lastLive reports whether b is the only broker of the stack still running.

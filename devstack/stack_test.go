@@ -42,7 +42,7 @@ func start(t *testing.T, dir string, brokers int) *devstack.Stack {
 		Brokers:       brokers,
 		UnsafeNoFsync: true,
 		LeaseTTL:      5 * time.Second,
-		LogLevel:      slog.LevelWarn,
+		LogLevel:      testLogLevel(),
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -268,4 +268,14 @@ func TestFragmentsPersistToDir(t *testing.T) {
 	if !found {
 		t.Fatalf("no persisted fragment of tests/one holds the appended data (%d files)", len(entries))
 	}
+}
+
+// testLogLevel is slog.LevelWarn, or the level named by GAZCONSUMER_TEST_LOG.
+func testLogLevel() slog.Level {
+	var l = slog.LevelWarn
+	if v := os.Getenv("GAZCONSUMER_TEST_LOG"); v != "" {
+		_ = l.UnmarshalText([]byte(v))
+		slog.SetLogLoggerLevel(l)
+	}
+	return l
 }
