@@ -1,0 +1,421 @@
+// Package txn runs a shard's pipelined consumer transactions: it sequences
+// read-uncommitted envelopes into read-committed messages, hands them to the
+// Application in transactions bounded by the shard's minimum and maximum
+// durations, commits each transaction's checkpoint through the Store after
+// the transaction's appends, and writes acknowledgements once it commits.
+//
+// A transaction begins with the first committed message to consume. It
+// stays open at least MinDuration, and past it for as long as messages are
+// ready (or a message sequence started in it awaits its acknowledgement), up
+// to MaxDuration. It then finalizes and starts to commit. Its successor may
+// begin consuming at once, but may not finalize until its predecessor's
+// commit and acknowledgements are done; if its own MaxDuration passes first,
+// it stops reading (it stalls) until they are.
+package txn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/message"
+)
+
+// Read is one read-uncommitted envelope of a source journal, or the error
+// that ended reading. A read error should name the journal and offset.
+type Read struct {
+	Env message.Envelope
+	Err error
+}
+
+// Clock is the pipeline's source of time; tests substitute a fake.
+type Clock interface {
+	Now() time.Time
+	// Timer returns a channel which receives once d has passed, and a
+	// function that stops the timer.
+	Timer(d time.Duration) (<-chan time.Time, func())
+}
+
+// Stats describe one fully committed transaction.
+type Stats struct {
+	Messages int           // Messages consumed.
+	Bytes    int64         // Bytes of messages consumed.
+	Began    time.Time     // First message consumed.
+	Stalled  time.Duration // Time spent waiting on the predecessor after MaxDuration.
+	Finalize time.Duration // FinalizeTxn through StartCommit.
+	Commit   time.Duration // StartCommit until the commit resolved.
+	Ack      time.Duration // Commit until acknowledgements were written.
+	// Checkpoint committed by the transaction.
+	Checkpoint pc.Checkpoint
+}
+
+// Pipeline runs the transactions of one shard.
+type Pipeline struct {
+	Shard runtime.Shard
+	Store runtime.Store
+	App   runtime.Application
+	// Publisher through which the application publishes; its journal
+	// client is the shard's.
+	Publisher *message.Publisher
+	// Sequencer, built from the checkpoint the store restored.
+	Sequencer *message.Sequencer
+	// Replay returns an iterator over read-uncommitted envelopes of journal
+	// in [begin, end), which the Sequencer needs to re-read a sequence that
+	// its ring no longer holds.
+	Replay func(journal pb.Journal, begin, end pb.Offset) message.Iterator
+	// Pending returns the appends in flight that a commit must wait for: the
+	// shard's appends, except those of its recovery log.
+	Pending func() client.OpFutures
+	Clock   Clock
+	// MinDuration and MaxDuration bound each transaction; MaxDuration must
+	// be at least MinDuration.
+	MinDuration, MaxDuration time.Duration
+	// WaitForAck keeps a transaction open, up to MaxDuration, while a
+	// message sequence it read awaits its acknowledgement.
+	WaitForAck bool
+	// ProducerPruneHorizon drops the state of producers that have not
+	// written to a journal for this long from checkpoints; zero keeps all.
+	ProducerPruneHorizon time.Duration
+	// Committed, if set, is told of each transaction once it is fully
+	// committed and acknowledged.
+	Committed func(Stats)
+}
+
+// txn is the state of one transaction.
+type txn struct {
+	reads     <-chan Read      // Nil once reading has ended for this transaction.
+	timer     <-chan time.Time // Fires at the min, then the max deadline.
+	stopTimer func()
+	minDone   bool // MinDuration has passed.
+	maxDone   bool // MaxDuration has passed.
+
+	// Predecessor barrier: the next of its commit or acks not yet resolved.
+	barrier <-chan struct{}
+
+	stats  Stats
+	began  bool
+	done   bool // Committed and acknowledged, and reported.
+	commit client.OpFuture
+	acks   []client.OpFuture
+
+	stalledAt, finalizeAt, commitAt, committedAt time.Time
+}
+
+// Run runs transactions from the checkpoint cp, which the store restored,
+// until reads closes or ctx is done. It first writes the acknowledgements
+// that cp records, in case the process that committed it failed before it
+// wrote them. When reads closes, Run commits the open transaction, waits for
+// its commit and acknowledgements, and returns nil. An error of the
+// application, the store or a read fails the shard and is returned.
+func (p *Pipeline) Run(ctx context.Context, cp pc.Checkpoint, reads <-chan Read) error {
+	var prev = &txn{commit: client.FinishedOperation(nil), done: len(cp.AckIntents) == 0}
+	var now = p.Clock.Now()
+	prev.committedAt, prev.commitAt = now, now
+
+	for journal, ack := range cp.AckIntents {
+		prev.acks = append(prev.acks, p.resendAck(ctx, journal, ack))
+	}
+
+	for {
+		var cur = &txn{reads: reads}
+		if !prev.done {
+			cur.barrier = prev.commit.Done()
+		}
+		var err = p.run(ctx, cur, prev)
+		if cur.began {
+			if bf, ok := p.App.(runtime.BeginFinisher); ok {
+				if ferr := bf.FinishTxn(p.Shard, p.Store, err); ferr != nil && err == nil {
+					err = fmt.Errorf("FinishTxn: %w", ferr)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if !cur.began {
+			// Reads closed with no transaction open: wait out the predecessor.
+			return p.drain(ctx, prev)
+		}
+		prev = cur
+	}
+}
+
+// run runs cur until it starts to commit, or until reads close with no
+// transaction begun.
+func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
+	defer func() {
+		if cur.stopTimer != nil {
+			cur.stopTimer()
+		}
+	}()
+	for {
+		// Consume the committed messages the sequencer has ready, polling
+		// the timer between them so that a long run of ready messages still
+		// ends the transaction at MaxDuration.
+		if cur.reads != nil && p.Sequencer.Dequeued != nil {
+			select {
+			case tick := <-cur.timer:
+				p.onTick(cur, tick)
+				continue
+			default:
+			}
+			if err := p.consume(cur); err != nil {
+				return err
+			}
+			continue
+		}
+
+		var readCh = cur.reads
+		if p.mayFinish(cur) {
+			// Nothing compels the transaction to wait: take what is ready,
+			// or else start to commit.
+			select {
+			case r, ok := <-readCh:
+				if err := p.onRead(ctx, cur, prev, r, ok); err != nil {
+					return err
+				}
+				continue
+			case tick := <-cur.timer:
+				p.onTick(cur, tick)
+				continue
+			default:
+			}
+			if !cur.began {
+				return nil // Reads closed, and drained.
+			}
+			return p.startCommit(cur)
+		}
+
+		select {
+		case r, ok := <-readCh:
+			if err := p.onRead(ctx, cur, prev, r, ok); err != nil {
+				return err
+			}
+		case tick := <-cur.timer:
+			p.onTick(cur, tick)
+		case <-cur.barrier:
+			if err := p.onBarrier(cur, prev); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// mayFinish reports whether cur may stop waiting: its predecessor is done,
+// and it either never began and cannot, or has run its minimum duration and
+// has no reason to wait for an acknowledgement.
+func (p *Pipeline) mayFinish(cur *txn) bool {
+	if cur.barrier != nil {
+		return false
+	}
+	if !cur.began {
+		return cur.reads == nil
+	}
+	if !cur.minDone {
+		return false
+	}
+	var awaitAck = p.WaitForAck && cur.reads != nil && !cur.maxDone && p.Sequencer.HasPending()
+	return !awaitAck
+}
+
+func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) error {
+	if !ok {
+		cur.reads = nil // Reads have ended; don't select them again.
+		return nil
+	}
+	if r.Err != nil {
+		return r.Err
+	}
+	switch outcome := p.Sequencer.QueueUncommitted(r.Env); outcome {
+	case message.QueueAckCommitReplay:
+		var journal, begin, end = p.Sequencer.ReplayRange()
+		p.Sequencer.StartReplay(p.Replay(journal, begin, end))
+		fallthrough
+	case message.QueueAckCommitRing, message.QueueAckEmpty, message.QueueOutsideCommit:
+		// Committed messages are ready: dequeue the first of them.
+		if err := p.Sequencer.Step(); err != nil {
+			return fmt.Errorf("sequencing %s at offset %d: %w", r.Env.Journal.Name, r.Env.Begin, err)
+		}
+	case message.QueueContinueBeginSpan, message.QueueContinueExtendSpan:
+		// Uncommitted: its acknowledgement is yet to come.
+	case message.QueueAckRollback, message.QueueContinueAlreadyAcked,
+		message.QueueContinueTxnClockLarger, message.QueueOutsideAlreadyAcked:
+		// A duplicate or rolled-back message: nothing to consume. The
+		// sequencer's offsets move past it all the same.
+	default:
+		return fmt.Errorf("sequencing %s at offset %d: unexpected outcome %v", r.Env.Journal.Name, r.Env.Begin, outcome)
+	}
+	return nil
+}
+
+func (p *Pipeline) consume(cur *txn) error {
+	var env = p.Sequencer.Dequeued
+	if message.GetFlags(env.Message.GetUUID()) == message.Flag_ACK_TXN {
+		// Acknowledgements are the service's business, not the
+		// application's; the checkpoint's offsets cover them.
+		return p.step(env)
+	}
+	if !cur.began {
+		cur.began = true
+		if bf, ok := p.App.(runtime.BeginFinisher); ok {
+			if err := bf.BeginTxn(p.Shard, p.Store); err != nil {
+				return fmt.Errorf("BeginTxn: %w", err)
+			}
+		}
+		cur.stats.Began = p.Clock.Now()
+		cur.timer, cur.stopTimer = p.Clock.Timer(p.MinDuration)
+	}
+	if err := p.App.ConsumeMessage(p.Shard, p.Store, *env, p.Publisher); err != nil {
+		return fmt.Errorf("consuming %s at offset %d: %w", env.Journal.Name, env.Begin, err)
+	}
+	cur.stats.Messages++
+	cur.stats.Bytes += env.End - env.Begin
+	return p.step(env)
+}
+
+// step moves the sequencer past env, to the next committed message if any.
+func (p *Pipeline) step(env *message.Envelope) error {
+	var journal, offset = env.Journal.Name, env.Begin
+	if err := p.Sequencer.Step(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("sequencing after %s at offset %d: %w", journal, offset, err)
+	}
+	return nil
+}
+
+func (p *Pipeline) onTick(cur *txn, tick time.Time) {
+	cur.stopTimer()
+	if !cur.minDone {
+		cur.minDone = true
+		if rest := cur.stats.Began.Add(p.MaxDuration).Sub(tick); rest > 0 {
+			cur.timer, cur.stopTimer = p.Clock.Timer(rest)
+			return
+		}
+	}
+	cur.maxDone = true
+	cur.timer, cur.stopTimer = nil, func() {}
+	cur.reads = nil // Stop reading: the transaction is full.
+	if cur.barrier != nil {
+		cur.stalledAt = tick // It must still wait for its predecessor.
+	}
+}
+
+// onBarrier handles the resolution of the predecessor's commit or of one of
+// its acknowledgements, and moves cur.barrier to the next unresolved one.
+func (p *Pipeline) onBarrier(cur, prev *txn) error {
+	var now = p.Clock.Now()
+	if prev.committedAt.IsZero() {
+		if err := prev.commit.Err(); err != nil {
+			return fmt.Errorf("committing the previous transaction: %w", err)
+		}
+		prev.committedAt = now
+	}
+	cur.barrier = nil
+	for _, ack := range prev.acks {
+		select {
+		case <-ack.Done():
+			if err := ack.Err(); err != nil {
+				return fmt.Errorf("acknowledging the previous transaction: %w", err)
+			}
+		default:
+			cur.barrier = ack.Done()
+			return nil
+		}
+	}
+	prev.done = true
+	if prev.began && p.Committed != nil {
+		prev.stats.Commit = prev.committedAt.Sub(prev.commitAt)
+		prev.stats.Ack = now.Sub(prev.committedAt)
+		p.Committed(prev.stats)
+	}
+	if !cur.stalledAt.IsZero() {
+		cur.stats.Stalled = now.Sub(cur.stalledAt)
+	}
+	return nil
+}
+
+// startCommit finalizes cur and starts its commit and acknowledgements.
+func (p *Pipeline) startCommit(cur *txn) error {
+	cur.finalizeAt = p.Clock.Now()
+	if err := p.App.FinalizeTxn(p.Shard, p.Store, p.Publisher); err != nil {
+		return fmt.Errorf("FinalizeTxn: %w", err)
+	}
+	var offsets, states = p.Sequencer.Checkpoint(p.ProducerPruneHorizon)
+	var intents, err = p.Publisher.BuildAckIntents()
+	if err != nil {
+		return fmt.Errorf("building acknowledgements: %w", err)
+	}
+	var cp = pc.BuildCheckpoint(pc.BuildCheckpointArgs{ReadThrough: offsets, ProducerStates: states, AckIntents: intents})
+
+	var commit = p.Store.StartCommit(p.Shard, cp, p.Pending())
+	select {
+	case <-commit.Done():
+		// A commit that failed at once fails the shard now, before the
+		// application is handed another message.
+		if err = commit.Err(); err != nil {
+			return fmt.Errorf("committing: %w", err)
+		}
+	default:
+	}
+	cur.commit, cur.commitAt = commit, p.Clock.Now()
+	cur.stats.Finalize = cur.commitAt.Sub(cur.finalizeAt)
+	cur.stats.Checkpoint = cp
+
+	// Acknowledgements let readers consume what the transaction published.
+	// They are appended only once the commit is durable; if this process
+	// fails before they are, the next owner of the shard re-sends them from
+	// the checkpoint.
+	var ajc = p.Shard.JournalClient()
+	for _, intent := range intents {
+		var aa = ajc.StartAppend(pb.AppendRequest{Journal: intent.Journal}, client.OpFutures{commit: {}})
+		_, _ = aa.Writer().Write(intent.Intent)
+		if err = aa.Release(); err != nil {
+			return fmt.Errorf("acknowledging to %s: %w", intent.Journal, err)
+		}
+		cur.acks = append(cur.acks, aa)
+	}
+	return nil
+}
+
+// resendAck appends a recovered acknowledgement. A journal that no longer
+// exists is skipped: nobody can read what was published to it.
+func (p *Pipeline) resendAck(ctx context.Context, journal pb.Journal, ack []byte) client.OpFuture {
+	var op = client.NewAsyncOperation()
+	go func() {
+		var _, err = client.Append(ctx, p.Shard.JournalClient(), pb.AppendRequest{Journal: journal}, bytes.NewReader(ack))
+		if errors.Is(err, client.ErrJournalNotFound) {
+			err = nil
+		} else if err != nil {
+			err = fmt.Errorf("re-sending the recovered acknowledgement to %s: %w", journal, err)
+		}
+		op.Resolve(err)
+	}()
+	return op
+}
+
+// drain waits until prev's commit and acknowledgements resolve.
+func (p *Pipeline) drain(ctx context.Context, prev *txn) error {
+	if prev.done {
+		return nil
+	}
+	var cur = &txn{barrier: prev.commit.Done()}
+	for cur.barrier != nil {
+		select {
+		case <-cur.barrier:
+			if err := p.onBarrier(cur, prev); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

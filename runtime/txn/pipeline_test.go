@@ -1,0 +1,481 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/keyspace"
+	"go.gazette.dev/core/message"
+)
+
+// fakeClock is a Clock whose time moves only when a test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at      time.Time
+	ch      chan time.Time
+	stopped bool
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Timer(d time.Duration) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var t = &fakeTimer{at: c.now.Add(d), ch: make(chan time.Time, 1)}
+	c.timers = append(c.timers, t)
+	return t.ch, func() {
+		c.mu.Lock()
+		t.stopped = true
+		c.mu.Unlock()
+	}
+}
+
+// Advance moves time forward by d and fires the timers due by then.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	var live = c.timers[:0]
+	for _, t := range c.timers {
+		if t.stopped {
+			continue
+		} else if !t.at.After(c.now) {
+			t.ch <- c.now
+		} else {
+			live = append(live, t)
+		}
+	}
+	c.timers = live
+}
+
+// testMsg is a journal message of the tests.
+type testMsg struct {
+	uuid message.UUID
+	Key  string
+}
+
+func (m *testMsg) GetUUID() message.UUID                         { return m.uuid }
+func (m *testMsg) SetUUID(u message.UUID)                        { m.uuid = u }
+func (m *testMsg) NewAcknowledgement(pb.Journal) message.Message { return &testMsg{} }
+
+type testShard struct{ ctx context.Context }
+
+func (s testShard) Context() context.Context                 { return s.ctx }
+func (s testShard) Spec() *pc.ShardSpec                      { return &pc.ShardSpec{Id: "test/shard"} }
+func (s testShard) Assignment() keyspace.KeyValue            { return keyspace.KeyValue{} }
+func (s testShard) JournalClient() client.AsyncJournalClient { return nil }
+
+// testStore hands out commit futures that the test resolves.
+type testStore struct {
+	commits chan *client.AsyncOperation
+	cps     chan pc.Checkpoint
+	failNow error // If set, StartCommit fails at once.
+}
+
+func (s *testStore) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
+	return pc.Checkpoint{}, nil
+}
+func (s *testStore) Destroy() {}
+func (s *testStore) StartCommit(_ runtime.Shard, cp pc.Checkpoint, _ client.OpFutures) client.OpFuture {
+	if s.failNow != nil {
+		return client.FinishedOperation(s.failNow)
+	}
+	var op = client.NewAsyncOperation()
+	s.cps <- cp
+	s.commits <- op
+	return op
+}
+
+// testApp reports each call on events.
+type testApp struct {
+	events     chan string
+	consumeErr error
+	finishErrs chan error
+}
+
+func (a *testApp) NewStore(runtime.Shard, runtime.Recorder) (runtime.Store, error) { return nil, nil }
+func (a *testApp) NewMessage(*pb.JournalSpec) (message.Message, error)             { return &testMsg{}, nil }
+func (a *testApp) ConsumeMessage(_ runtime.Shard, _ runtime.Store, env message.Envelope, _ *message.Publisher) error {
+	a.events <- "consume " + env.Message.(*testMsg).Key
+	return a.consumeErr
+}
+func (a *testApp) FinalizeTxn(runtime.Shard, runtime.Store, *message.Publisher) error {
+	a.events <- "finalize"
+	return nil
+}
+
+// beginFinishApp is a testApp that is also a runtime.BeginFinisher.
+type beginFinishApp struct{ *testApp }
+
+func (a beginFinishApp) BeginTxn(runtime.Shard, runtime.Store) error {
+	a.events <- "begin"
+	return nil
+}
+func (a beginFinishApp) FinishTxn(_ runtime.Shard, _ runtime.Store, err error) error {
+	a.events <- "finish"
+	a.finishErrs <- err
+	return nil
+}
+
+const (
+	minDur = 10 * time.Second
+	maxDur = 60 * time.Second
+)
+
+type harness struct {
+	t        *testing.T
+	clock    *fakeClock
+	app      *testApp
+	store    *testStore
+	reads    chan Read
+	producer message.ProducerID
+	seq      message.Clock
+	offset   pb.Offset
+	done     chan error
+	stats    chan Stats
+	pipeline *Pipeline
+}
+
+func newHarness(t *testing.T, beginFinish bool) *harness {
+	var h = &harness{
+		t:        t,
+		clock:    &fakeClock{now: time.Unix(1_000_000, 0)},
+		app:      &testApp{events: make(chan string, 100), finishErrs: make(chan error, 100)},
+		store:    &testStore{commits: make(chan *client.AsyncOperation, 10), cps: make(chan pc.Checkpoint, 10)},
+		reads:    make(chan Read, 100),
+		producer: message.NewProducerID(),
+		done:     make(chan error, 1),
+		stats:    make(chan Stats, 10),
+	}
+	var app runtime.Application = h.app
+	if beginFinish {
+		app = beginFinishApp{h.app}
+	}
+	h.pipeline = &Pipeline{
+		Shard:       testShard{ctx: context.Background()},
+		Store:       h.store,
+		App:         app,
+		Publisher:   message.NewPublisher(nil, nil),
+		Sequencer:   message.NewSequencer(nil, nil, 16),
+		Replay:      func(pb.Journal, pb.Offset, pb.Offset) message.Iterator { panic("unexpected replay") },
+		Pending:     func() client.OpFutures { return nil },
+		Clock:       h.clock,
+		MinDuration: minDur,
+		MaxDuration: maxDur,
+		WaitForAck:  true,
+		Committed:   func(s Stats) { h.stats <- s },
+	}
+	return h
+}
+
+func (h *harness) run() {
+	go func() { h.done <- h.pipeline.Run(context.Background(), pc.Checkpoint{}, h.reads) }()
+}
+
+var journal = &pb.JournalSpec{Name: "test/journal"}
+
+// send reads a message with flags into the pipeline.
+func (h *harness) send(key string, flags message.Flags) {
+	h.seq += 16
+	var msg = &testMsg{uuid: message.BuildUUID(h.producer, h.seq, flags), Key: key}
+	h.reads <- Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + 10, Message: msg}}
+	h.offset += 10
+}
+
+func (h *harness) expect(events ...string) {
+	h.t.Helper()
+	for _, want := range events {
+		select {
+		case got := <-h.app.events:
+			if got != want {
+				h.t.Fatalf("got event %q, want %q", got, want)
+			}
+		case err := <-h.done:
+			h.done <- err // Events sent before Run returned come first.
+			select {
+			case got := <-h.app.events:
+				if got != want {
+					h.t.Fatalf("got event %q, want %q", got, want)
+				}
+				continue
+			default:
+			}
+			h.t.Fatalf("pipeline exited with %v, waiting for %q", err, want)
+		case <-time.After(10 * time.Second):
+			h.t.Fatalf("timed out waiting for %q", want)
+		}
+	}
+}
+
+// expectNone checks that no event happens for a while.
+func (h *harness) expectNone() {
+	h.t.Helper()
+	select {
+	case got := <-h.app.events:
+		h.t.Fatalf("unexpected event %q", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func (h *harness) commit() (*client.AsyncOperation, pc.Checkpoint) {
+	h.t.Helper()
+	select {
+	case cp := <-h.store.cps:
+		return <-h.store.commits, cp
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("timed out waiting for a commit")
+		return nil, pc.Checkpoint{}
+	}
+}
+
+func (h *harness) finish() error {
+	h.t.Helper()
+	close(h.reads)
+	select {
+	case err := <-h.done:
+		return err
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("pipeline did not exit after reads closed")
+		return nil
+	}
+}
+
+func TestTransactionRunsAtLeastMinDuration(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	h.clock.Advance(minDur / 2)
+	h.send("b", message.Flag_OUTSIDE_TXN)
+	h.expect("consume b")
+	h.expectNone() // Reads stalled, but MinDuration has not passed.
+
+	h.clock.Advance(minDur / 2)
+	h.expect("finalize")
+	var op, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 20 {
+		t.Fatalf("checkpoint reads through %d, want 20", got)
+	}
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	var s = <-h.stats
+	if s.Messages != 2 || s.Bytes != 20 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func TestTransactionClosesAtMaxDurationWhileAwaitingAck(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	// A sequence begins but is not acknowledged: the transaction waits for
+	// its ACK past MinDuration, up to MaxDuration.
+	h.send("pending", message.Flag_CONTINUE_TXN)
+	h.clock.Advance(minDur)
+	h.expectNone()
+	h.clock.Advance(maxDur - minDur)
+	h.expect("finalize")
+	var op, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 20 {
+		t.Fatalf("checkpoint reads through %d, want 20", got)
+	}
+	op.Resolve(nil)
+
+	// The acknowledgement arrives in the next transaction, which consumes
+	// the acknowledged message but never hands the ACK to the application.
+	h.send("", message.Flag_ACK_TXN)
+	h.expect("consume pending")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	op, _ = h.commit()
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSuccessorConsumesButWaitsForPredecessorCommit(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var first, _ = h.commit()
+
+	// The successor consumes while its predecessor commits...
+	h.send("b", message.Flag_OUTSIDE_TXN)
+	h.expect("consume b")
+	// ...but may not finalize before the predecessor has committed.
+	h.clock.Advance(minDur)
+	h.expectNone()
+	// At MaxDuration it stalls: it reads no further message.
+	h.clock.Advance(maxDur - minDur)
+	h.send("c", message.Flag_OUTSIDE_TXN)
+	h.expectNone()
+
+	first.Resolve(nil)
+	h.expect("finalize")
+	var second, _ = h.commit()
+	if s := <-h.stats; s.Messages != 1 {
+		t.Fatalf("first transaction stats = %+v", s)
+	}
+	second.Resolve(nil)
+
+	h.expect("consume c") // The third transaction picks up what the stalled one didn't read.
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var third, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 30 {
+		t.Fatalf("checkpoint reads through %d, want 30", got)
+	}
+	third.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Messages != 1 || s.Stalled != 0 {
+		t.Fatalf("second transaction stats = %+v", s)
+	}
+}
+
+func TestBeginAndFinishArePaired(t *testing.T) {
+	var h = newHarness(t, true)
+	h.run()
+
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("begin", "consume a")
+	h.clock.Advance(minDur)
+	h.expect("finalize", "finish")
+	if err := <-h.app.finishErrs; err != nil {
+		t.Fatalf("FinishTxn told %v, want nil", err)
+	}
+	var op, _ = h.commit()
+	op.Resolve(nil)
+
+	// A failing message: FinishTxn is told, and the error names where the
+	// message was read.
+	h.app.consumeErr = errors.New("boom")
+	h.send("bad", message.Flag_OUTSIDE_TXN)
+	h.expect("begin", "consume bad", "finish")
+	var told = <-h.app.finishErrs
+	var err = <-h.done
+	if err == nil || told == nil || err.Error() != told.Error() {
+		t.Fatalf("Run returned %v, FinishTxn told %v", err, told)
+	}
+	if !strings.Contains(err.Error(), "test/journal at offset 10") || !errors.Is(err, h.app.consumeErr) {
+		t.Fatalf("error %q does not name the journal and offset", err)
+	}
+}
+
+func TestFailedCommitFailsTheShard(t *testing.T) {
+	t.Run("at once", func(t *testing.T) {
+		var h = newHarness(t, false)
+		h.store.failNow = errors.New("disk full")
+		h.run()
+		h.send("a", message.Flag_OUTSIDE_TXN)
+		h.expect("consume a")
+		h.clock.Advance(minDur)
+		h.expect("finalize")
+		if err := <-h.done; err == nil || !strings.Contains(err.Error(), "disk full") {
+			t.Fatalf("Run returned %v", err)
+		}
+	})
+	t.Run("asynchronously", func(t *testing.T) {
+		var h = newHarness(t, false)
+		h.run()
+		h.send("a", message.Flag_OUTSIDE_TXN)
+		h.expect("consume a")
+		h.clock.Advance(minDur)
+		h.expect("finalize")
+		var op, _ = h.commit()
+		h.send("b", message.Flag_OUTSIDE_TXN)
+		h.expect("consume b")
+		op.Resolve(errors.New("append failed"))
+		var err = <-h.done
+		if err == nil || !strings.Contains(err.Error(), "committing the previous transaction: append failed") {
+			t.Fatalf("Run returned %v", err)
+		}
+		select {
+		case got := <-h.app.events:
+			t.Fatalf("the failed shard went on to %q", got)
+		default:
+		}
+	})
+}
+
+func TestReadErrorFailsTheShard(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+	var readErr = fmt.Errorf("reading test/journal at offset 42: %w", errors.New("garbage"))
+	h.reads <- Read{Err: readErr}
+	if err := <-h.done; !errors.Is(err, readErr) {
+		t.Fatalf("Run returned %v", err)
+	}
+}
+
+func TestClosedReadsCommitTheOpenTransaction(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	close(h.reads)
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var op, _ = h.commit()
+	select {
+	case err := <-h.done:
+		t.Fatalf("Run returned %v before its last commit resolved", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	op.Resolve(nil)
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Messages != 1 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func TestDuplicatesAreNotConsumed(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	// Re-deliver the same message at a later offset, as a producer retry would.
+	h.seq -= 16
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var op, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 20 {
+		t.Fatalf("checkpoint reads through %d, want 20 (past the duplicate)", got)
+	}
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+}
