@@ -36,7 +36,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: proto/gazconsumer/v1/options.proto
+// source: gazconsumer/v1/options.proto
 
 package gazconsumerv1
 
@@ -99,11 +99,11 @@ func (x Framing) String() string {
 }
 
 func (Framing) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_gazconsumer_v1_options_proto_enumTypes[0].Descriptor()
+	return file_gazconsumer_v1_options_proto_enumTypes[0].Descriptor()
 }
 
 func (Framing) Type() protoreflect.EnumType {
-	return &file_proto_gazconsumer_v1_options_proto_enumTypes[0]
+	return &file_gazconsumer_v1_options_proto_enumTypes[0]
 }
 
 func (x Framing) Number() protoreflect.EnumNumber {
@@ -112,7 +112,7 @@ func (x Framing) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Framing.Descriptor instead.
 func (Framing) EnumDescriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{0}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{0}
 }
 
 // StoreKind selects the store that holds a consumer's tables.
@@ -149,11 +149,11 @@ func (x StoreKind) String() string {
 }
 
 func (StoreKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_gazconsumer_v1_options_proto_enumTypes[1].Descriptor()
+	return file_gazconsumer_v1_options_proto_enumTypes[1].Descriptor()
 }
 
 func (StoreKind) Type() protoreflect.EnumType {
-	return &file_proto_gazconsumer_v1_options_proto_enumTypes[1]
+	return &file_gazconsumer_v1_options_proto_enumTypes[1]
 }
 
 func (x StoreKind) Number() protoreflect.EnumNumber {
@@ -162,7 +162,7 @@ func (x StoreKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StoreKind.Descriptor instead.
 func (StoreKind) EnumDescriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{1}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{1}
 }
 
 // MessageOptions is the `(gazconsumer.v1.message)` option of a message.
@@ -178,7 +178,7 @@ type MessageOptions struct {
 
 func (x *MessageOptions) Reset() {
 	*x = MessageOptions{}
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[0]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +190,7 @@ func (x *MessageOptions) String() string {
 func (*MessageOptions) ProtoMessage() {}
 
 func (x *MessageOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[0]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +203,7 @@ func (x *MessageOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageOptions.ProtoReflect.Descriptor instead.
 func (*MessageOptions) Descriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{0}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *MessageOptions) GetJournal() *JournalMessage {
@@ -245,7 +245,7 @@ type JournalMessage struct {
 
 func (x *JournalMessage) Reset() {
 	*x = JournalMessage{}
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[1]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +257,7 @@ func (x *JournalMessage) String() string {
 func (*JournalMessage) ProtoMessage() {}
 
 func (x *JournalMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[1]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +270,7 @@ func (x *JournalMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalMessage.ProtoReflect.Descriptor instead.
 func (*JournalMessage) Descriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{1}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *JournalMessage) GetUuidField() string {
@@ -319,7 +319,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[2]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +331,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[2]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +344,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Table) GetName() string {
@@ -374,7 +374,7 @@ type KeyField struct {
 
 func (x *KeyField) Reset() {
 	*x = KeyField{}
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[3]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +386,7 @@ func (x *KeyField) String() string {
 func (*KeyField) ProtoMessage() {}
 
 func (x *KeyField) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[3]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +399,7 @@ func (x *KeyField) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyField.ProtoReflect.Descriptor instead.
 func (*KeyField) Descriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *KeyField) GetField() string {
@@ -435,7 +435,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[4]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +447,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[4]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +460,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{4}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Consumer) GetStore() StoreKind {
@@ -506,7 +506,7 @@ type Publish struct {
 
 func (x *Publish) Reset() {
 	*x = Publish{}
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[5]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +518,7 @@ func (x *Publish) String() string {
 func (*Publish) ProtoMessage() {}
 
 func (x *Publish) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[5]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +531,7 @@ func (x *Publish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publish.ProtoReflect.Descriptor instead.
 func (*Publish) Descriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{5}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Publish) GetMessage() string {
@@ -565,7 +565,7 @@ type ShardDefaults struct {
 
 func (x *ShardDefaults) Reset() {
 	*x = ShardDefaults{}
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[6]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +577,7 @@ func (x *ShardDefaults) String() string {
 func (*ShardDefaults) ProtoMessage() {}
 
 func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_gazconsumer_v1_options_proto_msgTypes[6]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +590,7 @@ func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDefaults.ProtoReflect.Descriptor instead.
 func (*ShardDefaults) Descriptor() ([]byte, []int) {
-	return file_proto_gazconsumer_v1_options_proto_rawDescGZIP(), []int{6}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ShardDefaults) GetMinTxnDuration() *durationpb.Duration {
@@ -614,14 +614,14 @@ func (x *ShardDefaults) GetHotStandbys() uint32 {
 	return 0
 }
 
-var file_proto_gazconsumer_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
+var file_gazconsumer_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
 		ExtensionType: (*MessageOptions)(nil),
 		Field:         58210,
 		Name:          "gazconsumer.v1.message",
 		Tag:           "bytes,58210,opt,name=message",
-		Filename:      "proto/gazconsumer/v1/options.proto",
+		Filename:      "gazconsumer/v1/options.proto",
 	},
 	{
 		ExtendedType:  (*descriptorpb.ServiceOptions)(nil),
@@ -629,7 +629,7 @@ var file_proto_gazconsumer_v1_options_proto_extTypes = []protoimpl.ExtensionInfo
 		Field:         58210,
 		Name:          "gazconsumer.v1.consumer",
 		Tag:           "bytes,58210,opt,name=consumer",
-		Filename:      "proto/gazconsumer/v1/options.proto",
+		Filename:      "gazconsumer/v1/options.proto",
 	},
 }
 
@@ -638,7 +638,7 @@ var (
 	// message marks a message as a journal message and/or a table row.
 	//
 	// optional gazconsumer.v1.MessageOptions message = 58210;
-	E_Message = &file_proto_gazconsumer_v1_options_proto_extTypes[0]
+	E_Message = &file_gazconsumer_v1_options_proto_extTypes[0]
 )
 
 // Extension fields to descriptorpb.ServiceOptions.
@@ -646,14 +646,14 @@ var (
 	// consumer marks a service as a consumer whose rpcs are message handlers.
 	//
 	// optional gazconsumer.v1.Consumer consumer = 58210;
-	E_Consumer = &file_proto_gazconsumer_v1_options_proto_extTypes[1]
+	E_Consumer = &file_gazconsumer_v1_options_proto_extTypes[1]
 )
 
-var File_proto_gazconsumer_v1_options_proto protoreflect.FileDescriptor
+var File_gazconsumer_v1_options_proto protoreflect.FileDescriptor
 
-const file_proto_gazconsumer_v1_options_proto_rawDesc = "" +
+const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\"proto/gazconsumer/v1/options.proto\x12\x0egazconsumer.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"w\n" +
+	"\x1cgazconsumer/v1/options.proto\x12\x0egazconsumer.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"w\n" +
 	"\x0eMessageOptions\x128\n" +
 	"\ajournal\x18\x01 \x01(\v2\x1e.gazconsumer.v1.JournalMessageR\ajournal\x12+\n" +
 	"\x05table\x18\x02 \x01(\v2\x15.gazconsumer.v1.TableR\x05table\"\xaa\x01\n" +
@@ -696,20 +696,20 @@ const file_proto_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\bconsumer\x12\x1f.google.protobuf.ServiceOptions\x18\xe2\xc6\x03 \x01(\v2\x18.gazconsumer.v1.ConsumerR\bconsumerBGZEgithub.com/gazconsumer/gazconsumer/proto/gazconsumer/v1;gazconsumerv1b\x06proto3"
 
 var (
-	file_proto_gazconsumer_v1_options_proto_rawDescOnce sync.Once
-	file_proto_gazconsumer_v1_options_proto_rawDescData []byte
+	file_gazconsumer_v1_options_proto_rawDescOnce sync.Once
+	file_gazconsumer_v1_options_proto_rawDescData []byte
 )
 
-func file_proto_gazconsumer_v1_options_proto_rawDescGZIP() []byte {
-	file_proto_gazconsumer_v1_options_proto_rawDescOnce.Do(func() {
-		file_proto_gazconsumer_v1_options_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_proto_gazconsumer_v1_options_proto_rawDesc), len(file_proto_gazconsumer_v1_options_proto_rawDesc)))
+func file_gazconsumer_v1_options_proto_rawDescGZIP() []byte {
+	file_gazconsumer_v1_options_proto_rawDescOnce.Do(func() {
+		file_gazconsumer_v1_options_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_gazconsumer_v1_options_proto_rawDesc), len(file_gazconsumer_v1_options_proto_rawDesc)))
 	})
-	return file_proto_gazconsumer_v1_options_proto_rawDescData
+	return file_gazconsumer_v1_options_proto_rawDescData
 }
 
-var file_proto_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_proto_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
-var file_proto_gazconsumer_v1_options_proto_goTypes = []any{
+var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_gazconsumer_v1_options_proto_goTypes = []any{
 	(Framing)(0),                        // 0: gazconsumer.v1.Framing
 	(StoreKind)(0),                      // 1: gazconsumer.v1.StoreKind
 	(*MessageOptions)(nil),              // 2: gazconsumer.v1.MessageOptions
@@ -723,7 +723,7 @@ var file_proto_gazconsumer_v1_options_proto_goTypes = []any{
 	(*descriptorpb.MessageOptions)(nil), // 10: google.protobuf.MessageOptions
 	(*descriptorpb.ServiceOptions)(nil), // 11: google.protobuf.ServiceOptions
 }
-var file_proto_gazconsumer_v1_options_proto_depIdxs = []int32{
+var file_gazconsumer_v1_options_proto_depIdxs = []int32{
 	3,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
 	4,  // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
 	0,  // 2: gazconsumer.v1.JournalMessage.framing:type_name -> gazconsumer.v1.Framing
@@ -744,28 +744,28 @@ var file_proto_gazconsumer_v1_options_proto_depIdxs = []int32{
 	0,  // [0:9] is the sub-list for field type_name
 }
 
-func init() { file_proto_gazconsumer_v1_options_proto_init() }
-func file_proto_gazconsumer_v1_options_proto_init() {
-	if File_proto_gazconsumer_v1_options_proto != nil {
+func init() { file_gazconsumer_v1_options_proto_init() }
+func file_gazconsumer_v1_options_proto_init() {
+	if File_gazconsumer_v1_options_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_gazconsumer_v1_options_proto_rawDesc), len(file_proto_gazconsumer_v1_options_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_v1_options_proto_rawDesc), len(file_gazconsumer_v1_options_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   7,
 			NumExtensions: 2,
 			NumServices:   0,
 		},
-		GoTypes:           file_proto_gazconsumer_v1_options_proto_goTypes,
-		DependencyIndexes: file_proto_gazconsumer_v1_options_proto_depIdxs,
-		EnumInfos:         file_proto_gazconsumer_v1_options_proto_enumTypes,
-		MessageInfos:      file_proto_gazconsumer_v1_options_proto_msgTypes,
-		ExtensionInfos:    file_proto_gazconsumer_v1_options_proto_extTypes,
+		GoTypes:           file_gazconsumer_v1_options_proto_goTypes,
+		DependencyIndexes: file_gazconsumer_v1_options_proto_depIdxs,
+		EnumInfos:         file_gazconsumer_v1_options_proto_enumTypes,
+		MessageInfos:      file_gazconsumer_v1_options_proto_msgTypes,
+		ExtensionInfos:    file_gazconsumer_v1_options_proto_extTypes,
 	}.Build()
-	File_proto_gazconsumer_v1_options_proto = out.File
-	file_proto_gazconsumer_v1_options_proto_goTypes = nil
-	file_proto_gazconsumer_v1_options_proto_depIdxs = nil
+	File_gazconsumer_v1_options_proto = out.File
+	file_gazconsumer_v1_options_proto_goTypes = nil
+	file_gazconsumer_v1_options_proto_depIdxs = nil
 }
