@@ -1,0 +1,16 @@
+// Package rocks is a runtime.Store kept in RocksDB, whose every file
+// operation is recorded into the shard's recovery log so that another process
+// can play the log back and continue from the last committed checkpoint.
+//
+// A small C++ FileSystem (shim.cc) wraps RocksDB's default file system. It
+// records each writable file's creation, appends, syncs and close, and each
+// rename, link and delete, through a FileRecorder called from RocksDB's
+// threads. A recorder failure fails the RocksDB operation which caused it, so
+// that no write is lost silently. WAL recycling is off, as recycled logs
+// would be rewritten in place.
+//
+// A transaction's writes collect in an indexed WriteBatch, which reads of
+// the transaction see. StartCommit adds the transaction's checkpoint to the
+// batch, waits for the transaction's appends (its waitFor futures), writes
+// the batch atomically, and resolves once the recovery log holds the write.
+package rocks

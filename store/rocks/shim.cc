@@ -1,0 +1,268 @@
+// A rocksdb::FileSystem which records the file operations of a database into
+// a recovery log, through callbacks into Go (exported in callbacks.go).
+
+#include "shim.h"
+
+#include <memory>
+#include <string>
+
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+
+// The C API's Env handle, as laid out by rocksdb's c.cc.
+struct rocksdb_env_t {
+  rocksdb::Env* rep;
+  bool is_default;
+};
+
+// Go callbacks. Each returns NULL, or an error message which the caller frees.
+extern "C" {
+char* gcRecNew(uintptr_t h, char* name, size_t name_len, uint64_t* fnode);
+char* gcRecWrite(uintptr_t h, uint64_t fnode, char* data, size_t n, int64_t offset);
+char* gcRecSync(uintptr_t h, uint64_t fnode);
+char* gcRecClose(uintptr_t h, uint64_t fnode);
+char* gcRecRename(uintptr_t h, char* src, size_t src_len, char* dst, size_t dst_len);
+char* gcRecLink(uintptr_t h, char* src, size_t src_len, char* dst, size_t dst_len);
+char* gcRecDelete(uintptr_t h, char* name, size_t name_len);
+}
+
+namespace {
+
+using rocksdb::DataVerificationInfo;
+using rocksdb::FileOptions;
+using rocksdb::FSWritableFile;
+using rocksdb::IODebugContext;
+using rocksdb::IOOptions;
+using rocksdb::IOStatus;
+using rocksdb::Slice;
+
+// status converts a callback's result to an IOStatus, freeing its message.
+IOStatus status(char* err, const char* what) {
+  if (err == nullptr) {
+    return IOStatus::OK();
+  }
+  IOStatus s = IOStatus::IOError(std::string("recovery log: ") + what, err);
+  free(err);
+  return s;
+}
+
+char* cstr(const std::string& s) { return const_cast<char*>(s.data()); }
+
+// RecordedFile records appends to, syncs of and the close of a file.
+class RecordedFile : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  RecordedFile(std::unique_ptr<FSWritableFile>&& t, uintptr_t h, uint64_t fnode,
+               uint64_t size)
+      : FSWritableFileOwnerWrapper(std::move(t)), h_(h), fnode_(fnode), size_(size) {}
+
+  ~RecordedFile() override { release(); }
+
+  IOStatus Append(const Slice& data, const IOOptions& options,
+                  IODebugContext* dbg) override {
+    IOStatus s = target()->Append(data, options, dbg);
+    return s.ok() ? record(data, -1) : s;
+  }
+  IOStatus Append(const Slice& data, const IOOptions& options,
+                  const DataVerificationInfo& info, IODebugContext* dbg) override {
+    IOStatus s = target()->Append(data, options, info, dbg);
+    return s.ok() ? record(data, -1) : s;
+  }
+  IOStatus PositionedAppend(const Slice& data, uint64_t offset,
+                            const IOOptions& options, IODebugContext* dbg) override {
+    IOStatus s = target()->PositionedAppend(data, offset, options, dbg);
+    return s.ok() ? record(data, static_cast<int64_t>(offset)) : s;
+  }
+  IOStatus PositionedAppend(const Slice& data, uint64_t offset,
+                            const IOOptions& options, const DataVerificationInfo& info,
+                            IODebugContext* dbg) override {
+    IOStatus s = target()->PositionedAppend(data, offset, options, info, dbg);
+    return s.ok() ? record(data, static_cast<int64_t>(offset)) : s;
+  }
+  IOStatus Truncate(uint64_t size, const IOOptions& options,
+                    IODebugContext* dbg) override {
+    if (size < size_) {
+      // The recovery log has no truncate op: refuse rather than diverge.
+      return IOStatus::NotSupported("recovery log: truncation of a written file");
+    }
+    return target()->Truncate(size, options, dbg);
+  }
+  IOStatus Sync(const IOOptions& options, IODebugContext* dbg) override {
+    IOStatus s = target()->Sync(options, dbg);
+    return s.ok() ? status(gcRecSync(h_, fnode_), "sync") : s;
+  }
+  IOStatus Fsync(const IOOptions& options, IODebugContext* dbg) override {
+    IOStatus s = target()->Fsync(options, dbg);
+    return s.ok() ? status(gcRecSync(h_, fnode_), "fsync") : s;
+  }
+  IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const IOOptions& options,
+                     IODebugContext* dbg) override {
+    IOStatus s = target()->RangeSync(offset, nbytes, options, dbg);
+    return s.ok() ? status(gcRecSync(h_, fnode_), "range sync") : s;
+  }
+  IOStatus Close(const IOOptions& options, IODebugContext* dbg) override {
+    IOStatus s = target()->Close(options, dbg);
+    IOStatus r = release();
+    return s.ok() ? r : s;
+  }
+
+ private:
+  IOStatus record(const Slice& data, int64_t offset) {
+    if (offset < 0) {
+      size_ += data.size();
+    } else if (offset + data.size() > size_) {
+      size_ = offset + data.size();
+    }
+    return status(gcRecWrite(h_, fnode_, const_cast<char*>(data.data()), data.size(), offset),
+                  "write");
+  }
+  IOStatus release() {
+    if (released_) {
+      return IOStatus::OK();
+    }
+    released_ = true;
+    return status(gcRecClose(h_, fnode_), "close");
+  }
+
+  uintptr_t h_;
+  uint64_t fnode_;
+  uint64_t size_;
+  bool released_ = false;
+};
+
+// RecordedFS records the file operations of a database.
+class RecordedFS : public rocksdb::FileSystemWrapper {
+ public:
+  RecordedFS(const std::shared_ptr<rocksdb::FileSystem>& t, uintptr_t h)
+      : FileSystemWrapper(t), h_(h) {}
+
+  static const char* kClassName() { return "GazconsumerRecordedFS"; }
+  const char* Name() const override { return kClassName(); }
+
+  IOStatus NewWritableFile(const std::string& f, const FileOptions& opts,
+                           std::unique_ptr<FSWritableFile>* r,
+                           IODebugContext* dbg) override {
+    IOStatus s = target()->NewWritableFile(f, opts, r, dbg);
+    if (!s.ok()) {
+      return s;
+    }
+    uint64_t fnode = 0;
+    s = status(gcRecNew(h_, cstr(f), f.size(), &fnode), "create");
+    if (!s.ok()) {
+      r->reset();
+      return s;
+    }
+    r->reset(new RecordedFile(std::move(*r), h_, fnode, 0));
+    return s;
+  }
+
+  // ReopenWritableFile records the file anew, with its current content, as
+  // the recorder continues only files it created itself.
+  IOStatus ReopenWritableFile(const std::string& f, const FileOptions& opts,
+                              std::unique_ptr<FSWritableFile>* r,
+                              IODebugContext* dbg) override {
+    std::string content;
+    IOStatus s = readAll(f, opts, &content, dbg);
+    if (!s.ok() && !s.IsNotFound() && !s.IsPathNotFound()) {
+      return s;
+    }
+    if (!(s = target()->ReopenWritableFile(f, opts, r, dbg)).ok()) {
+      return s;
+    }
+    uint64_t fnode = 0;
+    s = status(gcRecNew(h_, cstr(f), f.size(), &fnode), "reopen");
+    if (s.ok() && !content.empty()) {
+      s = status(gcRecWrite(h_, fnode, cstr(content), content.size(), 0), "reopen");
+    }
+    if (!s.ok()) {
+      r->reset();
+      return s;
+    }
+    r->reset(new RecordedFile(std::move(*r), h_, fnode, content.size()));
+    return s;
+  }
+
+  IOStatus ReuseWritableFile(const std::string&, const std::string&, const FileOptions&,
+                             std::unique_ptr<FSWritableFile>*, IODebugContext*) override {
+    return IOStatus::NotSupported("recovery log: WAL recycling must be off");
+  }
+
+  IOStatus NewRandomRWFile(const std::string&, const FileOptions&,
+                           std::unique_ptr<rocksdb::FSRandomRWFile>*,
+                           IODebugContext*) override {
+    return IOStatus::NotSupported("recovery log: random read-write files");
+  }
+
+  IOStatus Truncate(const std::string& f, size_t size, const IOOptions& options,
+                    IODebugContext* dbg) override {
+    uint64_t cur = 0;
+    IOStatus s = target()->GetFileSize(f, options, &cur, dbg);
+    if (!s.ok()) {
+      return s;
+    } else if (size < cur) {
+      return IOStatus::NotSupported("recovery log: truncation of a written file");
+    }
+    return target()->Truncate(f, size, options, dbg);
+  }
+
+  IOStatus RenameFile(const std::string& src, const std::string& dst,
+                      const IOOptions& options, IODebugContext* dbg) override {
+    IOStatus s = target()->RenameFile(src, dst, options, dbg);
+    return s.ok() ? status(gcRecRename(h_, cstr(src), src.size(), cstr(dst), dst.size()),
+                           "rename")
+                  : s;
+  }
+
+  IOStatus LinkFile(const std::string& src, const std::string& dst,
+                    const IOOptions& options, IODebugContext* dbg) override {
+    IOStatus s = target()->LinkFile(src, dst, options, dbg);
+    return s.ok() ? status(gcRecLink(h_, cstr(src), src.size(), cstr(dst), dst.size()),
+                           "link")
+                  : s;
+  }
+
+  IOStatus DeleteFile(const std::string& f, const IOOptions& options,
+                      IODebugContext* dbg) override {
+    IOStatus s = target()->DeleteFile(f, options, dbg);
+    return s.ok() ? status(gcRecDelete(h_, cstr(f), f.size()), "delete") : s;
+  }
+
+ private:
+  IOStatus readAll(const std::string& f, const FileOptions& opts, std::string* out,
+                   IODebugContext* dbg) {
+    std::unique_ptr<rocksdb::FSSequentialFile> file;
+    IOStatus s = target()->NewSequentialFile(f, opts, &file, dbg);
+    if (!s.ok()) {
+      return s;
+    }
+    std::string buf(1 << 16, '\0');
+    for (;;) {
+      Slice chunk;
+      if (!(s = file->Read(buf.size(), opts.io_options, &chunk, &buf[0], dbg)).ok()) {
+        return s;
+      } else if (chunk.size() == 0) {
+        return s;
+      }
+      out->append(chunk.data(), chunk.size());
+    }
+  }
+
+  uintptr_t h_;
+};
+
+}  // namespace
+
+extern "C" char* gc_install_recorded_fs(void* c_env, uintptr_t handle) {
+  try {
+    auto fs = std::make_shared<RecordedFS>(rocksdb::FileSystem::Default(), handle);
+    std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+    auto* e = static_cast<rocksdb_env_t*>(c_env);
+    if (!e->is_default) {
+      delete e->rep;
+    }
+    e->rep = env.release();
+    e->is_default = false;  // rocksdb_env_destroy now deletes it.
+    return nullptr;
+  } catch (const std::exception& ex) {
+    return strdup(ex.what());
+  }
+}

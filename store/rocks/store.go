@@ -1,0 +1,323 @@
+package rocks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/cgo"
+	"sync"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/linxGnu/grocksdb"
+	"go.gazette.dev/core/broker/client"
+	pc "go.gazette.dev/core/consumer/protocol"
+)
+
+// ReservedPrefix begins the keys the store keeps for itself. Keys written
+// through the KV may not begin with it; generated tables prefix their keys
+// with an encoding of the table name, which never does.
+const ReservedPrefix = 0x00
+
+// checkpointKey holds the marshaled pc.Checkpoint of the last commit.
+var checkpointKey = []byte("\x00checkpoint")
+
+// Store is a runtime.KVStore in RocksDB, recorded into a recovery log. Its KV
+// methods and StartCommit are called from the shard's one goroutine; commits
+// complete in the background.
+type Store struct {
+	dir    string
+	rec    FileRecorder
+	handle cgo.Handle
+
+	env   *grocksdb.Env
+	cache *grocksdb.Cache
+	bbto  *grocksdb.BlockBasedTableOptions
+	opts  *grocksdb.Options
+	ro    *grocksdb.ReadOptions
+	wo    *grocksdb.WriteOptions
+	db    *grocksdb.DB
+
+	txn     *grocksdb.WriteBatchWI // Writes of the current transaction.
+	pending *commit                // Commit in flight, if any.
+	closing chan struct{}          // Closed by Destroy.
+	commits sync.WaitGroup         // Background commits.
+}
+
+// commit is a transaction's batch on its way to the database.
+type commit struct {
+	wb   *grocksdb.WriteBatchWI
+	done chan struct{} // Closed once wb is written, or the commit failed.
+	err  error         // Set before done closes.
+}
+
+var (
+	_ runtime.KVStore = (*Store)(nil)
+	_ runtime.KV      = (*Store)(nil)
+)
+
+// Open opens (creating it if need be) the RocksDB database in dir, whose
+// file operations rec records. Dir holds the files played back from the
+// recovery log, if any.
+func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
+	var compression, err = o.compression()
+	if err != nil {
+		return nil, err
+	}
+	var s = &Store{
+		dir:     dir,
+		rec:     rec,
+		handle:  cgo.NewHandle(rec),
+		closing: make(chan struct{}),
+	}
+	if s.env, err = newRecordedEnv(s.handle); err != nil {
+		s.handle.Delete()
+		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+	}
+	var cacheBytes = o.BlockCacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = DefaultBlockCacheBytes
+	}
+	s.cache = grocksdb.NewLRUCache(cacheBytes)
+	s.bbto = grocksdb.NewDefaultBlockBasedTableOptions()
+	s.bbto.SetBlockCache(s.cache)
+	s.bbto.SetFilterPolicy(grocksdb.NewBloomFilter(10))
+
+	s.opts = grocksdb.NewDefaultOptions()
+	s.opts.SetBlockBasedTableFactory(s.bbto)
+	s.opts.SetCompression(compression)
+	s.opts.SetInfoLogLevel(grocksdb.WarnInfoLogLevel)
+	if o.Tune != nil {
+		o.Tune(s.opts)
+	}
+	s.opts.SetEnv(s.env)
+	s.opts.SetCreateIfMissing(true)
+	s.opts.SetRecycleLogFileNum(0)
+
+	s.ro = grocksdb.NewDefaultReadOptions()
+	s.wo = grocksdb.NewDefaultWriteOptions() // Durability comes from the recorder's Barrier.
+	s.txn = grocksdb.NewWriteBatchWI(0, true)
+
+	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
+		s.release()
+		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// DB is the underlying database, for tuning and inspection (flushes,
+// compactions, properties). Writes made directly to it bypass transactions.
+func (s *Store) DB() *grocksdb.DB { return s.db }
+
+// KV returns s: its view of the current transaction.
+func (s *Store) KV() runtime.KV { return s }
+
+// RestoreCheckpoint returns the checkpoint of the last commit written to the
+// database, or a zero-valued one if there was none.
+func (s *Store) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
+	var cp pc.Checkpoint
+	var v, err = s.db.GetBytes(s.ro, checkpointKey)
+	if err != nil {
+		return cp, fmt.Errorf("store %s: reading checkpoint: %w", s.dir, err)
+	} else if v == nil {
+		return cp, nil
+	} else if err = cp.Unmarshal(v); err != nil {
+		return cp, fmt.Errorf("store %s: decoding checkpoint: %w", s.dir, err)
+	}
+	return cp, nil
+}
+
+// StartCommit adds cp to the current transaction's batch and starts its
+// commit: once every future of waitFor has succeeded, and the previous
+// commit has, the batch is written to the database, and the returned future
+// resolves when the recovery log holds that write. If a future of waitFor
+// fails, the batch is never written and the store stays at the previous
+// checkpoint. The next transaction starts at once, on a new batch.
+func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
+	if err := s.settle(); err != nil {
+		return client.FinishedOperation(err)
+	}
+	var b, err = cp.Marshal()
+	if err != nil {
+		return client.FinishedOperation(fmt.Errorf("store %s: encoding checkpoint: %w", s.dir, err))
+	}
+	s.txn.Put(checkpointKey, b)
+
+	var c = &commit{wb: s.txn, done: make(chan struct{})}
+	var prev = s.pending
+	s.txn, s.pending = grocksdb.NewWriteBatchWI(0, true), c
+
+	var op = client.NewAsyncOperation()
+	s.commits.Go(func() { op.Resolve(s.commit(c, prev, waitFor)) })
+	return op
+}
+
+// commit writes c once prev and waitFor are done, and waits for the log.
+func (s *Store) commit(c, prev *commit, waitFor client.OpFutures) error {
+	c.err = func() error {
+		if prev != nil {
+			<-prev.done
+			if prev.err != nil {
+				return fmt.Errorf("previous commit failed: %w", prev.err)
+			}
+		}
+		for f := range waitFor {
+			select {
+			case <-f.Done():
+			case <-s.closing:
+				return errors.New("store destroyed")
+			}
+			if err := f.Err(); err != nil {
+				return fmt.Errorf("waiting for the transaction's appends: %w", err)
+			}
+		}
+		return s.db.WriteWI(s.wo, c.wb)
+	}()
+	close(c.done)
+	if c.err != nil {
+		return fmt.Errorf("store %s: commit: %w", s.dir, c.err)
+	}
+	var barrier = s.rec.Barrier(nil)
+	select {
+	case <-barrier.Done():
+	case <-s.closing:
+		return fmt.Errorf("store %s: commit: store destroyed", s.dir)
+	}
+	if err := barrier.Err(); err != nil {
+		return fmt.Errorf("store %s: commit: recording: %w", s.dir, err)
+	}
+	return nil
+}
+
+// settle releases the pending commit's batch once it's written, and returns
+// its error if it failed.
+func (s *Store) settle() error {
+	if s.pending == nil {
+		return nil
+	}
+	select {
+	case <-s.pending.done:
+	default:
+		return nil
+	}
+	if err := s.pending.err; err != nil {
+		return fmt.Errorf("store %s: a commit failed: %w", s.dir, err)
+	}
+	s.pending.wb.Destroy()
+	s.pending = nil
+	return nil
+}
+
+// Get returns the value of key within the current transaction.
+func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	if err := s.settle(); err != nil {
+		return nil, false, err
+	}
+	if s.pending == nil {
+		var v, err = s.txn.GetFromDB(s.db, s.ro, key)
+		if err != nil {
+			return nil, false, fmt.Errorf("store %s: get: %w", s.dir, err)
+		}
+		defer v.Free()
+		if !v.Exists() {
+			return nil, false, nil
+		}
+		return bytes.Clone(v.Data()), true, nil
+	}
+	// A batch still committing: read through it with an iterator.
+	var it = s.iterator()
+	defer it.Close()
+	it.Seek(key)
+	if it.Valid() && bytes.Equal(it.Key().Data(), key) {
+		return bytes.Clone(it.Value().Data()), true, nil
+	}
+	if err := it.Err(); err != nil {
+		return nil, false, fmt.Errorf("store %s: get: %w", s.dir, err)
+	}
+	return nil, false, nil
+}
+
+// Put sets key to value within the current transaction.
+func (s *Store) Put(key, value []byte) error {
+	if len(key) != 0 && key[0] == ReservedPrefix {
+		return fmt.Errorf("store %s: put: key %q has the reserved prefix", s.dir, key)
+	}
+	s.txn.Put(key, value)
+	return nil
+}
+
+// Delete removes key within the current transaction.
+func (s *Store) Delete(key []byte) error {
+	if len(key) != 0 && key[0] == ReservedPrefix {
+		return fmt.Errorf("store %s: delete: key %q has the reserved prefix", s.dir, key)
+	}
+	s.txn.Delete(key)
+	return nil
+}
+
+// Scan calls fn with each key and value in [start, end) in order, as of the
+// current transaction. Keys with the reserved prefix are skipped.
+func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	if err := s.settle(); err != nil {
+		return err
+	}
+	if len(start) == 0 || start[0] == ReservedPrefix {
+		start = []byte{ReservedPrefix + 1}
+	}
+	var it = s.iterator()
+	defer it.Close()
+	for it.Seek(start); it.Valid(); it.Next() {
+		var k = it.Key().Data()
+		if end != nil && bytes.Compare(k, end) >= 0 {
+			break
+		} else if !fn(k, it.Value().Data()) {
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("store %s: scan: %w", s.dir, err)
+	}
+	return nil
+}
+
+// iterator returns an iterator over the current transaction, any batch still
+// committing, and the database.
+func (s *Store) iterator() *grocksdb.Iterator {
+	var it = s.db.NewIterator(s.ro)
+	if s.pending != nil {
+		it = s.pending.wb.NewIteratorWithBase(s.db, it)
+	}
+	return s.txn.NewIteratorWithBase(s.db, it)
+}
+
+// Destroy closes the database, abandoning any commit still waiting, and
+// removes the store's local files.
+func (s *Store) Destroy() {
+	close(s.closing)
+	s.commits.Wait()
+	s.release()
+	if err := os.RemoveAll(s.dir); err != nil {
+		slog.Warn("removing store files", "dir", s.dir, "err", err)
+	}
+}
+
+// release closes the database and frees its resources.
+func (s *Store) release() {
+	if s.db != nil {
+		s.db.Close()
+		s.db = nil
+	}
+	if s.pending != nil {
+		s.pending.wb.Destroy()
+		s.pending = nil
+	}
+	s.txn.Destroy()
+	s.ro.Destroy()
+	s.wo.Destroy()
+	s.opts.Destroy()
+	s.bbto.Destroy()
+	s.cache.Destroy()
+	s.env.Destroy()
+	s.handle.Delete()
+}
