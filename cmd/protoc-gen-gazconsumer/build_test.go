@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"google.golang.org/protobuf/types/pluginpb"
+)
+
+// writeModule writes a Go module example.test/golden into dir holding the
+// output of protoc-gen-go and protoc-gen-gazconsumer for every golden case,
+// resolving github.com/gazconsumer/gazconsumer to this repository and every
+// other dependency to the versions of this repository's go.mod.
+func writeModule(t *testing.T, dir string) {
+	t.Helper()
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod = regexp.MustCompile(`(?m)^module .*$`).ReplaceAll(gomod, []byte("module example.test/golden"))
+	gomod = regexp.MustCompile(`(?s)\ntool \(.*?\)\n`).ReplaceAll(gomod, nil)
+	gomod = append(gomod, []byte("\nrequire github.com/gazconsumer/gazconsumer v0.0.0\n\nreplace github.com/gazconsumer/gazconsumer => "+repo+"\n")...)
+	gosum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, content []byte) {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", gomod)
+	write("go.sum", gosum)
+
+	const prefix = "example.test/golden/"
+	for _, gc := range goldenCases {
+		req := compile(t, "testdata/protos", gc.files)
+		ours := runPlugin(req)
+		if ours.Error != nil {
+			t.Fatalf("%s: %s", gc.name, ours.GetError())
+		}
+		for _, resp := range []*pluginpb.CodeGeneratorResponse{runProtocGenGo(t, req), ours} {
+			for _, f := range resp.File {
+				name := f.GetName()
+				if len(name) < len(prefix) || name[:len(prefix)] != prefix {
+					t.Fatalf("generated file %s is outside %s", name, prefix)
+				}
+				write(name[len(prefix):], []byte(f.GetContent()))
+			}
+		}
+	}
+	behaviour, err := os.ReadFile("testdata/behaviour/acme_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("acme/v1/behaviour_test.go", behaviour)
+}
+
+// TestBuildGoldens builds, vets and tests the generated packages, with a
+// test exercising the generated tables, framing, NewMessage, adapter and
+// publisher mapping.
+func TestBuildGoldens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds generated packages")
+	}
+	dir := t.TempDir()
+	writeModule(t, dir)
+	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+		t.Logf("go %v:\n%s", args, out)
+	}
+}
