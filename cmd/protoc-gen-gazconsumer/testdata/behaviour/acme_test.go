@@ -27,8 +27,8 @@ import (
 type memKV map[string][]byte
 
 func (m memKV) Get(k []byte) ([]byte, bool, error) { v, ok := m[string(k)]; return v, ok, nil }
-func (m memKV) Put(k, v []byte) error               { m[string(k)] = append([]byte(nil), v...); return nil }
-func (m memKV) Delete(k []byte) error               { delete(m, string(k)); return nil }
+func (m memKV) Put(k, v []byte) error              { m[string(k)] = append([]byte(nil), v...); return nil }
+func (m memKV) Delete(k []byte) error              { delete(m, string(k)); return nil }
 func (m memKV) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	var keys []string
 	for k := range m {
@@ -47,12 +47,14 @@ func (m memKV) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 
 type memStore struct{ kv memKV }
 
-func (s *memStore) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) { return pc.Checkpoint{}, nil }
+func (s *memStore) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
+	return pc.Checkpoint{}, nil
+}
 func (s *memStore) StartCommit(runtime.Shard, pc.Checkpoint, client.OpFutures) client.OpFuture {
 	return client.FinishedOperation(nil)
 }
-func (s *memStore) Destroy()          {}
-func (s *memStore) KV() runtime.KV    { return s.kv }
+func (s *memStore) Destroy()       {}
+func (s *memStore) KV() runtime.KV { return s.kv }
 
 type fakeShard struct{}
 
@@ -258,7 +260,9 @@ func TestApplication(t *testing.T) {
 		t.Errorf("ConsumeMessage(Total) = %v", err)
 	}
 	// Handler errors are wrapped.
-	app2, _ := NewSpendCounterApplication(&struct{ UnimplementedSpendCounterHandler }{}, nil, lister)
+	app2, _ := NewSpendCounterApplication(&struct {
+		UnimplementedSpendCounterHandler
+	}{}, nil, lister)
 	err = app2.ConsumeMessage(fakeShard{}, store, message.Envelope{Journal: journal, Message: &Order{}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "not implemented") {
 		t.Errorf("unimplemented handler: %v", err)
