@@ -23,40 +23,14 @@ import (
 var stack *devstack.Stack
 
 func TestMain(m *testing.M) {
-	var code = func() int {
-		var dir, err = os.MkdirTemp("", "recoverylog-test-")
-		if err != nil {
-			panic(err)
+	var code = m.Run()
+	if stack != nil {
+		if err := stack.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "closing stack:", err)
+			code = 1
 		}
-		defer os.RemoveAll(dir)
-
-		var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if stack, err = devstack.Start(ctx, devstack.Options{
-			Dir: dir, UnsafeNoFsync: true, LeaseTTL: 5 * time.Second, LogLevel: slog.LevelWarn,
-		}); err != nil {
-			panic(err)
-		}
-		defer stack.Close()
-
-		var yaml = `
-name: logs/
-replication: 1
-fragment:
-  length: 65536
-  stores: [file:///]
-  refresh_interval: 1s
-  compression_codec: NONE
-children:
-`
-		for i := range 16 {
-			yaml += fmt.Sprintf("  - name: logs/%02d\n", i)
-		}
-		if _, err = specs.ApplyJournals(ctx, stack.Journals(), "logs.yaml", []byte(yaml)); err != nil {
-			panic(err)
-		}
-		return m.Run()
-	}()
+		os.RemoveAll(stack.Dir())
+	}
 	if code == 0 {
 		if err := goleak.Find(
 			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
@@ -70,10 +44,47 @@ children:
 	os.Exit(code)
 }
 
+// needStack starts the process's stack, with test journals, on first use.
+// Fuzz workers, which need none, don't start it.
+func needStack(t testing.TB) {
+	t.Helper()
+	if stack != nil {
+		return
+	}
+	var dir, err = os.MkdirTemp("", "recoverylog-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if stack, err = devstack.Start(ctx, devstack.Options{
+		Dir: dir, UnsafeNoFsync: true, LeaseTTL: 5 * time.Second, LogLevel: slog.LevelWarn,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var yaml = `
+name: logs/
+replication: 1
+fragment:
+  length: 65536
+  stores: [file:///]
+  refresh_interval: 1s
+  compression_codec: NONE
+children:
+`
+	for i := range 16 {
+		yaml += fmt.Sprintf("  - name: logs/%02d\n", i)
+	}
+	if _, err = specs.ApplyJournals(ctx, stack.Journals(), "logs.yaml", []byte(yaml)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var nextJournal = 0
 
 // newLog returns a fresh journal of the stack.
 func newLog(t testing.TB) pb.Journal {
+	needStack(t)
 	if nextJournal == 16 {
 		t.Fatal("out of test journals")
 	}

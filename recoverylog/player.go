@@ -27,6 +27,7 @@ type Player struct {
 
 	finishOnce sync.Once
 	finishCh   chan struct{}
+	tailingCh  chan struct{} // Closed once playback first reaches the write head.
 
 	fsm       *FSM
 	files     map[Fnode]*os.File
@@ -37,18 +38,25 @@ type Player struct {
 // to author when it finishes.
 func NewPlayer(jc pb.RoutedJournalClient, journal pb.Journal, dir string, author Author) *Player {
 	return &Player{
-		jc:       jc,
-		journal:  journal,
-		dir:      dir,
-		author:   author,
-		finishCh: make(chan struct{}),
-		files:    make(map[Fnode]*os.File),
+		jc:        jc,
+		journal:   journal,
+		dir:       dir,
+		author:    author,
+		finishCh:  make(chan struct{}),
+		tailingCh: make(chan struct{}),
+		files:     make(map[Fnode]*os.File),
 	}
 }
 
 // FinishAtWriteHead asks Play to read through the log's current write head,
 // fence the log, and return. It may be called before or during Play.
 func (p *Player) FinishAtWriteHead() { p.finishOnce.Do(func() { close(p.finishCh) }) }
+
+// Tailing is closed once Play has read through the write head the log had
+// when it started: from then on the player follows the log live, and its
+// directory lags the log's writer by no more than the ops in flight. A hot
+// standby is ready to take over once Tailing is closed.
+func (p *Player) Tailing() <-chan struct{} { return p.tailingCh }
 
 // BytesRead is the number of log bytes Play has read.
 func (p *Player) BytesRead() int64 { return p.bytesRead }
@@ -77,7 +85,15 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 		}
 	}
 
-	// Tail the log until asked to finish.
+	// Catch up with the write head, then tail the log until asked to finish.
+	if err := p.read(ctx, p.fsm.NextOffset(), 0, false); !errors.Is(err, client.ErrOffsetNotYetAvailable) {
+		if err == nil {
+			err = fmt.Errorf("playing %s: read ended before the write head", p.journal)
+		}
+		return nil, err
+	}
+	close(p.tailingCh)
+
 	var tailCtx, cancel = context.WithCancel(ctx)
 	go func() {
 		select {

@@ -62,6 +62,9 @@ func NewRecorder(journal pb.Journal, fsm *FSM, author Author, dir string, ajc cl
 // Journal is the recovery log.
 func (r *Recorder) Journal() pb.Journal { return r.journal }
 
+// Dir is the local directory whose files the recorder records.
+func (r *Recorder) Dir() string { return r.dir }
+
 // Author of the recorder's ops.
 func (r *Recorder) Author() Author { return r.author }
 

@@ -277,6 +277,7 @@ func TestRecorderDetectsForeignAppend(t *testing.T) {
 // Hints are stored with older generations as backups; a missing key reads as
 // no hints.
 func TestHintsGenerations(t *testing.T) {
+	needStack(t)
 	var ctx = context.Background()
 	var key = "/test/hints/" + t.Name()
 	var got, err = FetchHints(ctx, stack.Etcd(), key, 3)
