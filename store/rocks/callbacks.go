@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io/fs"
 	"runtime/cgo"
+	"sync"
 	"unsafe"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
@@ -16,58 +17,85 @@ import (
 // Callbacks of the C++ file system (shim.cc). Each returns NULL, or an
 // error message allocated with malloc, which the C++ side frees.
 
-func recorderOf(h C.uintptr_t) FileRecorder { return cgo.Handle(h).Value().(FileRecorder) }
+// recording is the Go side of a recorded file system: its recorder, and the
+// first error the recorder returned, which RocksDB sees only as a message.
+type recording struct {
+	FileRecorder
+	mu  sync.Mutex
+	err error
+}
 
-func cerr(err error) *C.char {
+// failure returns the first error of the recorder, if any.
+func (r *recording) failure() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func (r *recording) cerr(err error) *C.char {
 	if err == nil {
 		return nil
 	}
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
 	return C.CString(err.Error())
 }
+
+func recorderOf(h C.uintptr_t) *recording { return cgo.Handle(h).Value().(*recording) }
 
 func gostr(p *C.char, n C.size_t) string { return C.GoStringN(p, C.int(n)) }
 
 //export gcRecNew
 func gcRecNew(h C.uintptr_t, name *C.char, n C.size_t, fnode *C.uint64_t) *C.char {
-	var fn, err = recorderOf(h).NewWritableFile(gostr(name, n))
+	var r = recorderOf(h)
+	var fn, err = r.NewWritableFile(gostr(name, n))
 	*fnode = C.uint64_t(fn)
-	return cerr(err)
+	return r.cerr(err)
 }
 
 //export gcRecWrite
 func gcRecWrite(h C.uintptr_t, fnode C.uint64_t, data *C.char, n C.size_t, offset C.int64_t) *C.char {
 	var b = unsafe.Slice((*byte)(unsafe.Pointer(data)), int(n)) // Not retained by the recorder.
+	var r = recorderOf(h)
 	if offset < 0 {
-		return cerr(recorderOf(h).Append(recoverylog.Fnode(fnode), b))
+		return r.cerr(r.Append(recoverylog.Fnode(fnode), b))
 	}
-	return cerr(recorderOf(h).PositionedAppend(recoverylog.Fnode(fnode), b, int64(offset)))
+	return r.cerr(r.PositionedAppend(recoverylog.Fnode(fnode), b, int64(offset)))
 }
 
 //export gcRecSync
 func gcRecSync(h C.uintptr_t, fnode C.uint64_t) *C.char {
-	return cerr(recorderOf(h).Sync(recoverylog.Fnode(fnode)))
+	var r = recorderOf(h)
+	return r.cerr(r.Sync(recoverylog.Fnode(fnode)))
 }
 
 //export gcRecClose
 func gcRecClose(h C.uintptr_t, fnode C.uint64_t) *C.char {
-	return cerr(recorderOf(h).Close(recoverylog.Fnode(fnode)))
+	var r = recorderOf(h)
+	return r.cerr(r.Close(recoverylog.Fnode(fnode)))
 }
 
 //export gcRecRename
 func gcRecRename(h C.uintptr_t, src *C.char, srcLen C.size_t, dst *C.char, dstLen C.size_t) *C.char {
-	return cerr(recorderOf(h).Rename(gostr(src, srcLen), gostr(dst, dstLen)))
+	var r = recorderOf(h)
+	return r.cerr(r.Rename(gostr(src, srcLen), gostr(dst, dstLen)))
 }
 
 //export gcRecLink
 func gcRecLink(h C.uintptr_t, src *C.char, srcLen C.size_t, dst *C.char, dstLen C.size_t) *C.char {
-	return cerr(recorderOf(h).Link(gostr(src, srcLen), gostr(dst, dstLen)))
+	var r = recorderOf(h)
+	return r.cerr(r.Link(gostr(src, srcLen), gostr(dst, dstLen)))
 }
 
 //export gcRecDelete
 func gcRecDelete(h C.uintptr_t, name *C.char, n C.size_t) *C.char {
-	var err = recorderOf(h).Delete(gostr(name, n))
+	var r = recorderOf(h)
+	var err = r.Delete(gostr(name, n))
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil // A file the log never held (the LOCK file) has nothing to remove.
 	}
-	return cerr(err)
+	return r.cerr(err)
 }

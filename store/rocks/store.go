@@ -28,10 +28,9 @@ var checkpointKey = []byte("\x00checkpoint")
 // complete in the background.
 type Store struct {
 	dir    string
-	rec    FileRecorder
+	rec    *recording
 	handle cgo.Handle
 
-	env   *grocksdb.Env
 	cache *grocksdb.Cache
 	bbto  *grocksdb.BlockBasedTableOptions
 	opts  *grocksdb.Options
@@ -67,11 +66,12 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	}
 	var s = &Store{
 		dir:     dir,
-		rec:     rec,
-		handle:  cgo.NewHandle(rec),
+		rec:     &recording{FileRecorder: rec},
 		closing: make(chan struct{}),
 	}
-	if s.env, err = newRecordedEnv(s.handle); err != nil {
+	s.handle = cgo.NewHandle(s.rec)
+	var env *grocksdb.Env
+	if env, err = newRecordedEnv(s.handle); err != nil {
 		s.handle.Delete()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
@@ -91,7 +91,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	if o.Tune != nil {
 		o.Tune(s.opts)
 	}
-	s.opts.SetEnv(s.env)
+	s.opts.SetEnv(env) // Owned by s.opts from here.
 	s.opts.SetCreateIfMissing(true)
 	s.opts.SetRecycleLogFileNum(0)
 
@@ -172,7 +172,13 @@ func (s *Store) commit(c, prev *commit, waitFor client.OpFutures) error {
 				return fmt.Errorf("waiting for the transaction's appends: %w", err)
 			}
 		}
-		return s.db.WriteWI(s.wo, c.wb)
+		if err := s.db.WriteWI(s.wo, c.wb); err != nil {
+			if rerr := s.rec.failure(); rerr != nil {
+				return fmt.Errorf("recording: %w (rocksdb: %v)", rerr, err)
+			}
+			return err
+		}
+		return nil
 	}()
 	close(c.done)
 	if c.err != nil {
@@ -318,6 +324,5 @@ func (s *Store) release() {
 	s.opts.Destroy()
 	s.bbto.Destroy()
 	s.cache.Destroy()
-	s.env.Destroy()
 	s.handle.Delete()
 }

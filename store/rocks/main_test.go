@@ -1,0 +1,142 @@
+package rocks
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/specs"
+	"github.com/linxGnu/grocksdb"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	"go.uber.org/goleak"
+)
+
+// stack is the one devstack.Stack of this test process.
+var stack *devstack.Stack
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		crashChild() // Never returns.
+	}
+	var code = func() int {
+		var dir, err = os.MkdirTemp("", "rocks-test-")
+		if err != nil {
+			panic(err)
+		}
+		defer os.RemoveAll(dir)
+
+		var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if stack, err = devstack.Start(ctx, devstack.Options{
+			Dir: dir, UnsafeNoFsync: true, LeaseTTL: 5 * time.Second, LogLevel: slog.LevelWarn,
+		}); err != nil {
+			panic(err)
+		}
+		defer stack.Close()
+
+		var yaml = `
+name: rocks/
+replication: 1
+fragment:
+  length: 1048576
+  stores: [file:///]
+  refresh_interval: 1s
+  compression_codec: NONE
+children:
+`
+		for i := range 16 {
+			yaml += fmt.Sprintf("  - name: rocks/%02d\n", i)
+		}
+		if _, err = specs.ApplyJournals(ctx, stack.Journals(), "rocks.yaml", []byte(yaml)); err != nil {
+			panic(err)
+		}
+		return m.Run()
+	}()
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+			goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+			goleak.IgnoreTopFunction("github.com/golang/glog.(*loggingT).flushDaemon"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var nextJournal = 0
+
+// newLog returns a fresh journal of the stack.
+func newLog(t testing.TB) pb.Journal {
+	if nextJournal == 16 {
+		t.Fatal("out of test journals")
+	}
+	nextJournal++
+	return pb.Journal(fmt.Sprintf("rocks/%02d", nextJournal-1))
+}
+
+// recorded is a Store opened over a recovery log.
+type recorded struct {
+	store *Store
+	rec   *recoverylog.Recorder
+	dir   string
+}
+
+// smallTune makes RocksDB flush and compact often.
+func smallTune(o *Options) {
+	o.Tune = func(ro *grocksdb.Options) {
+		ro.SetWriteBufferSize(64 << 10)
+		ro.SetLevel0FileNumCompactionTrigger(2)
+		ro.SetTargetFileSizeBase(64 << 10)
+		ro.SetMaxBytesForLevelBase(256 << 10)
+	}
+}
+
+// openRecorded plays journal into a new directory as author, fencing it, and
+// opens a Store there recorded into the journal.
+func openRecorded(t testing.TB, journal pb.Journal, author recoverylog.Author, o Options) *recorded {
+	t.Helper()
+	var rec, dir = playRecorder(t, journal, author)
+	var s, err = Open(dir, rec, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &recorded{store: s, rec: rec, dir: dir}
+}
+
+// playRecorder plays journal into a new directory as author, fencing it, and
+// returns a Recorder of the directory.
+func playRecorder(t testing.TB, journal pb.Journal, author recoverylog.Author) (*recoverylog.Recorder, string) {
+	t.Helper()
+	var dir = t.TempDir()
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var p = recoverylog.NewPlayer(stack.Journals(), journal, dir, author)
+	p.FinishAtWriteHead()
+	var fsm, err = p.Play(ctx, nil)
+	if err != nil {
+		t.Fatalf("Play %s: %v", journal, err)
+	}
+	var actx, acancel = context.WithCancel(context.Background())
+	t.Cleanup(acancel)
+	rec, err := recoverylog.NewRecorder(journal, fsm, author, dir, client.NewAppendService(actx, stack.Journals()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, dir
+}
+
+func flushOpts() *grocksdb.FlushOptions {
+	var o = grocksdb.NewDefaultFlushOptions()
+	o.SetWait(true)
+	return o
+}
+
+func rangeAll() grocksdb.Range { return grocksdb.Range{} }
