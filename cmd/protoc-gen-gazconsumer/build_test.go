@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/types/pluginpb"
+
+	"github.com/gazconsumer/gazconsumer/cmd/protoc-gen-gazconsumer/internal/gengc"
 )
 
 // writeModule writes a Go module example.test/golden into dir holding the
@@ -46,7 +48,7 @@ func writeModule(t *testing.T, dir string) {
 	const prefix = "example.test/golden/"
 	for _, gc := range goldenCases {
 		req := compile(t, "testdata/protos", gc.files)
-		ours := runPlugin(req)
+		ours := runPluginOpts(req, gengc.Options{ScaffoldDir: filepath.Join(dir, "scaffold")})
 		if ours.Error != nil {
 			t.Fatalf("%s: %s", gc.name, ours.GetError())
 		}

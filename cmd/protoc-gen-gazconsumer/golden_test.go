@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/gazconsumer/gazconsumer/cmd/protoc-gen-gazconsumer/internal/gengc"
@@ -81,11 +80,16 @@ func request(t testing.TB, compiled linker.Files, files []string) *pluginpb.Code
 
 // runPlugin runs protoc-gen-gazconsumer on req.
 func runPlugin(req *pluginpb.CodeGeneratorRequest) *pluginpb.CodeGeneratorResponse {
+	return runPluginOpts(req, gengc.Options{})
+}
+
+// runPluginOpts runs protoc-gen-gazconsumer on req with pluginOpts.
+func runPluginOpts(req *pluginpb.CodeGeneratorRequest, pluginOpts gengc.Options) *pluginpb.CodeGeneratorResponse {
 	gen, err := protogen.Options{}.New(req)
 	if err != nil {
 		return &pluginpb.CodeGeneratorResponse{Error: proto.String(err.Error())}
 	}
-	if err := gengc.Generate(gen); err != nil {
+	if err := gengc.Generate(gen, pluginOpts); err != nil {
 		gen.Error(err)
 	}
 	return gen.Response()
@@ -146,12 +150,14 @@ func TestGolden(t *testing.T) {
 			})
 			var got []string
 			for _, f := range resp.File {
-				got = append(got, f.GetName())
+				// Goldens are named by path within module example.test/golden.
+				name := strings.TrimPrefix(f.GetName(), "example.test/golden/")
+				got = append(got, name)
 				content := []byte(f.GetContent())
 				if !bytes.HasPrefix(content, []byte("// "+gengc.Header+"\n")) {
 					t.Errorf("%s does not begin with the generated-code header", f.GetName())
 				}
-				path := filepath.Join(dir, filepath.FromSlash(f.GetName()))
+				path := filepath.Join(dir, filepath.FromSlash(name))
 				if *update {
 					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 						t.Fatal(err)
@@ -222,5 +228,42 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// fileDescriptorProto is used by tests building requests by hand.
-var _ = descriptorpb.FileDescriptorProto{}
+
+// TestScaffold checks the handler stubs against their goldens, and that a
+// later generation never overwrites them.
+func TestScaffold(t *testing.T) {
+	dir := t.TempDir()
+	for _, gc := range goldenCases {
+		if resp := runPluginOpts(compile(t, "testdata/protos", gc.files), gengc.Options{ScaffoldDir: dir}); resp.Error != nil {
+			t.Fatal(resp.GetError())
+		}
+	}
+	for _, svc := range []string{"spendcounter", "watcher"} {
+		got, err := os.ReadFile(filepath.Join(dir, svc, "handlers.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden := filepath.Join("testdata", "golden", "scaffold", svc, "handlers.go")
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(golden, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want, err := os.ReadFile(golden); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("scaffold of %s differs from golden %s (%v)", svc, golden, err)
+		}
+	}
+	edited := filepath.Join(dir, "watcher", "handlers.go")
+	if err := os.WriteFile(edited, []byte("package watcher\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if resp := runPluginOpts(compile(t, "testdata/protos", goldenCases[1].files), gengc.Options{ScaffoldDir: dir}); resp.Error != nil {
+		t.Fatal(resp.GetError())
+	}
+	if got, _ := os.ReadFile(edited); string(got) != "package watcher\n" {
+		t.Errorf("a second generation overwrote the edited scaffold:\n%s", got)
+	}
+}

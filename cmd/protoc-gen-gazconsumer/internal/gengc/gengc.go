@@ -40,10 +40,18 @@ const (
 	pathGCv1      = "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
 
+// Options are the parameters of the plugin.
+type Options struct {
+	// ScaffoldDir, if set, is the directory into which handler stubs of
+	// each consumer are written once: as ScaffoldDir/<service>/handlers.go,
+	// in a package named for the service, unless that file exists.
+	ScaffoldDir string
+}
+
 // Generate generates the files of the request held by gen. It returns an
 // error, positioned in the offending .proto file, if an annotation is
 // invalid; in that case gen holds no generated file.
-func Generate(gen *protogen.Plugin) error {
+func Generate(gen *protogen.Plugin, opts Options) error {
 	md, err := buildModel(gen)
 	if err != nil {
 		return err
@@ -99,6 +107,11 @@ func Generate(gen *protogen.Plugin) error {
 	for _, o := range outputs {
 		g := gen.NewGeneratedFile(o.name, o.path)
 		if _, err := g.Write(o.src); err != nil {
+			return err
+		}
+	}
+	if opts.ScaffoldDir != "" {
+		if _, err := scaffold(md, opts.ScaffoldDir); err != nil {
 			return err
 		}
 	}

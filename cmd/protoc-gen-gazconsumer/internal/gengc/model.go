@@ -71,6 +71,8 @@ type model struct {
 	journals map[protoreflect.FullName]*journalMsg
 	tables   map[protoreflect.FullName]*table
 	files    []*fileModel
+	// pkgNames are the Go package names of import paths.
+	pkgNames map[protogen.GoImportPath]protogen.GoPackageName
 }
 
 // errorf returns an error positioned at the declaration of d.
@@ -113,8 +115,10 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 		messages: map[protoreflect.FullName]*protogen.Message{},
 		journals: map[protoreflect.FullName]*journalMsg{},
 		tables:   map[protoreflect.FullName]*table{},
+		pkgNames: map[protogen.GoImportPath]protogen.GoPackageName{},
 	}
 	for _, f := range gen.Files {
+		md.pkgNames[f.GoImportPath] = f.GoPackageName
 		walkMessages(f.Messages, func(m *protogen.Message) { md.messages[m.Desc.FullName()] = m })
 	}
 	for _, f := range gen.Files {

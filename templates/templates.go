@@ -1,0 +1,53 @@
+// Package templates holds the text templates of files gazconsumer writes
+// once for the user to edit, such as handler stubs, as opposed to generated
+// files which are rewritten on every generation.
+package templates
+
+import (
+	"embed"
+	"text/template"
+)
+
+//go:embed *.tmpl
+var files embed.FS
+
+// Handlers is the template of a consumer's handler stubs. Its data is a
+// HandlersData.
+var Handlers = template.Must(template.New("handlers.go.tmpl").ParseFS(files, "handlers.go.tmpl"))
+
+// HandlersData is the data of the Handlers template.
+type HandlersData struct {
+	// Package is the Go package name of the scaffolded file.
+	Package string
+	// Source is the .proto file declaring the consumer.
+	Source string
+	// GenImport is the import path of the generated code, and GenName the
+	// name it is imported as.
+	GenImport, GenName string
+	// Service is the Go name of the consumer service, and FullName its
+	// protobuf name.
+	Service, FullName string
+	// Imports are the packages of consumed messages other than GenImport.
+	Imports []Import
+	// Handlers are the rpcs of the consumer.
+	Handlers []HandlerData
+	// Tables are the Go names of the transaction's table fields.
+	Tables []string
+	// Publishes are the names of the transaction's publish methods.
+	Publishes []string
+}
+
+// HandlerData is one rpc of a consumer.
+type HandlerData struct {
+	// Method is the Go name of the handler method.
+	Method string
+	// Input is the Go type of the consumed message, qualified by its
+	// package name (e.g. "acmev1.Order").
+	Input string
+}
+
+// Import is an imported Go package.
+type Import struct {
+	// Name the package is imported as, and its import Path.
+	Name, Path string
+}
