@@ -228,7 +228,6 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-
 // TestScaffold checks the handler stubs against their goldens, and that a
 // later generation never overwrites them.
 func TestScaffold(t *testing.T) {
