@@ -55,16 +55,16 @@ type frame struct {
 }
 
 // decoder reads op frames from a log reader positioned at a frame boundary.
+// Its buffer holds a whole frame, so a frame's bytes are used in place.
 type decoder struct {
 	br      *bufio.Reader
-	offset  int64 // Log offset of the next unread byte.
-	opBuf   []byte
-	dataBuf []byte
+	offset  int64 // Log offset of the next frame.
+	pending int   // Bytes of the last frame, to discard before the next.
 	op      Op
 }
 
 func newDecoder(r io.Reader, offset int64) *decoder {
-	return &decoder{br: bufio.NewReaderSize(r, 256<<10), offset: offset}
+	return &decoder{br: bufio.NewReaderSize(r, frameHeaderLen+MaxOpLen+MaxWriteLen), offset: offset}
 }
 
 // errPartial wraps a read error which ended the reader in the middle of a
@@ -74,32 +74,34 @@ type errPartial struct{ err error }
 func (e errPartial) Error() string { return "partial op frame: " + e.err.Error() }
 func (e errPartial) Unwrap() error { return e.err }
 
-// next decodes the next frame. At a frame boundary, read errors (io.EOF
-// included) are returned as they are; within a frame they are wrapped in
-// errPartial; bytes which are no valid frame give an error wrapping
-// ErrCorrupt. The error doesn't name the journal or offset: callers add them.
+// next decodes the next frame, whose fields remain valid until the next call.
+// At a frame boundary, read errors (io.EOF included) are returned as they
+// are; within a frame they are wrapped in errPartial; bytes which are no
+// valid frame give an error wrapping ErrCorrupt. The error doesn't name the
+// journal or offset: callers add them.
 func (d *decoder) next(f *frame) error {
+	if _, err := d.br.Discard(d.pending); err != nil {
+		return errPartial{err} // Not reached: the bytes were peeked before.
+	}
+	d.pending = 0
+
 	var hdr, err = d.br.Peek(frameHeaderLen)
 	if err != nil {
 		if len(hdr) == 0 {
 			return err
 		}
-		return errPartial{err}
+		return errPartial{noEOF(err)}
 	}
-	var n = binary.LittleEndian.Uint32(hdr)
+	var n = int(binary.LittleEndian.Uint32(hdr))
 	var sum = binary.LittleEndian.Uint32(hdr[4:])
 	if n == 0 || n > MaxOpLen {
 		return fmt.Errorf("%w: op length %d out of range", ErrCorrupt, n)
 	}
-	if cap(d.opBuf) < int(n) {
-		d.opBuf = make([]byte, n)
-	}
-	var opBytes = d.opBuf[:n]
-	if _, err = d.br.Discard(frameHeaderLen); err != nil {
-		return errPartial{err}
-	} else if _, err = io.ReadFull(d.br, opBytes); err != nil {
+	buf, err := d.br.Peek(frameHeaderLen + n)
+	if err != nil {
 		return errPartial{noEOF(err)}
 	}
+	var opBytes = buf[frameHeaderLen:]
 	if crc32.Checksum(opBytes, castagnoli) != sum {
 		return fmt.Errorf("%w: op checksum mismatch", ErrCorrupt)
 	}
@@ -112,23 +114,21 @@ func (d *decoder) next(f *frame) error {
 		if w.Length < 0 || w.Length > MaxWriteLen || w.Offset < 0 {
 			return fmt.Errorf("%w: write of %d bytes at %d out of range", ErrCorrupt, w.Length, w.Offset)
 		}
-		if cap(d.dataBuf) < int(w.Length) {
-			d.dataBuf = make([]byte, w.Length)
-		}
-		data = d.dataBuf[:w.Length]
-		if _, err = io.ReadFull(d.br, data); err != nil {
+		if buf, err = d.br.Peek(frameHeaderLen + n + int(w.Length)); err != nil {
 			return errPartial{noEOF(err)}
 		}
+		opBytes, data = buf[frameHeaderLen:frameHeaderLen+n], buf[frameHeaderLen+n:]
 		if crc32.Checksum(data, castagnoli) != w.DataCrc32C {
 			return fmt.Errorf("%w: data checksum mismatch of op %d", ErrCorrupt, d.op.Seq)
 		}
 	}
+	d.pending = len(buf)
 	*f = frame{
 		op:      &d.op,
 		opBytes: opBytes,
 		data:    data,
 		begin:   d.offset,
-		end:     d.offset + frameHeaderLen + int64(n) + int64(len(data)),
+		end:     d.offset + int64(len(buf)),
 	}
 	d.offset = f.end
 	return nil

@@ -216,9 +216,13 @@ func (p *Player) read(ctx context.Context, offset, end int64, block bool) error 
 		EndOffset: end,
 		Block:     block,
 	})
-	defer rr.Cancel()
+	var ra = newReadahead(rr)
+	defer func() {
+		rr.Cancel()
+		ra.stop()
+	}()
 
-	var dec = newDecoder(rr, offset)
+	var dec = newDecoder(ra, offset)
 	var f frame
 	for {
 		var err = dec.next(&f)
