@@ -1,0 +1,168 @@
+package rocks
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/linxGnu/grocksdb"
+	"go.gazette.dev/core/broker/client"
+)
+
+// nopRecorder records nothing: a store over it measures RocksDB and the
+// store's own layers, without a recovery log.
+type nopRecorder struct{ next atomic.Uint64 }
+
+func (r *nopRecorder) NewWritableFile(string) (recoverylog.Fnode, error) {
+	return recoverylog.Fnode(r.next.Add(1)), nil
+}
+func (*nopRecorder) Append(recoverylog.Fnode, []byte) error                  { return nil }
+func (*nopRecorder) PositionedAppend(recoverylog.Fnode, []byte, int64) error { return nil }
+func (*nopRecorder) Sync(recoverylog.Fnode) error                            { return nil }
+func (*nopRecorder) Close(recoverylog.Fnode) error                           { return nil }
+func (*nopRecorder) Rename(string, string) error                             { return nil }
+func (*nopRecorder) Link(string, string) error                               { return nil }
+func (*nopRecorder) Delete(string) error                                     { return nil }
+func (*nopRecorder) Barrier(client.OpFutures) client.OpFuture {
+	return client.FinishedOperation(nil)
+}
+
+const benchTxnOps = 1000
+
+func benchKey(b []byte, i int) []byte {
+	b = append(b[:0], 't', '/')
+	return binary.BigEndian.AppendUint64(b, uint64(i)*2654435761%1_000_003)
+}
+
+// runPutGet puts a key and gets an earlier one n times, committing every
+// benchTxnOps, through the store's KV.
+func runStorePutGet(b *testing.B, s *Store, n int) time.Duration {
+	var k, k2 []byte
+	var value = make([]byte, 100)
+	var start = time.Now()
+	for i := range n {
+		k = benchKey(k, i)
+		if err := s.Put(k, value); err != nil {
+			b.Fatal(err)
+		}
+		k2 = benchKey(k2, i/2)
+		if _, ok, err := s.Get(k2); err != nil || !ok {
+			b.Fatalf("Get: %v %v", ok, err)
+		}
+		if i%benchTxnOps == benchTxnOps-1 {
+			await(b, s.StartCommit(nil, checkpointAt(int64(i)), nil))
+		}
+	}
+	return time.Since(start)
+}
+
+// runRawPutGet does the same through grocksdb directly: an indexed batch
+// read through to the database, written every benchTxnOps.
+func runRawPutGet(b *testing.B, db *grocksdb.DB, n int) time.Duration {
+	var ro, wo = grocksdb.NewDefaultReadOptions(), grocksdb.NewDefaultWriteOptions()
+	defer ro.Destroy()
+	defer wo.Destroy()
+	var wb = grocksdb.NewWriteBatchWI(0, true)
+	defer func() { wb.Destroy() }()
+	var k, k2 []byte
+	var value = make([]byte, 100)
+	var start = time.Now()
+	for i := range n {
+		k = benchKey(k, i)
+		wb.Put(k, value)
+		k2 = benchKey(k2, i/2)
+		var v, err = wb.GetFromDB(db, ro, k2)
+		if err != nil || !v.Exists() {
+			b.Fatalf("Get: %v", err)
+		}
+		_ = append([]byte(nil), v.Data()...)
+		v.Free()
+		if i%benchTxnOps == benchTxnOps-1 {
+			if err = db.WriteWI(wo, wb); err != nil {
+				b.Fatal(err)
+			}
+			wb.Destroy()
+			wb = grocksdb.NewWriteBatchWI(0, true)
+		}
+	}
+	return time.Since(start)
+}
+
+// BenchmarkPutGetOverhead compares Put and Get through the store's KV (over
+// a recorder which records nothing) with the same work done through raw
+// grocksdb, and reports their ratio (goal: at most 1.10).
+func BenchmarkPutGetOverhead(b *testing.B) {
+	var s, err = Open(b.TempDir(), &nopRecorder{}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Destroy()
+	var opts = grocksdb.NewDefaultOptions()
+	opts.SetCreateIfMissing(true)
+	opts.SetCompression(grocksdb.LZ4Compression)
+	var bbto = grocksdb.NewDefaultBlockBasedTableOptions()
+	var cache = grocksdb.NewLRUCache(DefaultBlockCacheBytes)
+	bbto.SetBlockCache(cache)
+	bbto.SetFilterPolicy(grocksdb.NewBloomFilter(10))
+	opts.SetBlockBasedTableFactory(bbto)
+	db, err := grocksdb.OpenDb(opts, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { db.Close(); opts.Destroy(); bbto.Destroy(); cache.Destroy() }()
+
+	b.ResetTimer()
+	var n = max(b.N, benchTxnOps)
+	// Alternate halves, so that neither side runs only on a warm machine.
+	var raw = runRawPutGet(b, db, n/2)
+	var store = runStorePutGet(b, s, n/2)
+	raw += runRawPutGet(b, db, n/2)
+	store += runStorePutGet(b, s, n/2)
+	b.StopTimer()
+	b.ReportMetric(float64(store.Nanoseconds())/float64(n), "store-ns/op")
+	b.ReportMetric(float64(raw.Nanoseconds())/float64(n), "raw-ns/op")
+	b.ReportMetric(float64(store)/float64(raw), "store/raw")
+}
+
+// runCommits commits n transactions of 100 Puts, each awaited.
+func runCommits(b *testing.B, s *Store, n int, base int) time.Duration {
+	var k []byte
+	var value = make([]byte, 100)
+	var start = time.Now()
+	for i := range n {
+		for j := range 100 {
+			k = benchKey(k, (base+i)*100+j)
+			if err := s.Put(k, value); err != nil {
+				b.Fatal(err)
+			}
+		}
+		await(b, s.StartCommit(nil, checkpointAt(int64(base+i)), nil))
+	}
+	return time.Since(start)
+}
+
+// BenchmarkRecorderThroughput compares the write throughput of a store
+// recording into a recovery log on devstack with one recording nothing, and
+// reports their ratio (goal: at least 0.9).
+func BenchmarkRecorderThroughput(b *testing.B) {
+	var on = openRecorded(b, newLog(b), 0xA1, Options{})
+	defer on.store.Destroy()
+	var off, err = Open(b.TempDir(), &nopRecorder{}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer off.Destroy()
+
+	b.ResetTimer()
+	var n = max(b.N, 10)
+	var tOff = runCommits(b, off, n/2, 0)
+	var tOn = runCommits(b, on.store, n/2, 0)
+	tOff += runCommits(b, off, n/2, n)
+	tOn += runCommits(b, on.store, n/2, n)
+	b.StopTimer()
+	b.ReportMetric(float64(tOn.Nanoseconds())/float64(n), "on-ns/txn")
+	b.ReportMetric(float64(tOff.Nanoseconds())/float64(n), "off-ns/txn")
+	b.ReportMetric(float64(tOff)/float64(tOn), "on/off-throughput")
+}
