@@ -62,26 +62,35 @@ func writeModule(t *testing.T, dir string) {
 			}
 		}
 	}
-	behaviour, err := os.ReadFile("testdata/behaviour/acme_test.go")
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"acme_test.go", "e2e_test.go"} {
+		src, err := os.ReadFile(filepath.Join("testdata", "behaviour", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		write("acme/v1/"+name, src)
 	}
-	write("acme/v1/behaviour_test.go", behaviour)
 }
 
-// TestBuildGoldens builds, vets and tests the generated packages, with a
-// test exercising the generated tables, framing, NewMessage, adapter and
-// publisher mapping.
+// TestBuildGoldens builds, vets and tests the generated packages, with tests
+// exercising the generated tables, framing, NewMessage, adapter and
+// publisher mapping, and one publishing through a generated consumer to
+// real brokers and reading back with gazctl.
 func TestBuildGoldens(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds generated packages")
 	}
+	gazctl, err := filepath.Abs("../../.tools/bin/gazctl")
+	if err != nil {
+		t.Fatal(err)
+	} else if _, err := os.Stat(gazctl); err != nil {
+		t.Fatalf("gazctl is not installed (run scripts/setup.sh): %v", err)
+	}
 	dir := t.TempDir()
 	writeModule(t, dir)
-	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}} {
+	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "-v", "./..."}} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GAZCTL="+gazctl)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("go %v: %v\n%s", args, err, out)
