@@ -2,6 +2,7 @@ package gengc
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -79,6 +80,28 @@ type model struct {
 func errorf(d protoreflect.Descriptor, format string, args ...any) error {
 	loc := d.ParentFile().SourceLocations().ByDescriptor(d)
 	return fmt.Errorf("%s:%d:%d: %s", d.ParentFile().Path(), loc.StartLine+1, loc.StartColumn+1, fmt.Sprintf(format, args...))
+}
+
+// optErrorf returns an error positioned at the gazconsumer option of d, a
+// message or a service, or at d if the option's position is unknown.
+func optErrorf(d protoreflect.Descriptor, format string, args ...any) error {
+	locs := d.ParentFile().SourceLocations()
+	path := append(protoreflect.SourcePath(nil), locs.ByDescriptor(d).Path...)
+	switch d.(type) {
+	case protoreflect.MessageDescriptor:
+		path = append(path, 7, gcv1.E_Message.Field) // DescriptorProto.options
+	case protoreflect.ServiceDescriptor:
+		path = append(path, 3, gcv1.E_Consumer.Field) // ServiceDescriptorProto.options
+	}
+	// The option may be recorded as a whole, or (with a field path, as in
+	// `option (gazconsumer.v1.message).table = {...}`) by its field.
+	for i := 0; i < locs.Len(); i++ {
+		loc := locs.Get(i)
+		if len(loc.Path) >= len(path) && slices.Equal(loc.Path[:len(path)], path) {
+			return fmt.Errorf("%s:%d:%d: %s", d.ParentFile().Path(), loc.StartLine+1, loc.StartColumn+1, fmt.Sprintf(format, args...))
+		}
+	}
+	return errorf(d, format, args...)
 }
 
 func messageOptions(m *protogen.Message) *gcv1.MessageOptions {
@@ -176,7 +199,7 @@ func (md *model) journal(m *protogen.Message) (*journalMsg, error) {
 		j.messageType = string(m.Desc.FullName())
 	}
 	if err := pb.ValidateToken(j.messageType, pb.TokenSymbols, 1, 512); err != nil {
-		return nil, errorf(m.Desc, "message_type %q is not a valid journal label value: %v", j.messageType, err)
+		return nil, optErrorf(m.Desc, "message_type %q is not a valid journal label value: %v", j.messageType, err)
 	}
 	switch opts.GetFraming() {
 	case gcv1.Framing_FRAMING_UNSPECIFIED, gcv1.Framing_FRAMING_PROTOBUF:
@@ -184,15 +207,15 @@ func (md *model) journal(m *protogen.Message) (*journalMsg, error) {
 	case gcv1.Framing_FRAMING_JSON:
 		j.contentType = labels.ContentType_JSONLines
 	default:
-		return nil, errorf(m.Desc, "unknown framing %v", opts.GetFraming())
+		return nil, optErrorf(m.Desc, "unknown framing %v", opts.GetFraming())
 	}
 	if opts.GetUuidField() == "" {
-		return nil, errorf(m.Desc, "journal message %s has no uuid_field", m.Desc.Name())
+		return nil, optErrorf(m.Desc, "journal message %s has no uuid_field", m.Desc.Name())
 	}
 	j.uuid = fieldByName(m, opts.GetUuidField())
 	switch {
 	case j.uuid == nil:
-		return nil, errorf(m.Desc, "uuid_field %q is not a field of %s", opts.GetUuidField(), m.Desc.Name())
+		return nil, optErrorf(m.Desc, "uuid_field %q is not a field of %s", opts.GetUuidField(), m.Desc.Name())
 	case j.uuid.Desc.Kind() != protoreflect.BytesKind || j.uuid.Desc.Cardinality() == protoreflect.Repeated:
 		return nil, errorf(j.uuid.Desc, "uuid_field %s must be a singular bytes field holding a 16-byte UUID, not %s",
 			j.uuid.Desc.Name(), fieldKindString(j.uuid.Desc))
@@ -202,7 +225,7 @@ func (md *model) journal(m *protogen.Message) (*journalMsg, error) {
 	for _, name := range opts.GetPartitionKey() {
 		f := fieldByName(m, name)
 		if f == nil {
-			return nil, errorf(m.Desc, "partition_key %q is not a field of %s", name, m.Desc.Name())
+			return nil, optErrorf(m.Desc, "partition_key %q is not a field of %s", name, m.Desc.Name())
 		} else if err := checkKeyField(f, "partition_key"); err != nil {
 			return nil, err
 		}
@@ -262,13 +285,13 @@ func (md *model) table(m *protogen.Message) (*table, error) {
 		t.name = string(m.Desc.FullName())
 	}
 	if len(opts.GetKey()) == 0 {
-		return nil, errorf(m.Desc, "table %s has no key fields", m.Desc.Name())
+		return nil, optErrorf(m.Desc, "table %s has no key fields", m.Desc.Name())
 	}
 	seen := map[string]bool{}
 	for _, k := range opts.GetKey() {
 		f := fieldByName(m, k.GetField())
 		if f == nil {
-			return nil, errorf(m.Desc, "key field %q is not a field of %s", k.GetField(), m.Desc.Name())
+			return nil, optErrorf(m.Desc, "key field %q is not a field of %s", k.GetField(), m.Desc.Name())
 		} else if seen[k.GetField()] {
 			return nil, errorf(f.Desc, "key field %s is listed twice", k.GetField())
 		} else if err := checkKeyField(f, "key field"); err != nil {
@@ -351,7 +374,7 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	}
 	c := &consumer{svc: s, opts: opts}
 	if len(s.Methods) == 0 {
-		return nil, errorf(s.Desc, "consumer %s has no handler rpcs", s.Desc.Name())
+		return nil, optErrorf(s.Desc, "consumer %s has no handler rpcs", s.Desc.Name())
 	}
 	byInput := map[protoreflect.FullName]*protogen.Method{}
 	for _, meth := range s.Methods {
@@ -385,20 +408,20 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	for _, name := range opts.GetTables() {
 		m := md.resolve(s.Desc, name)
 		if m == nil {
-			return nil, errorf(s.Desc, "table %q of consumer %s is not a known message", name, s.Desc.Name())
+			return nil, optErrorf(s.Desc, "table %q of consumer %s is not a known message", name, s.Desc.Name())
 		}
 		t, err := md.table(m)
 		if err != nil {
 			return nil, err
 		} else if t == nil {
-			return nil, errorf(s.Desc, "table %q of consumer %s: message %s has no (gazconsumer.v1.message).table option",
+			return nil, optErrorf(s.Desc, "table %q of consumer %s: message %s has no (gazconsumer.v1.message).table option",
 				name, s.Desc.Name(), m.Desc.FullName())
 		} else if seen[m.Desc.FullName()] {
-			return nil, errorf(s.Desc, "consumer %s lists table %s twice", s.Desc.Name(), m.Desc.FullName())
+			return nil, optErrorf(s.Desc, "consumer %s lists table %s twice", s.Desc.Name(), m.Desc.FullName())
 		}
 		seen[m.Desc.FullName()] = true
 		if txnReserved[m.GoIdent.GoName] || txnFields[m.GoIdent.GoName] {
-			return nil, errorf(s.Desc, "table %s of consumer %s would be field %s of %sTxn, which is taken", m.Desc.FullName(), s.Desc.Name(), m.GoIdent.GoName, s.GoName)
+			return nil, optErrorf(s.Desc, "table %s of consumer %s would be field %s of %sTxn, which is taken", m.Desc.FullName(), s.Desc.Name(), m.GoIdent.GoName, s.GoName)
 		}
 		txnFields[m.GoIdent.GoName] = true
 		c.tables = append(c.tables, t)
@@ -407,19 +430,19 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	for _, p := range opts.GetPublishes() {
 		m := md.resolve(s.Desc, p.GetMessage())
 		if m == nil {
-			return nil, errorf(s.Desc, "published message %q of consumer %s is not a known message", p.GetMessage(), s.Desc.Name())
+			return nil, optErrorf(s.Desc, "published message %q of consumer %s is not a known message", p.GetMessage(), s.Desc.Name())
 		}
 		j, err := md.journal(m)
 		if err != nil {
 			return nil, err
 		} else if j == nil {
-			return nil, errorf(s.Desc, "consumer %s publishes %s, which is not a journal message", s.Desc.Name(), m.Desc.FullName())
+			return nil, optErrorf(s.Desc, "consumer %s publishes %s, which is not a journal message", s.Desc.Name(), m.Desc.FullName())
 		} else if seen[m.Desc.FullName()] {
-			return nil, errorf(s.Desc, "consumer %s publishes %s twice", s.Desc.Name(), m.Desc.FullName())
+			return nil, optErrorf(s.Desc, "consumer %s publishes %s twice", s.Desc.Name(), m.Desc.FullName())
 		}
 		seen[m.Desc.FullName()] = true
 		if txnFields["Publish"+m.GoIdent.GoName] {
-			return nil, errorf(s.Desc, "consumer %s publishes two messages named %s", s.Desc.Name(), m.GoIdent.GoName)
+			return nil, optErrorf(s.Desc, "consumer %s publishes two messages named %s", s.Desc.Name(), m.GoIdent.GoName)
 		}
 		txnFields["Publish"+m.GoIdent.GoName] = true
 		sel := p.GetPartitions()
@@ -427,7 +450,7 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 			sel = labels.MessageType + "=" + j.messageType
 		}
 		if _, err := pb.ParseLabelSelector(sel); err != nil {
-			return nil, errorf(s.Desc, "partitions %q of published message %s: %v", sel, m.Desc.FullName(), err)
+			return nil, optErrorf(s.Desc, "partitions %q of published message %s: %v", sel, m.Desc.FullName(), err)
 		}
 		c.publishes = append(c.publishes, publish{journal: j, selector: sel})
 	}
@@ -471,15 +494,15 @@ func checkShardDefaults(s *protogen.Service, d *gcv1.ShardDefaults) error {
 			continue
 		}
 		if err := dur.v.CheckValid(); err != nil {
-			return errorf(s.Desc, "shard_defaults.%s: %v", dur.name, err)
+			return optErrorf(s.Desc, "shard_defaults.%s: %v", dur.name, err)
 		}
 	}
 	if d.GetMinTxnDuration().AsDuration() < 0 || d.GetMaxTxnDuration().AsDuration() < 0 {
-		return errorf(s.Desc, "shard_defaults: transaction durations may not be negative")
+		return optErrorf(s.Desc, "shard_defaults: transaction durations may not be negative")
 	}
 	if d.MaxTxnDuration != nil && d.MinTxnDuration != nil &&
 		d.GetMinTxnDuration().AsDuration() > d.GetMaxTxnDuration().AsDuration() {
-		return errorf(s.Desc, "shard_defaults: min_txn_duration %v exceeds max_txn_duration %v",
+		return optErrorf(s.Desc, "shard_defaults: min_txn_duration %v exceeds max_txn_duration %v",
 			d.GetMinTxnDuration().AsDuration(), d.GetMaxTxnDuration().AsDuration())
 	}
 	return nil
