@@ -237,6 +237,29 @@ func genConsumer(jf *jen.File, c *consumer) {
 	)
 	jf.Line()
 
+	jf.Var().Id("_").Qual(pathRuntime, "BeginFinisher").Op("=").Parens(jen.Op("*").Id(appT)).Parens(jen.Nil())
+	jf.Line()
+	jf.Comment("BeginTxn calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.")
+	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("BeginTxn").Params(
+		jen.Id("shard").Qual(pathRuntime, "Shard"), jen.Id("store").Qual(pathRuntime, "Store"),
+	).Error().Block(
+		jen.If(jen.List(jen.Id("bf"), jen.Id("ok")).Op(":=").Id("a").Dot("handler").Assert(jen.Qual(pathRuntime, "BeginFinisher")), jen.Id("ok")).Block(
+			jen.Return(jen.Id("bf").Dot("BeginTxn").Call(jen.Id("shard"), jen.Id("store"))),
+		),
+		jen.Return(jen.Nil()),
+	)
+	jf.Line()
+	jf.Comment("FinishTxn calls the handler's FinishTxn, if the handler is a runtime.BeginFinisher.")
+	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("FinishTxn").Params(
+		jen.Id("shard").Qual(pathRuntime, "Shard"), jen.Id("store").Qual(pathRuntime, "Store"), jen.Id("err").Error(),
+	).Error().Block(
+		jen.If(jen.List(jen.Id("bf"), jen.Id("ok")).Op(":=").Id("a").Dot("handler").Assert(jen.Qual(pathRuntime, "BeginFinisher")), jen.Id("ok")).Block(
+			jen.Return(jen.Id("bf").Dot("FinishTxn").Call(jen.Id("shard"), jen.Id("store"), jen.Id("err"))),
+		),
+		jen.Return(jen.Nil()),
+	)
+	jf.Line()
+
 	jf.Comment("FinalizeTxn calls the handler's FinalizeTxn, which flushes what the")
 	jf.Comment("transaction buffered.")
 	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("FinalizeTxn").Params(

@@ -199,7 +199,13 @@ func TestNewMessage(t *testing.T) {
 
 type handler struct {
 	UnimplementedSpendCounterHandler
-	finalized int
+	finalized, begun, finished int
+}
+
+func (h *handler) BeginTxn(runtime.Shard, runtime.Store) error { h.begun++; return nil }
+func (h *handler) FinishTxn(_ runtime.Shard, _ runtime.Store, err error) error {
+	h.finished++
+	return err
 }
 
 func (h *handler) OnOrder(tx *SpendCounterTxn, msg *Order) error {
@@ -241,6 +247,9 @@ func TestApplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	journal := &pb.JournalSpec{Name: "acme/orders"}
+	if err := app.BeginTxn(fakeShard{}, store); err != nil || h.begun != 1 {
+		t.Fatalf("BeginTxn: %v, begun %d", err, h.begun)
+	}
 	for i := 0; i < 3; i++ {
 		env := message.Envelope{Journal: journal, Message: &Order{CustomerId: "a", Items: []*Order_Item{{Cents: 10}}}}
 		if err := app.ConsumeMessage(fakeShard{}, store, env, nil); err != nil {
@@ -249,6 +258,10 @@ func TestApplication(t *testing.T) {
 	}
 	if err := app.FinalizeTxn(fakeShard{}, store, nil); err != nil || h.finalized != 1 {
 		t.Fatalf("FinalizeTxn: %v, finalized %d", err, h.finalized)
+	}
+	failed := errors.New("failed")
+	if err := app.FinishTxn(fakeShard{}, store, failed); err != failed || h.finished != 1 {
+		t.Fatalf("FinishTxn: %v, finished %d", err, h.finished)
 	}
 	row, ok, err := NewSpendTable(store.kv).Get(SpendKey{CustomerId: "a"})
 	if err != nil || !ok || row.Cents != 30 {
@@ -287,5 +300,4 @@ func TestApplication(t *testing.T) {
 	if len(seen) < 2 {
 		t.Errorf("8 customers all mapped to %v", seen)
 	}
-	var _ = errors.New
 }

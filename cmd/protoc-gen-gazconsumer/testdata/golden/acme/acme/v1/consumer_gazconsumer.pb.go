@@ -183,6 +183,24 @@ func (a *SpendCounterApplication) ConsumeMessage(shard runtime.Shard, store runt
 	}
 }
 
+var _ runtime.BeginFinisher = (*SpendCounterApplication)(nil)
+
+// BeginTxn calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
+func (a *SpendCounterApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
+	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
+		return bf.BeginTxn(shard, store)
+	}
+	return nil
+}
+
+// FinishTxn calls the handler's FinishTxn, if the handler is a runtime.BeginFinisher.
+func (a *SpendCounterApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
+	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
+		return bf.FinishTxn(shard, store, err)
+	}
+	return nil
+}
+
 // FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
 // transaction buffered.
 func (a *SpendCounterApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {

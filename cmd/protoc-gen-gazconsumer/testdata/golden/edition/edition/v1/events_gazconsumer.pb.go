@@ -415,6 +415,24 @@ func (a *WatcherApplication) ConsumeMessage(shard runtime.Shard, store runtime.S
 	}
 }
 
+var _ runtime.BeginFinisher = (*WatcherApplication)(nil)
+
+// BeginTxn calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
+func (a *WatcherApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
+	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
+		return bf.BeginTxn(shard, store)
+	}
+	return nil
+}
+
+// FinishTxn calls the handler's FinishTxn, if the handler is a runtime.BeginFinisher.
+func (a *WatcherApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
+	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
+		return bf.FinishTxn(shard, store, err)
+	}
+	return nil
+}
+
 // FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
 // transaction buffered.
 func (a *WatcherApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
