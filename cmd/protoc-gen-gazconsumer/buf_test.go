@@ -22,12 +22,19 @@ func bufPath(t *testing.T) string {
 	return path
 }
 
-// run runs name with args in dir, offline, failing t with its output on error.
+// run runs name with args in dir, offline, failing t with its output on
+// error. In this repository (dir "../..") go.mod is read-only; in temporary
+// modules, the go command may complete go.mod and go.sum.
 func run(t *testing.T, dir, name string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
+	if dir == "../.." {
+		cmd.Env = append(cmd.Env, "GOFLAGS=-mod=readonly")
+	} else {
+		cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod")
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %v in %s: %v\n%s", name, args, dir, err, out)
