@@ -1,0 +1,277 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.gazette.dev/core/allocator"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pbx "go.gazette.dev/core/broker/protocol/ext"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// HintsCommand is the command that prints a shard's recovery-log hints:
+// GetHints answers with it, since Gazette's hints type cannot express ours.
+const HintsCommand = "gazconsumer shards hints"
+
+// shardAPI serves Gazette's Shard API for a Service.
+type shardAPI struct{ svc *Service }
+
+// List the shards whose labels match the request's selector, with their
+// routes and the status of each replica.
+func (a *shardAPI) List(_ context.Context, claims pb.Claims, req *pc.ListRequest) (*pc.ListResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var st = a.svc.state
+	st.KS.Mu.RLock()
+	defer st.KS.Mu.RUnlock()
+
+	var resp = &pc.ListResponse{Status: pc.Status_OK, Header: pbx.NewUnroutedHeader(st)}
+	var labels pb.LabelSet
+	var it = allocator.LeftJoin{
+		LenL: len(st.Items),
+		LenR: len(st.Assignments),
+		Compare: func(l, r int) int {
+			return strings.Compare(st.Items[l].Decoded.(allocator.Item).ID,
+				st.Assignments[r].Decoded.(allocator.Assignment).ItemID)
+		},
+	}
+	for cur, ok := it.Next(); ok; cur, ok = it.Next() {
+		var item = st.Items[cur.Left]
+		var shard = pc.ListResponse_Shard{
+			Spec:           *item.Decoded.(allocator.Item).ItemValue.(*pc.ShardSpec),
+			ModRevision:    item.Raw.ModRevision,
+			CreateRevision: item.Raw.CreateRevision,
+		}
+		labels = shard.Spec.LabelSetExt(labels)
+		if !req.Selector.Matches(labels) || !claims.Selector.Matches(labels) {
+			continue
+		}
+		var asns = st.Assignments[cur.RightBegin:cur.RightEnd]
+		pbx.Init(&shard.Route, asns)
+		pbx.AttachEndpoints(&shard.Route, st.KS)
+		for _, asn := range asns {
+			shard.Status = append(shard.Status, *asn.Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus))
+		}
+		resp.Shards = append(resp.Shards, shard)
+	}
+	return resp, nil
+}
+
+// Stat reports how far the shard's primary has read its sources, once it
+// has read at least through the request's offsets.
+func (a *shardAPI) Stat(ctx context.Context, _ pb.Claims, req *pc.StatRequest) (*pc.StatResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var st = a.svc.state
+	st.KS.Mu.RLock()
+	var resp = &pc.StatResponse{Header: pbx.NewUnroutedHeader(st)}
+	var sh, local = a.svc.shards[req.Shard]
+	var _, found = allocator.LookupItem(st.KS, req.Shard.String())
+	var asns = st.KS.KeyValues.Prefixed(allocator.ItemAssignmentsPrefix(st.KS, req.Shard.String()))
+	pbx.Init(&resp.Header.Route, asns)
+	pbx.AttachEndpoints(&resp.Header.Route, st.KS)
+	st.KS.Mu.RUnlock()
+
+	switch {
+	case !found:
+		resp.Status = pc.Status_SHARD_NOT_FOUND
+		return resp, nil
+	case resp.Header.Route.Primary == -1:
+		resp.Status = pc.Status_NO_SHARD_PRIMARY
+		return resp, nil
+	case !local || resp.Header.Route.Members[resp.Header.Route.Primary] != a.svc.ID():
+		resp.Status = pc.Status_NOT_SHARD_PRIMARY
+		return resp, nil
+	}
+
+	for {
+		sh.progress.Lock()
+		var changed, caughtUp = sh.progress.changed, true
+		for j, o := range req.ReadThrough {
+			caughtUp = caughtUp && sh.progress.readThrough[j] >= o
+		}
+		if caughtUp {
+			resp.ReadThrough = copyOffsets(sh.progress.readThrough)
+			resp.PublishAt = copyOffsets(sh.progress.publishAt)
+			sh.progress.Unlock()
+			resp.Status = pc.Status_OK
+			return resp, nil
+		}
+		sh.progress.Unlock()
+
+		select {
+		case <-changed:
+		case <-sh.ctx.Done():
+			resp.Status = pc.Status_SHARD_STOPPED
+			return resp, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Apply creates, updates and deletes shard specs in one etcd transaction.
+// Specs are validated first, and the journals they read and record to must
+// exist: an invalid request leaves etcd unchanged.
+func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyRequest) (*pc.ApplyResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := a.verifyJournals(ctx, req); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	var st = a.svc.state
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	var labels pb.LabelSet
+	for _, change := range req.Changes {
+		var key string
+		if change.Upsert != nil {
+			labels = change.Upsert.LabelSetExt(labels)
+			if !claims.Selector.Matches(labels) {
+				return nil, status.Errorf(codes.PermissionDenied, "not authorized to apply shard %s", change.Upsert.Id)
+			}
+			key = allocator.ItemKey(st.KS, change.Upsert.Id.String())
+			ops = append(ops, clientv3.OpPut(key, change.Upsert.MarshalString()))
+		} else {
+			if !claims.Selector.Matches(pb.MustLabelSet("id", change.Delete.String())) {
+				return nil, status.Errorf(codes.PermissionDenied, "not authorized to delete shard %s", change.Delete)
+			}
+			key = allocator.ItemKey(st.KS, change.Delete.String())
+			ops = append(ops, clientv3.OpDelete(key))
+		}
+		if change.ExpectModRevision != -1 {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", change.ExpectModRevision))
+		}
+	}
+
+	st.KS.Mu.RLock()
+	var resp = &pc.ApplyResponse{Status: pc.Status_OK, Header: pbx.NewUnroutedHeader(st)}
+	st.KS.Mu.RUnlock()
+
+	var txn, err = a.svc.cfg.Etcd.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("applying shard specs: %w", err)
+	}
+	resp.Header.Etcd.Revision = txn.Header.Revision
+	if !txn.Succeeded {
+		resp.Status = pc.Status_ETCD_TRANSACTION_FAILED
+		return resp, nil
+	}
+	// Answer once this member has observed its own write.
+	st.KS.Mu.RLock()
+	err = st.KS.WaitForRevision(ctx, txn.Header.Revision)
+	st.KS.Mu.RUnlock()
+	return resp, err
+}
+
+// verifyJournals checks that the journals named by upserted specs exist.
+func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) error {
+	var names []pb.Journal
+	for _, change := range req.Changes {
+		if change.Upsert == nil {
+			continue
+		}
+		for _, src := range change.Upsert.Sources {
+			names = append(names, src.Journal)
+		}
+		if log := change.Upsert.RecoveryLog(); log != "" {
+			names = append(names, log)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	var list, err = client.ListAllJournals(ctx, a.svc.cfg.Journals, pb.ListRequest{})
+	if err != nil {
+		return fmt.Errorf("listing journals: %w", err)
+	}
+	var exists = make(map[pb.Journal]bool, len(list.Journals))
+	for _, j := range list.Journals {
+		exists[j.Spec.Name] = true
+	}
+	for _, change := range req.Changes {
+		if change.Upsert == nil {
+			continue
+		}
+		for _, src := range change.Upsert.Sources {
+			if !exists[src.Journal] {
+				return fmt.Errorf("shard %s: source journal %s does not exist", change.Upsert.Id, src.Journal)
+			}
+		}
+		if log := change.Upsert.RecoveryLog(); log != "" && !exists[log] {
+			return fmt.Errorf("shard %s: recovery log %s does not exist", change.Upsert.Id, log)
+		}
+	}
+	return nil
+}
+
+// Unassign removes the assignments of shards (only failed ones, if asked),
+// so that the allocator assigns them afresh.
+func (a *shardAPI) Unassign(ctx context.Context, claims pb.Claims, req *pc.UnassignRequest) (*pc.UnassignResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	var st = a.svc.state
+	var ops []clientv3.Op
+	var cmps []clientv3.Cmp
+	var resp = &pc.UnassignResponse{Status: pc.Status_OK}
+
+	st.KS.Mu.RLock()
+	for _, id := range req.Shards {
+		if !claims.Selector.Matches(pb.MustLabelSet("id", id.String())) {
+			st.KS.Mu.RUnlock()
+			return nil, status.Errorf(codes.PermissionDenied, "not authorized to unassign shard %s", id)
+		}
+		var asns = st.KS.KeyValues.Prefixed(allocator.ItemAssignmentsPrefix(st.KS, id.String()))
+		var removed bool
+		for _, asn := range asns {
+			var code = asn.Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus).Code
+			if req.OnlyFailed && code != pc.ReplicaStatus_FAILED {
+				continue
+			}
+			ops = append(ops, clientv3.OpDelete(string(asn.Raw.Key)))
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(asn.Raw.Key)), "=", asn.Raw.ModRevision))
+			removed = true
+		}
+		if removed {
+			resp.Shards = append(resp.Shards, id)
+		}
+	}
+	st.KS.Mu.RUnlock()
+
+	if req.DryRun || len(ops) == 0 {
+		return resp, nil
+	}
+	var txn, err = a.svc.cfg.Etcd.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("unassigning shards: %w", err)
+	} else if !txn.Succeeded {
+		resp.Status = pc.Status_ETCD_TRANSACTION_FAILED
+		resp.Shards = nil
+	}
+	return resp, nil
+}
+
+// GetHints is not served: Gazette's hints describe its own recovery log,
+// whose design differs from ours, and a translation would not be faithful.
+func (a *shardAPI) GetHints(context.Context, pb.Claims, *pc.GetHintsRequest) (*pc.GetHintsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented,
+		"gazconsumer's recovery-log hints differ from Gazette's: print them with `%s --shard ID`", HintsCommand)
+}
+
+func copyOffsets(o pb.Offsets) pb.Offsets {
+	var out = make(pb.Offsets, len(o))
+	for j, v := range o {
+		out[j] = v
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+package service
+
+import (
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.gazette.dev/core/allocator"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/keyspace"
+)
+
+// NewKeySpace returns the KeySpace of a consumer application rooted at
+// prefix, laid out as Gazette consumers lay theirs out (so gazctl and other
+// tools read it unchanged): items are ShardSpecs, members are ConsumerSpecs
+// and assignments are ReplicaStatuses.
+func NewKeySpace(prefix string) *keyspace.KeySpace {
+	return allocator.NewAllocatorKeySpace(prefix, decoder{})
+}
+
+// decoder decodes and validates the values of a consumer KeySpace. A spec's
+// identity must match the identity its key implies.
+type decoder struct{}
+
+func (decoder) DecodeItem(id string, raw *mvccpb.KeyValue) (allocator.ItemValue, error) {
+	var s = new(pc.ShardSpec)
+	if err := s.Unmarshal(raw.Value); err != nil {
+		return nil, err
+	} else if err = s.Validate(); err != nil {
+		return nil, err
+	} else if s.Id.String() != id {
+		return nil, pb.NewValidationError("ShardSpec Id %q differs from its key's %q", s.Id, id)
+	}
+	return s, nil
+}
+
+func (decoder) DecodeMember(zone, suffix string, raw *mvccpb.KeyValue) (allocator.MemberValue, error) {
+	var s = new(pc.ConsumerSpec)
+	if err := s.Unmarshal(raw.Value); err != nil {
+		return nil, err
+	} else if err = s.Validate(); err != nil {
+		return nil, err
+	} else if s.Id.Zone != zone || s.Id.Suffix != suffix {
+		return nil, pb.NewValidationError("ConsumerSpec Id %s differs from its key's %s#%s", s.Id.String(), zone, suffix)
+	}
+	return s, nil
+}
+
+func (decoder) DecodeAssignment(_, _, _ string, _ int, raw *mvccpb.KeyValue) (allocator.AssignmentValue, error) {
+	var s = new(pc.ReplicaStatus)
+	if err := s.Unmarshal(raw.Value); err != nil {
+		return nil, err
+	} else if err = s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// shardIsConsistent tells the allocator whether a shard's assignment may be
+// counted on: a replica that is still starting or back-filling its recovery
+// log is not ready to take over. A failed replica is as good as any other
+// when the primary has failed too, so that failed shards may be moved.
+func shardIsConsistent(_ allocator.Item, asn keyspace.KeyValue, all keyspace.KeyValues) bool {
+	switch asn.Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus).Code {
+	case pc.ReplicaStatus_STANDBY, pc.ReplicaStatus_PRIMARY:
+		return true
+	case pc.ReplicaStatus_FAILED:
+		for _, a := range all {
+			var d = a.Decoded.(allocator.Assignment)
+			if d.Slot == 0 {
+				return d.AssignmentValue.(*pc.ReplicaStatus).Code == pc.ReplicaStatus_FAILED
+			}
+		}
+		return false
+	default: // IDLE, BACKFILL.
+		return false
+	}
+}

@@ -1,0 +1,413 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/txn"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.gazette.dev/core/allocator"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/keyspace"
+	"go.gazette.dev/core/message"
+)
+
+const (
+	defaultReadChannelSize = 4096
+	defaultRingBufferSize  = 8192
+	// maxStatusErrorLen bounds the error text kept in etcd.
+	maxStatusErrorLen = 4096
+)
+
+// shard is a local replica of a ShardSpec: a hot standby following the
+// recovery log, or the primary processing the shard's sources.
+type shard struct {
+	svc    *Service
+	ctx    context.Context
+	cancel context.CancelFunc
+	ajc    *client.AppendService
+
+	mu         sync.Mutex
+	spec       *pc.ShardSpec
+	asn        keyspace.KeyValue
+	promotedCh chan struct{} // Closed once the replica is the primary.
+	promoted   bool
+
+	// writer identifies this replica's writes to the recovery log. It's
+	// fixed when the replica starts: a promotion moves its assignment to a
+	// new key, but the replica that played the log is the one to write it.
+	writer recoverylog.Author
+
+	progress struct {
+		sync.Mutex
+		readThrough pb.Offsets
+		publishAt   pb.Offsets
+		changed     chan struct{} // Closed and replaced on each change.
+	}
+}
+
+var _ runtime.Shard = (*shard)(nil)
+
+func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
+	var ctx, cancel = context.WithCancel(context.Background())
+	var s = &shard{
+		svc:        svc,
+		ctx:        ctx,
+		cancel:     cancel,
+		ajc:        client.NewAppendService(ctx, svc.cfg.Journals),
+		spec:       spec,
+		asn:        asn,
+		promotedCh: make(chan struct{}),
+	}
+	s.writer = authorOf(asn)
+	s.progress.readThrough = make(pb.Offsets)
+	s.progress.publishAt = make(pb.Offsets)
+	s.progress.changed = make(chan struct{})
+	return s
+}
+
+// Context is cancelled when this process loses the shard.
+func (s *shard) Context() context.Context { return s.ctx }
+
+// Spec of the shard, as currently held in etcd.
+func (s *shard) Spec() *pc.ShardSpec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spec
+}
+
+// Assignment of the shard to this member.
+func (s *shard) Assignment() keyspace.KeyValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asn
+}
+
+// JournalClient through which the shard's appends flow.
+func (s *shard) JournalClient() client.AsyncJournalClient { return s.ajc }
+
+func (s *shard) createRevision() int64 { return s.Assignment().Raw.CreateRevision }
+func (s *shard) slot() int             { return s.Assignment().Decoded.(allocator.Assignment).Slot }
+
+// update records the current spec and assignment; it's called under the
+// KeySpace lock.
+func (s *shard) update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spec, s.asn = spec, asn
+	if asn.Decoded.(allocator.Assignment).Slot == 0 && !s.promoted {
+		s.promoted = true
+		close(s.promotedCh)
+	}
+}
+
+// author identifies this replica's writes to the recovery log.
+func (s *shard) author() recoverylog.Author { return s.writer }
+
+// authorOf derives a recovery-log author from an assignment: it is distinct
+// for each assignment of the shard to a member.
+func authorOf(asn keyspace.KeyValue) recoverylog.Author {
+	var a = crc32.ChecksumIEEE(fmt.Appendf(nil, "%s@%d", asn.Raw.Key, asn.Raw.CreateRevision))
+	if a == 0 {
+		a = 1
+	}
+	return recoverylog.Author(a)
+}
+
+// serve runs the replica until its context is cancelled or it fails. A
+// failure is recorded in the assignment's status, which `gazctl shards list`
+// shows.
+func (s *shard) serve() {
+	defer s.svc.wg.Done()
+	var id = s.Spec().Id
+	var dir = filepath.Join(s.svc.cfg.StateDir, strings.ReplaceAll(id.String(), "/", "_")+fmt.Sprintf("-%d", s.createRevision()))
+	defer func() {
+		s.cancel()
+		if err := os.RemoveAll(dir); err != nil {
+			slog.Warn("removing shard directory", "shard", id, "dir", dir, "err", err)
+		}
+	}()
+
+	var err = s.run(dir)
+	if err != nil && s.ctx.Err() == nil {
+		slog.Error("shard failed", "shard", id, "member", s.svc.cfg.ID, "err", err)
+		var msg = err.Error()
+		if len(msg) > maxStatusErrorLen {
+			msg = msg[:maxStatusErrorLen] + " ...[truncated]"
+		}
+		s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_FAILED, Errors: []string{msg}})
+	}
+}
+
+func (s *shard) run(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("shard %s: creating %s: %w", s.Spec().Id, dir, err)
+	}
+	var spec = s.Spec()
+	var recLog = spec.RecoveryLog()
+	var fsm *recoverylog.FSM
+
+	if recLog == "" {
+		// Without a recovery log there is nothing to follow: the replica is
+		// ready to take over at once.
+		s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_STANDBY})
+		select {
+		case <-s.promotedCh:
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+	} else {
+		var err error
+		if fsm, err = s.recover(dir, spec, recLog); err != nil {
+			return err
+		}
+	}
+	return s.servePrimary(dir, recLog, fsm)
+}
+
+// recover plays the recovery log into dir, following it as a hot standby
+// until the replica is promoted, then finishes at the write head and fences
+// the log so that this replica becomes its one writer.
+func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*recoverylog.FSM, error) {
+	s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_BACKFILL})
+
+	var all, err = recoverylog.FetchHints(s.ctx, s.svc.cfg.Etcd, spec.HintPrimaryKey(), int(spec.HintBackups)+1)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	var hints = all[0] // Nil plays the log from its start.
+
+	var player = recoverylog.NewPlayer(s.svc.cfg.Journals, recLog, dir, s.author())
+	var done = make(chan struct{})
+	var fsm *recoverylog.FSM
+	go func() {
+		defer close(done)
+		fsm, err = player.Play(s.ctx, hints)
+	}()
+
+	select {
+	case <-player.Tailing():
+		s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_STANDBY})
+	case <-done:
+	}
+	select {
+	case <-s.promotedCh:
+		player.FinishAtWriteHead()
+	case <-done:
+	}
+	<-done
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: playing recovery log: %w", spec.Id, err)
+	}
+	return fsm, nil
+}
+
+// servePrimary opens the store, restores its checkpoint and runs
+// transactions from it until the shard is lost or fails.
+func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM) error {
+	var spec = s.Spec()
+	var rec runtime.Recorder = localDir(dir)
+	var recorder *recoverylog.Recorder
+	if fsm != nil {
+		var err error
+		if recorder, err = recoverylog.NewRecorder(recLog, fsm, s.author(), dir, s.ajc); err != nil {
+			return fmt.Errorf("shard %s: %w", spec.Id, err)
+		}
+		rec = recorder
+	}
+
+	var store, err = s.svc.cfg.App.NewStore(s, rec)
+	if err != nil {
+		return fmt.Errorf("shard %s: opening store: %w", spec.Id, err)
+	}
+	defer store.Destroy()
+
+	cp, err := store.RestoreCheckpoint(s)
+	if err != nil {
+		return fmt.Errorf("shard %s: restoring checkpoint: %w", spec.Id, err)
+	}
+	s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_PRIMARY})
+	slog.Info("shard is primary", "shard", spec.Id, "member", s.svc.cfg.ID, "sources", len(cp.Sources))
+
+	if recorder != nil {
+		go s.storeHints(spec, recorder)
+	}
+
+	var ringSize = int(spec.RingBufferSize)
+	if ringSize == 0 {
+		ringSize = defaultRingBufferSize
+	}
+	var chanSize = int(spec.ReadChannelSize)
+	if chanSize == 0 {
+		chanSize = defaultReadChannelSize
+	}
+	var reads = make(chan txn.Read, chanSize)
+	var readers sync.WaitGroup
+	var readCtx, stopReading = context.WithCancel(s.ctx)
+	defer func() { stopReading(); readers.Wait() }()
+	s.startReading(readCtx, &readers, spec, cp, reads)
+
+	var pipeline = &txn.Pipeline{
+		Shard:     s,
+		Store:     store,
+		App:       s.svc.cfg.App,
+		Publisher: message.NewPublisher(s.ajc, nil),
+		Sequencer: message.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), ringSize),
+		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
+			return message.NewReadUncommittedIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
+				Journal: journal, Offset: begin, EndOffset: end, Block: true,
+			}), s.svc.cfg.App.NewMessage)
+		},
+		Pending:              func() client.OpFutures { return s.ajc.PendingExcept(recLog) },
+		Clock:                wallClock{},
+		MinDuration:          spec.MinTxnDuration,
+		MaxDuration:          max(spec.MaxTxnDuration, spec.MinTxnDuration),
+		WaitForAck:           !spec.DisableWaitForAck,
+		ProducerPruneHorizon: 24 * time.Hour,
+		Committed:            s.committed,
+	}
+	err = pipeline.Run(s.ctx, cp, reads)
+	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
+		return s.ctx.Err()
+	} else if err != nil {
+		return fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	return nil
+}
+
+// startReading reads each source journal from the checkpoint's offset (at
+// least the source's MinOffset) into reads, read-uncommitted.
+func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, cp pc.Checkpoint, reads chan<- txn.Read) {
+	for _, src := range spec.Sources {
+		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
+		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
+		var it = message.NewReadUncommittedIter(rr, s.svc.cfg.App.NewMessage)
+
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				var env, err = it.Next()
+				var r = txn.Read{Env: env}
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					r.Err = fmt.Errorf("reading %s at offset %d: %w", src.Journal, rr.Offset(), err)
+				}
+				select {
+				case reads <- r:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// committed records the progress of a committed transaction.
+func (s *shard) committed(st txn.Stats) {
+	recordMetrics(s.Spec().Id, st)
+	s.progress.Lock()
+	for j, src := range st.Checkpoint.Sources {
+		s.progress.readThrough[j] = src.ReadThrough
+	}
+	close(s.progress.changed)
+	s.progress.changed = make(chan struct{})
+	s.progress.Unlock()
+}
+
+// storeHints periodically stores hints of the recovery log, so that a
+// replica recovering the shard reads only the log segments still live.
+func (s *shard) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
+	var ticker = time.NewTicker(s.svc.cfg.HintsInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		var h, err = rec.Hints(s.ctx)
+		if err == nil {
+			err = recoverylog.StoreHints(s.ctx, s.svc.cfg.Etcd, spec.HintPrimaryKey(), h, int(spec.HintBackups)+1)
+		}
+		if err != nil && s.ctx.Err() == nil {
+			slog.Warn("storing recovery-log hints (will retry)", "shard", spec.Id, "err", err)
+		}
+	}
+}
+
+// setStatus writes the replica's status into its assignment, retrying until
+// it succeeds or the replica is cancelled.
+func (s *shard) setStatus(status pc.ReplicaStatus) {
+	for attempt := 0; s.ctx.Err() == nil; attempt++ {
+		var err = s.trySetStatus(status)
+		if err == nil {
+			return
+		}
+		if attempt > 3 {
+			slog.Warn("updating shard status (will retry)", "shard", s.Spec().Id, "err", err, "attempt", attempt)
+		}
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(time.Duration(min(attempt+1, 20)) * 50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *shard) trySetStatus(status pc.ReplicaStatus) error {
+	var ks = s.svc.ks
+	ks.Mu.RLock()
+	var asn = s.Assignment()
+	ks.Mu.RUnlock()
+
+	status.Reduce(asn.Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus))
+	var key = string(asn.Raw.Key)
+	var resp, err = s.svc.cfg.Etcd.Txn(s.ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", asn.Raw.ModRevision)).
+		Then(clientv3.OpPut(key, status.MarshalString(), clientv3.WithIgnoreLease())).
+		Commit()
+	if err != nil {
+		return err
+	} else if !resp.Succeeded {
+		// Our view of the assignment is stale: wait to observe a newer one.
+		ks.Mu.RLock()
+		defer ks.Mu.RUnlock()
+		_ = ks.WaitForRevision(s.ctx, ks.Header.Revision+1)
+		return fmt.Errorf("assignment %s changed", key)
+	}
+	ks.Mu.RLock()
+	defer ks.Mu.RUnlock()
+	return ks.WaitForRevision(s.ctx, resp.Header.Revision)
+}
+
+// localDir is the Recorder of a shard without a recovery log: its files
+// live only in its local directory.
+type localDir string
+
+func (d localDir) Dir() string { return string(d) }
+
+// wallClock is the real Clock of transactions.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+func (wallClock) Timer(d time.Duration) (<-chan time.Time, func()) {
+	var t = time.NewTimer(d)
+	return t.C, func() { t.Stop() }
+}
