@@ -26,6 +26,10 @@ var ErrNotFollowing = errors.New("op does not follow the log's valid history")
 // a node in one segment: reading them costs less than another read request.
 const segmentGap = 64 << 10
 
+// maxNodeSegments bounds the segments of a node, keeping hints small: past
+// it, the two segments with the least bytes between them are merged.
+const maxNodeSegments = 32
+
 type node struct {
 	links    []string
 	segments []*Segment
@@ -143,6 +147,9 @@ func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 				s.LastSeq, s.EndOffset = op.Seq, end
 				return
 			}
+		}
+		if len(n.segments) >= maxNodeSegments {
+			n.segments = mergeClosest(n.segments)
 		}
 		n.segments = append(n.segments, &Segment{
 			Author:        op.Author,
@@ -267,6 +274,19 @@ func (f *FSM) Hints(log string) *Hints {
 		h.LiveNodes = append(h.LiveNodes, ln)
 	}
 	return h
+}
+
+// mergeClosest merges the two adjacent segments with the fewest bytes
+// between them.
+func mergeClosest(segs []*Segment) []*Segment {
+	var best = 1
+	for i := 2; i < len(segs); i++ {
+		if segs[i].FirstOffset-segs[i-1].EndOffset < segs[best].FirstOffset-segs[best-1].EndOffset {
+			best = i
+		}
+	}
+	segs[best-1].LastSeq, segs[best-1].EndOffset = segs[best].LastSeq, segs[best].EndOffset
+	return slices.Delete(segs, best, best+1)
 }
 
 func cloneSegment(s *Segment) *Segment {

@@ -150,3 +150,28 @@ func FuzzFSMOps(f *testing.F) {
 		checkHintedReplay(t, log)
 	})
 }
+
+// Interleaved writes of a WAL and a table file keep the WAL's segments
+// bounded, and its hints still replay.
+func TestSegmentsStayBounded(t *testing.T) {
+	var c = &chain{seq: 1, author: 0xA}
+	c.add(t, fence(), nil)
+	c.add(t, create("wal"), nil)
+	c.add(t, create("table"), nil)
+	var table = string(bytes.Repeat([]byte{'t'}, 70<<10))
+	for i := range 500 {
+		c.write(t, 2, int64(i*10), "0123456789")
+		c.write(t, 3, int64(i*len(table)), table)
+	}
+	var log = c.take()
+	var fsm = NewFSM()
+	if err := applyAll(fsm, log, 0, int64(len(log))); err != nil {
+		t.Fatal(err)
+	}
+	for _, ln := range fsm.Hints("x").LiveNodes {
+		if len(ln.Segments) > maxNodeSegments {
+			t.Fatalf("node %d has %d segments", ln.Fnode, len(ln.Segments))
+		}
+	}
+	checkHintedReplay(t, log)
+}

@@ -128,6 +128,9 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 		resp, err := appendFence(ctx, p.jc, p.journal, p.author, frame)
 		if err != nil {
 			return nil, err
+		} else if resp.Commit.Begin < p.fsm.NextOffset() {
+			return nil, fmt.Errorf("%w: journal %s: write head %d is before the end %d of the played history (were hints of another log?)",
+				ErrCorrupt, p.journal, resp.Commit.Begin, p.fsm.NextOffset())
 		}
 		// Read through our Fence. Ops of the deposed author may precede it.
 		if err = p.read(ctx, p.fsm.NextOffset(), resp.Commit.End, true); err != nil {
@@ -153,12 +156,16 @@ func (p *Player) playHints(ctx context.Context, h *Hints) error {
 
 	for _, r := range hintedRanges(h) {
 		p.fsm.resetChain(r.FirstSeq, r.FirstChecksum, r.FirstOffset, Author(r.Author))
-		if err := p.read(ctx, r.FirstOffset, r.EndOffset, true); err != nil {
+		// Hinted content is committed: reaching the write head before it is an error.
+		if err := p.read(ctx, r.FirstOffset, r.EndOffset, false); errors.Is(err, client.ErrOffsetNotYetAvailable) {
+			return fmt.Errorf("%w: journal %s offset %d: hinted segment [%d, %d) is beyond the write head",
+				ErrCorrupt, p.journal, p.fsm.NextOffset(), r.FirstOffset, r.EndOffset)
+		} else if err != nil {
 			return err
 		}
 		if p.fsm.NextSeq() <= r.LastSeq {
-			return fmt.Errorf("reading %s [%d, %d): hinted seqs %d through %d, but valid history ends at %d",
-				p.journal, r.FirstOffset, r.EndOffset, r.FirstSeq, r.LastSeq, p.fsm.NextSeq()-1)
+			return fmt.Errorf("%w: journal %s offset %d: hinted seqs %d through %d, but valid history ends at %d",
+				ErrCorrupt, p.journal, r.FirstOffset, r.FirstSeq, r.LastSeq, p.fsm.NextSeq()-1)
 		}
 	}
 	if err := p.fsm.endHinted(h); err != nil {
@@ -246,6 +253,8 @@ func (p *Player) read(ctx context.Context, offset, end int64, block bool) error 
 				ErrCorrupt, p.journal, dec.offset, rr.Offset())
 		case errors.Is(err, io.EOF) && !isPartial && end != 0 && dec.offset == end:
 			return nil
+		case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && end != 0:
+			return fmt.Errorf("%w: journal %s offset %d: op crosses the end %d of hinted content", ErrCorrupt, p.journal, dec.offset, end)
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 			return fmt.Errorf("%w: journal %s offset %d: truncated op (read ends at %d)", ErrCorrupt, p.journal, dec.offset, rr.Offset())
 		case isPartial && errors.Is(err, client.ErrOffsetNotYetAvailable):

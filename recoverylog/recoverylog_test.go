@@ -13,6 +13,7 @@ import (
 
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
+	"google.golang.org/protobuf/proto"
 )
 
 // Random create, write, link, unlink and rename ops over many files, recorded
@@ -319,5 +320,36 @@ func TestPlayerCancel(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Play after cancel: %v", err)
+	}
+}
+
+// Hints which don't match the log fail playback; they never play wrong files.
+func TestHintsOfAnotherLog(t *testing.T) {
+	var journal = newLog(t)
+	var m = newMirror(t, journal, nil, 0xA1)
+	m.create("one")
+	m.write("one", bytes.Repeat([]byte("x"), 100<<10), -1)
+	m.create("two")
+	m.write("two", []byte("two"), -1)
+	var hints = m.hints()
+
+	// The same hints, for a log which is shorter, or which holds other ops.
+	var empty, other = newLog(t), newLog(t)
+	var o = newMirror(t, other, nil, 0xA1)
+	o.create("one")
+	o.write("one", bytes.Repeat([]byte("y"), 200<<10), -1)
+	o.create("two")
+	o.write("two", []byte("two"), -1)
+	m.check(o.rec.SyncAll(context.Background()))
+
+	for journal, want := range map[pb.Journal]string{empty: "beyond the write head", other: "crosses the end"} {
+		var h = proto.Clone(hints).(*Hints)
+		h.Log = journal.String()
+		var p = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xB2)
+		p.FinishAtWriteHead()
+		if _, err := p.Play(context.Background(), h); err == nil || !strings.Contains(err.Error(), want) ||
+			!strings.Contains(err.Error(), journal.String()) || !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Play of %s with hints of another log: %v; want %q", journal, err, want)
+		}
 	}
 }
