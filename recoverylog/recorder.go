@@ -116,6 +116,9 @@ func (r *Recorder) record(op *Op, data []byte) error {
 		return r.err
 	}
 	recordedBytes.Add(float64(len(buf)))
+	if aa != r.last && len(r.ends) > 64 {
+		r.pruneEnds() // Bound the map, should no one await appends for a while.
+	}
 	r.offset, r.last, r.ends[aa] = end, aa, end
 	return nil
 }
@@ -134,14 +137,10 @@ func (r *Recorder) await(ctx context.Context, aa *client.AsyncAppend) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
+	// An entry pruned already was checked by its await, or is covered by the
+	// check of a later append: offsets accumulate.
 	var want, ok = r.ends[aa]
-	for other := range r.ends {
-		select {
-		case <-other.Done():
-			delete(r.ends, other)
-		default:
-		}
-	}
+	r.pruneEnds()
 	var err = aa.Err()
 	if err == nil && ok && aa.Response().Commit != nil && aa.Response().Commit.End != want {
 		err = fmt.Errorf("%w: log was appended to by another writer: commit ends at %d, not %d",
@@ -151,6 +150,20 @@ func (r *Recorder) await(ctx context.Context, aa *client.AsyncAppend) error {
 		r.err = fmt.Errorf("recording %s: %w", r.journal, err)
 	}
 	return r.err
+}
+
+// pruneEnds forgets the expected ends of completed appends but the last.
+// r.mu must be held.
+func (r *Recorder) pruneEnds() {
+	for aa := range r.ends {
+		select {
+		case <-aa.Done():
+			if aa != r.last {
+				delete(r.ends, aa)
+			}
+		default:
+		}
+	}
 }
 
 // NewWritableFile records the creation of an empty file at name, replacing

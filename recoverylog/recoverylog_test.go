@@ -213,7 +213,16 @@ func TestHotStandbyHandoff(t *testing.T) {
 	b.write("two", []byte("after handoff"), -1)
 	b.remove("f3")
 	b.property("CURRENT", []byte("v3"))
-	var _, dir, _ = play(t, journal, b.hints(), 0xC3)
+	// Hints go through etcd, as the runtime stores them after commits.
+	var key = "/test/hints/" + t.Name()
+	if err = StoreHints(ctx, stack.Etcd(), key, b.hints(), 3); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := FetchHints(ctx, stack.Etcd(), key, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var _, dir, _ = play(t, journal, stored[0], 0xC3)
 	sameTree(t, standbyDir, dir)
 	_, dir, _ = play(t, journal, nil, 0xC4)
 	sameTree(t, standbyDir, dir)
