@@ -63,8 +63,26 @@ type decoder struct {
 	op      Op
 }
 
-func newDecoder(r io.Reader, offset int64) *decoder {
-	return &decoder{br: bufio.NewReaderSize(r, frameHeaderLen+MaxOpLen+MaxWriteLen), offset: offset}
+// maxFrameLen bounds the bytes of one frame, its data included.
+const maxFrameLen = frameHeaderLen + MaxOpLen + MaxWriteLen
+
+// newDecoder returns a decoder of r, which is at log offset. If limit is
+// non-zero, r ends after at most limit bytes, and the decoder's buffer is
+// no larger.
+func newDecoder(r io.Reader, offset, limit int64) *decoder {
+	var size = maxFrameLen
+	if limit > 0 && limit < maxFrameLen {
+		size = int(limit)
+	}
+	return &decoder{br: bufio.NewReaderSize(r, size), offset: offset}
+}
+
+// peek returns the next n bytes of the reader.
+func (d *decoder) peek(n int) ([]byte, error) {
+	if n > d.br.Size() {
+		return nil, io.ErrUnexpectedEOF // Past the end of a limited reader.
+	}
+	return d.br.Peek(n)
 }
 
 // errPartial wraps a read error which ended the reader in the middle of a
@@ -97,7 +115,7 @@ func (d *decoder) next(f *frame) error {
 	if n == 0 || n > MaxOpLen {
 		return fmt.Errorf("%w: op length %d out of range", ErrCorrupt, n)
 	}
-	buf, err := d.br.Peek(frameHeaderLen + n)
+	buf, err := d.peek(frameHeaderLen + n)
 	if err != nil {
 		return errPartial{noEOF(err)}
 	}
@@ -114,7 +132,7 @@ func (d *decoder) next(f *frame) error {
 		if w.Length < 0 || w.Length > MaxWriteLen || w.Offset < 0 {
 			return fmt.Errorf("%w: write of %d bytes at %d out of range", ErrCorrupt, w.Length, w.Offset)
 		}
-		if buf, err = d.br.Peek(frameHeaderLen + n + int(w.Length)); err != nil {
+		if buf, err = d.peek(frameHeaderLen + n + int(w.Length)); err != nil {
 			return errPartial{noEOF(err)}
 		}
 		opBytes, data = buf[frameHeaderLen:frameHeaderLen+n], buf[frameHeaderLen+n:]

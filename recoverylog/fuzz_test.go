@@ -13,7 +13,7 @@ import (
 // applyAll decodes and applies the frames of log[from:to] to fsm, until the
 // end or the first invalid frame or op.
 func applyAll(fsm *FSM, log []byte, from, to int64) error {
-	var dec = newDecoder(bytes.NewReader(log[from:to]), from)
+	var dec = newDecoder(bytes.NewReader(log[from:to]), from, to-from)
 	var f frame
 	for {
 		if err := dec.next(&f); err == io.EOF {

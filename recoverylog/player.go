@@ -223,13 +223,17 @@ func (p *Player) read(ctx context.Context, offset, end int64, block bool) error 
 		EndOffset: end,
 		Block:     block,
 	})
-	var ra = newReadahead(rr)
+	var limit int64
+	if end != 0 {
+		limit = end - offset
+	}
+	var ra = newReadahead(rr, limit)
 	defer func() {
 		rr.Cancel()
 		ra.stop()
 	}()
 
-	var dec = newDecoder(ra, offset)
+	var dec = newDecoder(ra, offset, limit)
 	var f frame
 	for {
 		var err = dec.next(&f)

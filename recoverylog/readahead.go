@@ -23,9 +23,15 @@ type chunk struct {
 
 const readaheadChunk = 256 << 10
 
-func newReadahead(src io.Reader) *readahead {
+// newReadahead reads src ahead. If limit is non-zero, src ends after at most
+// limit bytes, and buffers are no larger.
+func newReadahead(src io.Reader, limit int64) *readahead {
 	var ra = &readahead{ch: make(chan chunk, 4), done: make(chan struct{})}
-	ra.pool.New = func() any { return make([]byte, readaheadChunk) }
+	var size = readaheadChunk
+	if limit > 0 && limit < readaheadChunk {
+		size = int(limit)
+	}
+	ra.pool.New = func() any { return make([]byte, size) }
 	ra.wg.Go(func() {
 		defer close(ra.ch)
 		for {
