@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/linxGnu/grocksdb"
 	pb "go.gazette.dev/core/broker/protocol"
 )
@@ -67,3 +68,38 @@ func (o Options) compression() (grocksdb.CompressionType, error) {
 	}
 	return 0, fmt.Errorf("unknown compression %q (want none, snappy, lz4 or zstd)", o.Compression)
 }
+
+// Opener opens shards' stores: it implements runtime.StoreOpener.
+type Opener struct {
+	// Options of every store, overridden by the labels of each shard's
+	// spec (see OptionsFromLabels).
+	Options Options
+}
+
+// OpenStore opens the store of shard in rec's directory. Rec must also be a
+// FileRecorder, as *recoverylog.Recorder is.
+func (o Opener) OpenStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
+	var spec = shard.Spec()
+	var fr, ok = rec.(FileRecorder)
+	if !ok {
+		return nil, fmt.Errorf("shard %s: recorder %T does not record file operations", spec.Id, rec)
+	}
+	var labeled, err = OptionsFromLabels(spec.LabelSet)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	var opts = o.Options
+	if labeled.BlockCacheBytes != 0 {
+		opts.BlockCacheBytes = labeled.BlockCacheBytes
+	}
+	if labeled.Compression != "" {
+		opts.Compression = labeled.Compression
+	}
+	s, err := Open(rec.Dir(), fr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	return s, nil
+}
+
+var _ runtime.StoreOpener = Opener{}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -271,3 +274,55 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// testShard is a Shard of a spec, for Opener.
+type testShard struct {
+	runtime.Shard
+	spec *pc.ShardSpec
+}
+
+func (s testShard) Spec() *pc.ShardSpec { return s.spec }
+
+// dirRecorder is a FileRecorder which knows its directory.
+type dirRecorder struct {
+	FileRecorder
+	dir string
+}
+
+func (r dirRecorder) Dir() string { return r.dir }
+
+// Opener opens a store in the recorder's directory with the shard's labels,
+// and refuses a recorder which can't record file operations.
+func TestOpener(t *testing.T) {
+	var rec, dir = playRecorder(t, newLog(t), 0xA1)
+	var shard = testShard{spec: &pc.ShardSpec{
+		Id:       "shard/one",
+		LabelSet: pb.MustLabelSet(LabelCompression, "snappy"),
+	}}
+	var st, err = Opener{Options: Options{Compression: "zstd"}}.OpenStore(shard, dirRecorder{rec, dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s = st.(*Store)
+	defer s.Destroy()
+	var files, _ = filepath.Glob(filepath.Join(dir, "OPTIONS-*"))
+	if len(files) == 0 {
+		t.Fatal("no OPTIONS file")
+	} else if b, err := os.ReadFile(files[len(files)-1]); err != nil || !strings.Contains(string(b), "compression=kSnappyCompression") {
+		t.Fatalf("OPTIONS lack the labeled compression: %v", err)
+	}
+	if s.dir != dir {
+		t.Fatalf("store in %s, want %s", s.dir, dir)
+	}
+	shard.spec.LabelSet = pb.MustLabelSet(LabelCompression, "brotli")
+	if _, err = (Opener{}).OpenStore(shard, dirRecorder{rec, t.TempDir()}); err == nil {
+		t.Fatal("bad compression label accepted")
+	}
+	if _, err = (Opener{}).OpenStore(shard, plainRecorder(dir)); err == nil || !strings.Contains(err.Error(), "shard/one") {
+		t.Fatalf("plain recorder: got %v", err)
+	}
+}
+
+type plainRecorder string
+
+func (r plainRecorder) Dir() string { return string(r) }
