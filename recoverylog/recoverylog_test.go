@@ -177,6 +177,11 @@ func TestHotStandbyHandoff(t *testing.T) {
 	select {
 	case r := <-done:
 		t.Fatalf("standby returned before finishing: %v", r.err)
+	case <-standby.Tailing():
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("standby returned before finishing: %v", r.err)
 	case <-time.After(200 * time.Millisecond):
 	}
 	standby.FinishAtWriteHead()
