@@ -367,3 +367,58 @@ func TestHintsOfAnotherLog(t *testing.T) {
 		}
 	}
 }
+
+// Two players which finish at once both fence the log, one after the other:
+// only the last one's recorder may append, and the log stays valid.
+func TestConcurrentTakeovers(t *testing.T) {
+	var journal = newLog(t)
+	var a = newMirror(t, journal, nil, 0xA1)
+	a.create("one")
+	a.write("one", []byte("hello"), -1)
+	a.check(a.rec.SyncAll(context.Background()))
+
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var authors = []Author{0xB2, 0xC3}
+	var fsms = make([]*FSM, 2)
+	var dirs = []string{t.TempDir(), t.TempDir()}
+	var errs = make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			var p = NewPlayer(stack.Journals(), journal, dirs[i], authors[i])
+			p.FinishAtWriteHead()
+			fsms[i], errs[i] = p.Play(ctx, nil)
+		})
+	}
+	wg.Wait()
+	for i := range 2 {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		sameTree(t, a.dir, dirs[i])
+	}
+	// Try both recorders: exactly one is still the writer.
+	var writers []int
+	for i := range 2 {
+		var rec, err = NewRecorder(journal, fsms[i], authors[i], dirs[i], client.NewAppendService(ctx, stack.Journals()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mi = &mirror{t: t, dir: dirs[i], rec: rec, fns: map[string]Fnode{}}
+		mi.property("WRITER", []byte(authors[i].String()))
+		switch err = rec.SyncAll(ctx); {
+		case err == nil:
+			writers = append(writers, i)
+		case !isRegisterMismatch(err):
+			t.Fatalf("recorder %s: %v", authors[i], err)
+		}
+	}
+	if len(writers) == 1 {
+		var _, dir, _ = play(t, journal, nil, 0xD4)
+		sameTree(t, dirs[writers[0]], dir)
+	}
+	if len(writers) != 1 {
+		t.Fatalf("recorders %v could append; want exactly one", writers)
+	}
+}
