@@ -4,11 +4,26 @@
 //
 // A Recorder frames each operation as an Op, chained to the one before by a
 // sequence number and a checksum, and appends it through an
-// AsyncJournalClient. Its appends carry a register check, so that once a
-// Player has fenced the log for a new recorder, the broker rejects every
-// append of the deposed one. An FSM applies ops and tracks the live file
-// nodes, their names, and the log segments holding their data; Hints
-// summarize it so that a Player reads only the segments that still matter.
+// AsyncJournalClient. An FSM applies ops and tracks the live file nodes,
+// their names, and the log segments holding their ops; an op which doesn't
+// follow the valid history (a fork by a deposed or foreign writer) is
+// skipped, and any other invalid content fails playback with an error naming
+// the journal and offset.
+//
+// Hints summarize the FSM: the live nodes with their segments, and the
+// properties (small files kept whole). They're stored in etcd after commits,
+// with older generations as backups. A Player given hints reads only the
+// segments of live nodes, then the log from the hints' end, so that recovery
+// costs about the size of the live state rather than of the log; Prunable
+// tells which fragments no generation of hints needs.
+//
+// A Player either tails the log as a hot standby, or finishes at the write
+// head and appends a Fence op which also sets the journal's AuthorRegister.
+// Every append of a Recorder checks that register, so the broker rejects the
+// appends of a deposed Recorder (REGISTER_MISMATCH). Should etcd lose the
+// journal's registers, the broker accepts any check; the op chain still keeps
+// a deposed writer's ops out of the valid history, as they follow neither
+// the new author's Fence nor its ops.
 //
 // Wire format: each op is framed as u32le(len(op)) | u32le(crc32c(op)) | op,
 // and a Write op's data follows its frame.
