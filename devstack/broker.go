@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker"
@@ -24,6 +25,7 @@ import (
 // Broker is one Gazette broker of a Stack, served from this process.
 type Broker struct {
 	stack *Stack
+	state *allocator.State
 	id    pb.ProcessSpec_ID
 	srv   *server.Server
 	tasks *task.Group
@@ -53,7 +55,7 @@ func startBroker(ctx context.Context, s *Stack, index, port int) (*Broker, error
 		state  = allocator.NewObservedState(ks, allocator.MemberKey(ks, id.Zone, id.Suffix), broker.JournalIsConsistent)
 		lo     = pb.NewAuthJournalClient(pb.NewJournalClient(srv.GRPCLoopback), noAuth)
 		svc    = broker.NewService(state, lo, s.etcdClient)
-		b      = &Broker{stack: s, id: id, srv: srv, tasks: task.NewGroup(context.Background()), sigCh: make(chan os.Signal, 1)}
+		b      = &Broker{stack: s, state: state, id: id, srv: srv, tasks: task.NewGroup(context.Background()), sigCh: make(chan os.Signal, 1)}
 	)
 	pb.RegisterJournalServer(srv.GRPCServer, pb.NewVerifiedJournalServer(svc, noAuth))
 
@@ -112,6 +114,31 @@ func (b *Broker) Close() error {
 // a crash, the fragments its replicas hold are still persisted.
 func (b *Broker) Kill() error { return b.stop(false) }
 
+// revokeLease revokes the broker's etcd lease, removing its announcement and
+// assignments, and waits until the broker has seen it. An append that was
+// waiting on the broker's assignments then fails at once and releases its
+// journal's pipeline, which the broker's shutdown needs: without this, it
+// would hold it until its own timeout. It reports whether it revoked the
+// lease (the broker's session then fails, as it should).
+func (b *Broker) revokeLease() bool {
+	var ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var etcd = b.stack.etcdClient
+	var resp, err = etcd.Get(ctx, b.state.LocalKey)
+	if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+		return false
+	}
+	revoke, err := etcd.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	if err != nil {
+		slog.Warn("revoking a stopping broker's lease", "broker", b.id.Suffix, "err", err)
+		return false
+	}
+	b.state.KS.Mu.RLock()
+	_ = b.state.KS.WaitForRevision(ctx, revoke.Header.Revision)
+	b.state.KS.Mu.RUnlock()
+	return true
+}
+
 // HandoffTimeout bounds how long Broker.Close waits for a broker's journals
 // to move to other brokers before it stops the broker regardless.
 var HandoffTimeout = 30 * time.Second
@@ -128,8 +155,9 @@ func (b *Broker) stop(handoff bool) error {
 			}
 			timer.Stop()
 		}
+		var revoked = !handoff && b.revokeLease()
 		b.tasks.Cancel()
-		if err := b.tasks.Wait(); err != nil {
+		if err := b.tasks.Wait(); err != nil && !revoked {
 			b.closeErr = fmt.Errorf("devstack: broker %s: %w", b.id.Suffix, err)
 		}
 		b.stack.markClosed(b)

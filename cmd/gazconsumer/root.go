@@ -11,6 +11,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCmd())
+	root.AddCommand(newDevCmd(), newShardsCmd())
 	return root
 }
