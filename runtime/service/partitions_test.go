@@ -1,0 +1,37 @@
+package service_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/specs"
+	pb "go.gazette.dev/core/broker/protocol"
+)
+
+func TestWatchedPartitionsListsSelectedJournals(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stack, err = devstack.Start(ctx, devstack.Options{Dir: t.TempDir(), UnsafeNoFsync: true, LogLevel: slog.LevelWarn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+	if _, err = specs.ApplyJournals(ctx, stack.Journals(), "sums.yaml", []byte(journalsYAML)); err != nil {
+		t.Fatal(err)
+	}
+
+	var wp = service.NewWatchedPartitions(ctx, stack.Journals())
+	var sel, _ = pb.ParseLabelSelector("content-type=application/x-ndjson")
+	var list = wp.Partitions(sel)()
+	if len(list.Journals) != 2 || list.Journals[0].Spec.Name != "sums/input/part-0" || list.Journals[1].Spec.Name != "sums/input/part-1" {
+		t.Fatalf("listed %v", list.Journals)
+	}
+	// A second ask of the same selector shares the watch.
+	if again := wp.Partitions(sel)(); len(again.Journals) != 2 {
+		t.Fatalf("listed %d journals the second time", len(again.Journals))
+	}
+}
