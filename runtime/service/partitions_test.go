@@ -24,7 +24,10 @@ func TestWatchedPartitionsListsSelectedJournals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var wp = service.NewWatchedPartitions(ctx, stack.Journals())
+	// Stop watching before the stack closes: brokers drain open watches.
+	var watchCtx, stopWatching = context.WithCancel(ctx)
+	defer stopWatching()
+	var wp = service.NewWatchedPartitions(watchCtx, stack.Journals())
 	var sel, _ = pb.ParseLabelSelector("content-type=application/x-ndjson")
 	var list = wp.Partitions(sel)()
 	if len(list.Journals) != 2 || list.Journals[0].Spec.Name != "sums/input/part-0" || list.Journals[1].Spec.Name != "sums/input/part-1" {
