@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 # Packages whose tests exercise concurrency, run again under the race detector.
-RACE_PKGS := ./devstack/...
+RACE_PKGS := ./devstack/... ./recoverylog/... ./store/rocks/... ./runtime/...
 
 .PHONY: all setup generate build test race vet demo bench clean
 
@@ -18,11 +18,11 @@ setup:
 
 ## generate: regenerate every generated file (buf generate, offline).
 generate: setup
-	@if [ -f buf.gen.yaml ]; then buf generate; fi
+	buf generate
 
-## build: build the gazconsumer command and gazctl into bin/.
+## build: build gazconsumer, protoc-gen-gazconsumer and gazctl into bin/.
 build: setup
-	go build -o bin/ ./cmd/gazconsumer go.gazette.dev/core/cmd/gazctl
+	go build -o bin/ ./cmd/... go.gazette.dev/core/cmd/gazctl
 
 vet: setup
 	go vet ./...
