@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/specs"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -20,17 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, leakOptions()...)
-}
-
-// leakOptions ignores the goroutines that libraries start once per process
-// and never stop; everything a Stack starts must be gone after Close.
-func leakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*loggingT).flushDaemon"),
-	}
+	goleak.VerifyTestMain(m, devstacktest.LeakOptions()...)
 }
 
 func start(t *testing.T, dir string, brokers int) *devstack.Stack {
@@ -42,7 +32,7 @@ func start(t *testing.T, dir string, brokers int) *devstack.Stack {
 		Brokers:       brokers,
 		UnsafeNoFsync: true,
 		LeaseTTL:      5 * time.Second,
-		LogLevel:      testLogLevel(),
+		LogLevel:      devstacktest.LogLevel(),
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -268,14 +258,4 @@ func TestFragmentsPersistToDir(t *testing.T) {
 	if !found {
 		t.Fatalf("no persisted fragment of tests/one holds the appended data (%d files)", len(entries))
 	}
-}
-
-// testLogLevel is slog.LevelWarn, or the level named by GAZCONSUMER_TEST_LOG.
-func testLogLevel() slog.Level {
-	var l = slog.LevelWarn
-	if v := os.Getenv("GAZCONSUMER_TEST_LOG"); v != "" {
-		_ = l.UnmarshalText([]byte(v))
-		slog.SetLogLoggerLevel(l)
-	}
-	return l
 }

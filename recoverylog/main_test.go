@@ -6,21 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack"
-	"github.com/gazconsumer/gazconsumer/specs"
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
-	"go.uber.org/goleak"
 )
 
 // stack is the one devstack.Stack of this test process.
-var stack *devstack.Stack
+var stack *devstacktest.Stack
 
 func TestMain(m *testing.M) {
 	var code = m.Run()
@@ -29,14 +26,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "closing stack:", err)
 			code = 1
 		}
-		os.RemoveAll(stack.Dir())
 	}
 	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-			goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-			goleak.IgnoreTopFunction("github.com/golang/glog.(*loggingT).flushDaemon"),
-		); err != nil {
+		if err := devstacktest.FindLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -51,31 +43,10 @@ func needStack(t testing.TB) {
 	if stack != nil {
 		return
 	}
-	var dir, err = os.MkdirTemp("", "recoverylog-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if stack, err = devstack.Start(ctx, devstack.Options{
-		Dir: dir, UnsafeNoFsync: true, LeaseTTL: 5 * time.Second, LogLevel: slog.LevelWarn,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var yaml = `
-name: logs/
-replication: 1
-fragment:
-  length: 65536
-  stores: [file:///]
-  refresh_interval: 1s
-  compression_codec: NONE
-children:
-`
-	for i := range 16 {
-		yaml += fmt.Sprintf("  - name: logs/%02d\n", i)
-	}
-	if _, err = specs.ApplyJournals(ctx, stack.Journals(), "logs.yaml", []byte(yaml)); err != nil {
+	var err error
+	if stack, err = devstacktest.Start(ctx, devstacktest.Journals("logs", 16, 65536)); err != nil {
 		t.Fatal(err)
 	}
 }

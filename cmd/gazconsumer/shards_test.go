@@ -3,13 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"go.gazette.dev/core/allocator"
@@ -19,7 +18,7 @@ import (
 func TestShardsHintsPrintsStoredGenerations(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack, err = devstack.Start(ctx, devstack.Options{Dir: t.TempDir(), UnsafeNoFsync: true, LogLevel: slog.LevelWarn})
+	var stack, err = devstacktest.Start(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,27 +2,22 @@ package service_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
-	"github.com/gazconsumer/gazconsumer/specs"
 	pb "go.gazette.dev/core/broker/protocol"
 )
 
 func TestWatchedPartitionsListsSelectedJournals(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack, err = devstack.Start(ctx, devstack.Options{Dir: t.TempDir(), UnsafeNoFsync: true, LogLevel: slog.LevelWarn})
+	var stack, err = devstacktest.Start(ctx, journalsYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stack.Close()
-	if _, err = specs.ApplyJournals(ctx, stack.Journals(), "sums.yaml", []byte(journalsYAML)); err != nil {
-		t.Fatal(err)
-	}
 
 	// Stop watching before the stack closes: brokers drain open watches.
 	var watchCtx, stopWatching = context.WithCancel(ctx)

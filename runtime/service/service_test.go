@@ -4,17 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
-	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"
@@ -110,7 +108,7 @@ func (m *member) stop() error {
 	return m.err
 }
 
-func startMember(t *testing.T, stack *devstack.Stack, id string) *member {
+func startMember(t *testing.T, stack *devstacktest.Stack, id string) *member {
 	t.Helper()
 	var svc, err = service.New(service.Config{
 		App:           sumApp{},
@@ -152,14 +150,11 @@ func TestShardsFailOverWithExactState(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	var stack, err = devstack.Start(ctx, devstack.Options{Dir: t.TempDir(), UnsafeNoFsync: true, LogLevel: slog.LevelWarn})
+	var stack, err = devstacktest.Start(ctx, journalsYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stack.Close()
-	if _, err = specs.ApplyJournals(ctx, stack.Journals(), "sums.yaml", []byte(journalsYAML)); err != nil {
-		t.Fatal(err)
-	}
 
 	var a, b = startMember(t, stack, "member-a"), startMember(t, stack, "member-b")
 	defer a.stop()
@@ -270,7 +265,7 @@ func primaryOf(t *testing.T, ctx context.Context, sc pc.ShardClient, id pc.Shard
 
 // waitCaughtUp waits until each shard's primary has committed reads through
 // its source's write head.
-func waitCaughtUp(t *testing.T, ctx context.Context, stack *devstack.Stack, members ...*member) {
+func waitCaughtUp(t *testing.T, ctx context.Context, stack *devstacktest.Stack, members ...*member) {
 	t.Helper()
 	for i := range 2 {
 		var id = pc.ShardID(fmt.Sprintf("shard-%d", i))
@@ -295,7 +290,7 @@ func waitCaughtUp(t *testing.T, ctx context.Context, stack *devstack.Stack, memb
 }
 
 // playSums plays shard i's recovery log into a new directory and reads its sums.
-func playSums(t *testing.T, ctx context.Context, stack *devstack.Stack, i int) map[string]int64 {
+func playSums(t *testing.T, ctx context.Context, stack *devstacktest.Stack, i int) map[string]int64 {
 	t.Helper()
 	var hints, err = recoverylog.FetchHints(ctx, stack.Etcd(), shardSpec(i).HintPrimaryKey(), 1)
 	if err != nil {

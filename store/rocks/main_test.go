@@ -3,67 +3,36 @@ package rocks
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
-	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/linxGnu/grocksdb"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
-	"go.uber.org/goleak"
 )
 
 // stack is the one devstack.Stack of this test process.
-var stack *devstack.Stack
+var stack *devstacktest.Stack
 
 func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		crashChild() // Never returns.
 	}
 	var code = func() int {
-		var dir, err = os.MkdirTemp("", "rocks-test-")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
-
 		var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if stack, err = devstack.Start(ctx, devstack.Options{
-			Dir: dir, UnsafeNoFsync: true, LeaseTTL: 5 * time.Second, LogLevel: slog.LevelWarn,
-		}); err != nil {
+		var err error
+		if stack, err = devstacktest.Start(ctx, devstacktest.Journals("rocks", 16, 1<<20)); err != nil {
 			panic(err)
 		}
 		defer stack.Close()
-
-		var yaml = `
-name: rocks/
-replication: 1
-fragment:
-  length: 1048576
-  stores: [file:///]
-  refresh_interval: 1s
-  compression_codec: NONE
-children:
-`
-		for i := range 16 {
-			yaml += fmt.Sprintf("  - name: rocks/%02d\n", i)
-		}
-		if _, err = specs.ApplyJournals(ctx, stack.Journals(), "rocks.yaml", []byte(yaml)); err != nil {
-			panic(err)
-		}
 		return m.Run()
 	}()
 	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-			goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-			goleak.IgnoreTopFunction("github.com/golang/glog.(*loggingT).flushDaemon"),
-		); err != nil {
+		if err := devstacktest.FindLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

@@ -1,0 +1,99 @@
+// Package devstacktest starts devstack.Stacks for tests, with journals made
+// to order, and checks that tests leave no goroutine behind.
+package devstacktest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/specs"
+	"go.uber.org/goleak"
+)
+
+// LeakOptions ignore the goroutines that libraries start once per process
+// and never stop. Everything a Stack starts must be gone after Close.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*loggingT).flushDaemon"),
+	}
+}
+
+// FindLeaks reports the goroutines still running beyond those LeakOptions
+// ignore.
+func FindLeaks() error { return goleak.Find(LeakOptions()...) }
+
+// LogLevel is slog.LevelWarn, or the level named by the environment
+// variable GAZCONSUMER_TEST_LOG (which also sets slog's default logger's).
+func LogLevel() slog.Level {
+	var l = slog.LevelWarn
+	if v := os.Getenv("GAZCONSUMER_TEST_LOG"); v != "" {
+		_ = l.UnmarshalText([]byte(v))
+		slog.SetLogLoggerLevel(l)
+	}
+	return l
+}
+
+// Options are the Options of a test stack in dir: no fsyncs, short leases,
+// quiet logs.
+func Options(dir string) devstack.Options {
+	return devstack.Options{Dir: dir, UnsafeNoFsync: true, LeaseTTL: 5 * time.Second, LogLevel: LogLevel()}
+}
+
+// Journals returns the YAML of n journals prefix/00, prefix/01, ... with
+// replication 1, uncompressed fragments of fragmentLength bytes persisted
+// to the stack's file:// store, and labels (name=value pairs).
+func Journals(prefix string, n int, fragmentLength int64, labels ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s/\nreplication: 1\n", prefix)
+	if len(labels) != 0 {
+		b.WriteString("labels:\n")
+		for _, l := range labels {
+			var name, value, _ = strings.Cut(l, "=")
+			fmt.Fprintf(&b, "  - name: %s\n    value: %q\n", name, value)
+		}
+	}
+	fmt.Fprintf(&b, "fragment:\n  length: %d\n  stores: [file:///]\n  refresh_interval: 1s\n  compression_codec: NONE\nchildren:\n", fragmentLength)
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: %s/%02d\n", prefix, i)
+	}
+	return b.String()
+}
+
+// Start starts a stack with Options in a new temporary directory and
+// applies journalsYAML, if not empty. Close removes the directory.
+func Start(ctx context.Context, journalsYAML string) (*Stack, error) {
+	var dir, err = os.MkdirTemp("", "devstacktest-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := devstack.Start(ctx, Options(dir))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if journalsYAML != "" {
+		if _, err = specs.ApplyJournals(ctx, s.Journals(), "test journals", []byte(journalsYAML)); err != nil {
+			s.Close()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	return &Stack{Stack: s}, nil
+}
+
+// Stack is a test stack which removes its directory on Close.
+type Stack struct{ *devstack.Stack }
+
+// Close closes the stack and removes its directory.
+func (s *Stack) Close() error {
+	var err = s.Stack.Close()
+	os.RemoveAll(s.Dir())
+	return err
+}
