@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -194,6 +197,14 @@ func TestShardsFailOverWithExactState(t *testing.T) {
 	publish(500)
 	waitCaughtUp(t, ctx, stack, a, b)
 
+	// Gazette's own gazctl lists the shards through a member's Shard API.
+	var out = gazctl(t, a.svc.Endpoint(), "shards", "list", "--primary", "--replicas")
+	for _, want := range []string{"shard-0", "shard-1", "PRIMARY", "member-a", "member-b"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gazctl shards list lacks %q:\n%s", want, out)
+		}
+	}
+
 	// Lose the member that is primary of shard-0, abruptly, while more
 	// messages flow: its standby takes over.
 	var lost = primaryOf(t, ctx, sc, "shard-0", a, b)
@@ -225,6 +236,29 @@ func TestShardsFailOverWithExactState(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("sums after fail-over:\n got %v\nwant %v", got, want)
 	}
+}
+
+// gazctl runs Gazette's gazctl (as `make setup` builds it, or built now)
+// against the consumer at ep.
+func gazctl(t *testing.T, ep pb.Endpoint, args ...string) string {
+	t.Helper()
+	var bin, err = filepath.Abs("../../.tools/bin/gazctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = os.Stat(bin); err != nil {
+		bin = filepath.Join(t.TempDir(), "gazctl")
+		if out, err := exec.Command("go", "build", "-o", bin, "go.gazette.dev/core/cmd/gazctl").CombinedOutput(); err != nil {
+			t.Fatalf("building gazctl: %v\n%s", err, out)
+		}
+	}
+	var cmd = exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "CONSUMER_ADDRESS="+ep.URL().String(), "BROKER_ADDRESS=http://127.0.0.1:1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gazctl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
 }
 
 func shardSpec(i int) *pc.ShardSpec {
