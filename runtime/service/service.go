@@ -143,6 +143,9 @@ func New(cfg Config) (*Service, error) {
 // Endpoint at which the service serves the Shard API.
 func (s *Service) Endpoint() pb.Endpoint { return s.srv.Endpoint() }
 
+// KeySpace of the application, as this member observes it.
+func (s *Service) KeySpace() *keyspace.KeySpace { return s.ks }
+
 // ID of this member.
 func (s *Service) ID() pb.ProcessSpec_ID {
 	return pb.ProcessSpec_ID{Zone: s.cfg.Zone, Suffix: s.cfg.ID}

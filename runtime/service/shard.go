@@ -305,7 +305,7 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 					if ctx.Err() != nil {
 						return
 					}
-					r.Err = fmt.Errorf("reading %s at offset %d: %w", src.Journal, rr.Offset(), err)
+					r.Err = fmt.Errorf("reading journal %s (next offset %d): %w", src.Journal, rr.Offset(), err)
 				}
 				select {
 				case reads <- r:
