@@ -3,7 +3,9 @@ package service_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +55,7 @@ func (sumApp) NewStore(_ runtime.Shard, rec runtime.Recorder) (runtime.Store, er
 
 func (sumApp) NewMessage(*pb.JournalSpec) (message.Message, error) { return new(addMsg), nil }
 
-func (sumApp) ConsumeMessage(_ runtime.Shard, st runtime.Store, env message.Envelope, _ *message.Publisher) error {
+func (sumApp) ConsumeMessage(_ runtime.Shard, st runtime.Store, env message.Envelope, pub *message.Publisher) error {
 	var m = env.Message.(*addMsg)
 	var kv = st.(runtime.KVStore).KV()
 	var v, _, err = kv.Get([]byte(m.Key))
@@ -64,7 +66,16 @@ func (sumApp) ConsumeMessage(_ runtime.Shard, st runtime.Store, env message.Enve
 	if len(v) == 8 {
 		sum = int64(binary.BigEndian.Uint64(v))
 	}
-	return kv.Put([]byte(m.Key), binary.BigEndian.AppendUint64(nil, uint64(sum+m.Value)))
+	if err = kv.Put([]byte(m.Key), binary.BigEndian.AppendUint64(nil, uint64(sum+m.Value))); err != nil {
+		return err
+	}
+	// Publish the addition onward: it must be read exactly once downstream.
+	_, err = pub.PublishUncommitted(toOutput, &addMsg{Key: m.Key, Value: m.Value})
+	return err
+}
+
+func toOutput(message.Mappable) (pb.Journal, string, error) {
+	return "sums/output", "application/x-ndjson", nil
 }
 
 func (sumApp) FinalizeTxn(runtime.Shard, runtime.Store, *message.Publisher) error { return nil }
@@ -85,6 +96,10 @@ children:
     children:
       - name: sums/input/part-0
       - name: sums/input/part-1
+  - name: sums/output
+    labels:
+      - name: content-type
+        value: application/x-ndjson
   - name: sums/recovery/
     labels:
       - name: content-type
@@ -235,6 +250,42 @@ func TestShardsFailOverWithExactState(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("sums after fail-over:\n got %v\nwant %v", got, want)
+	}
+
+	// Read the published additions read-committed: each input was published
+	// onward exactly once, though a transaction of the lost member published
+	// some of them before it failed.
+	var published, n = readCommittedSums(t, ctx, stack)
+	if n != 1000 || fmt.Sprint(published) != fmt.Sprint(want) {
+		t.Fatalf("read %d published messages, summing to\n %v\nwant 1000 summing to\n %v", n, published, want)
+	}
+}
+
+// readCommittedSums reads sums/output through its write head, read-committed.
+func readCommittedSums(t *testing.T, ctx context.Context, stack *devstacktest.Stack) (map[string]int64, int) {
+	t.Helper()
+	var head, err = client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: "sums/output"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rr = client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: "sums/output", EndOffset: head.Commit.End})
+	var it = message.NewReadCommittedIter(rr, func(*pb.JournalSpec) (message.Message, error) { return new(addMsg), nil },
+		message.NewSequencer(nil, nil, 1024))
+	var sums = make(map[string]int64)
+	var n int
+	for {
+		var env, err = it.Next()
+		if errors.Is(err, io.EOF) {
+			return sums, n
+		} else if err != nil {
+			t.Fatalf("reading sums/output: %v", err)
+		}
+		if message.GetFlags(env.Message.GetUUID()) == message.Flag_ACK_TXN {
+			continue
+		}
+		var m = env.Message.(*addMsg)
+		sums[m.Key] += m.Value
+		n++
 	}
 }
 
