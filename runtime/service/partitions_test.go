@@ -23,7 +23,7 @@ func TestWatchedPartitionsListsSelectedJournals(t *testing.T) {
 	var watchCtx, stopWatching = context.WithCancel(ctx)
 	defer stopWatching()
 	var wp = service.NewWatchedPartitions(watchCtx, stack.Journals())
-	var sel, _ = pb.ParseLabelSelector("content-type=application/x-ndjson")
+	var sel, _ = pb.ParseLabelSelector("prefix=sums/input/")
 	var list = wp.Partitions(sel)()
 	if len(list.Journals) != 2 || list.Journals[0].Spec.Name != "sums/input/part-0" || list.Journals[1].Spec.Name != "sums/input/part-1" {
 		t.Fatalf("listed %v", list.Journals)
