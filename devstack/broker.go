@@ -145,17 +145,19 @@ var HandoffTimeout = 30 * time.Second
 
 func (b *Broker) stop(handoff bool) error {
 	b.closeOnce.Do(func() {
+		var handedOff bool
 		if handoff {
 			b.sigCh <- syscall.SIGTERM
 			var timer = time.NewTimer(HandoffTimeout)
 			select {
 			case <-b.tasks.Context().Done(): // The allocator discharged every journal.
+				handedOff = true
 			case <-timer.C:
 				slog.Warn("broker did not hand off its journals in time; stopping it", "broker", b.id.Suffix, "timeout", HandoffTimeout)
 			}
 			timer.Stop()
 		}
-		var revoked = !handoff && b.revokeLease()
+		var revoked = !handedOff && b.revokeLease()
 		b.tasks.Cancel()
 		if err := b.tasks.Wait(); err != nil && !revoked {
 			b.closeErr = fmt.Errorf("devstack: broker %s: %w", b.id.Suffix, err)
