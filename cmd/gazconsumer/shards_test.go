@@ -18,11 +18,8 @@ import (
 func TestShardsHintsPrintsStoredGenerations(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack, err = devstacktest.Start(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	var stack = devstacktest.StartT(t, "")
+	var err error
 
 	var spec = &pc.ShardSpec{
 		Id: "orders-0", RecoveryLogPrefix: "recovery/orders", HintPrefix: "/gazette/hints",

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack"
@@ -96,4 +97,22 @@ func (s *Stack) Close() error {
 	var err = s.Stack.Close()
 	os.RemoveAll(s.Dir())
 	return err
+}
+
+// StartT is Start for one test: it fails t if the stack cannot start, and
+// closes the stack when t ends.
+func StartT(t testing.TB, journalsYAML string) *Stack {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var s, err = Start(ctx, journalsYAML)
+	if err != nil {
+		t.Fatalf("starting a test stack: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("closing the test stack: %v", err)
+		}
+	})
+	return s
 }

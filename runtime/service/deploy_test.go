@@ -17,11 +17,8 @@ import (
 func TestServeFromFlagsAndEnvironment(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack, err = devstacktest.Start(ctx, journalsYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	var stack = devstacktest.StartT(t, journalsYAML)
+	var err error
 
 	// The environment, as Gazette's own consumers read it; a flag overrides it.
 	t.Setenv("ETCD_ADDRESS", stack.EtcdURL())

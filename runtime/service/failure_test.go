@@ -19,11 +19,8 @@ import (
 func TestUndecodableMessageFailsTheShard(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack, err = devstacktest.Start(ctx, journalsYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	var stack = devstacktest.StartT(t, journalsYAML)
+	var err error
 
 	var m = startMember(t, stack, "member-a")
 	defer m.stop()

@@ -13,11 +13,7 @@ import (
 func TestWatchedPartitionsListsSelectedJournals(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack, err = devstacktest.Start(ctx, journalsYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	var stack = devstacktest.StartT(t, journalsYAML)
 
 	// Stop watching before the stack closes: brokers drain open watches.
 	var watchCtx, stopWatching = context.WithCancel(ctx)

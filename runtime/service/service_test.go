@@ -168,11 +168,8 @@ func TestShardsFailOverWithExactState(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	var stack, err = devstacktest.Start(ctx, journalsYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	var stack = devstacktest.StartT(t, journalsYAML)
+	var err error
 
 	var a, b = startMember(t, stack, "member-a"), startMember(t, stack, "member-b")
 	defer a.stop()
