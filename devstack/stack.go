@@ -14,11 +14,9 @@ package devstack
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,11 +24,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.gazette.dev/core/allocator"
-	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker"
 	"go.gazette.dev/core/broker/client"
 	"go.gazette.dev/core/broker/fragment"
@@ -461,18 +459,11 @@ func zapLevel(l slog.Level) string {
 // Gazette's dispatcher balancer so that RPCs carrying a route go straight to
 // the route's members, and the connection to close when done.
 func DialJournals(ep pb.Endpoint) (pb.RoutedJournalClient, *grpc.ClientConn, error) {
-	var conn, err = grpc.NewClient(ep.GRPCAddr(),
-		grpc.WithTransportCredentials(pb.NewDispatchedCredentials(&tls.Config{}, ep)),
-		// Readers stream many journals at once over one connection: rely on
-		// per-stream flow control only, as Gazette's own clients do.
-		grpc.WithInitialConnWindowSize(math.MaxInt32),
-		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig": [{"%s":{}}]}`, pb.DispatcherGRPCBalancerName)),
-	)
+	var jc, conn, err = brokerconn.Dial(ep, pb.NoopDispatchRouter{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("devstack: dialing broker %s: %w", ep, err)
+		return nil, nil, fmt.Errorf("devstack: %w", err)
 	}
-	var jc = pb.NewAuthJournalClient(pb.NewJournalClient(conn), auth.NewNoopAuth())
-	return pb.NewRoutedJournalClient(jc, pb.NoopDispatchRouter{}), conn, nil
+	return jc, conn, nil
 }
 
 // waitForMember blocks until the member key appears in ks.

@@ -2,22 +2,19 @@ package service
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"strconv"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 )
 
 // Flags are the settings of a consumer binary. Their flag and environment
@@ -86,20 +83,15 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 	if err = ep.Validate(); err != nil {
 		return fmt.Errorf("--broker.address: %w", err)
 	}
-	conn, err := grpc.NewClient(ep.GRPCAddr(),
-		grpc.WithTransportCredentials(pb.NewDispatchedCredentials(&tls.Config{}, ep)),
-		grpc.WithInitialConnWindowSize(math.MaxInt32),
-		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig": [{"%s":{}}]}`, pb.DispatcherGRPCBalancerName)),
-	)
-	if err != nil {
-		return fmt.Errorf("dialing brokers at %s: %w", f.BrokerAddress, err)
-	}
-	defer conn.Close()
 	var router pb.DispatchRouter = pb.NoopDispatchRouter{}
 	if f.BrokerCacheSize > 0 {
 		router = client.NewRouteCache(f.BrokerCacheSize, time.Minute)
 	}
-	var journals = pb.NewRoutedJournalClient(pb.NewAuthJournalClient(pb.NewJournalClient(conn), auth.NewNoopAuth()), router)
+	journals, conn, err := brokerconn.Dial(ep, router)
+	if err != nil {
+		return fmt.Errorf("--broker.address: %w", err)
+	}
+	defer conn.Close()
 
 	var appCtx, stopApp = context.WithCancel(context.Background())
 	defer stopApp()
