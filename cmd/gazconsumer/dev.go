@@ -101,12 +101,13 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 }
 
 // devEnv is the shell environment under which gazctl (and gazconsumer
-// consumers) talk to the stack.
+// consumers) talk to the stack. It leaves out ETCD_PREFIX: consumers read it
+// as the prefix of their own shards and members (as Gazette's consumers do),
+// which must not be the brokers' prefix.
 func devEnv(s *devstack.Stack) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "export BROKER_ADDRESS=%s\n", s.Brokers()[0].Endpoint())
 	fmt.Fprintf(&b, "export BROKER_CACHE_SIZE=256\n")
 	fmt.Fprintf(&b, "export ETCD_ADDRESS=%s\n", s.EtcdURL())
-	fmt.Fprintf(&b, "export ETCD_PREFIX=%s\n", s.EtcdPrefix())
 	return b.String()
 }

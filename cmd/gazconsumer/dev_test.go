@@ -47,6 +47,10 @@ func TestDevPrintsGazctlEnvironmentAndStops(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// Consumers read ETCD_PREFIX as their own prefix: the brokers' must not leak into it.
+	if strings.Contains(out.String(), "ETCD_PREFIX") {
+		t.Errorf("the environment sets ETCD_PREFIX, which consumers would take for theirs:\n%s", out.String())
+	}
 }
 
 func TestDevRejectsBadJournalSpecs(t *testing.T) {
