@@ -15,6 +15,10 @@ var files embed.FS
 // HandlersData.
 var Handlers = template.Must(template.New("handlers.go.tmpl").ParseFS(files, "handlers.go.tmpl"))
 
+// Main is the template of a consumer's command, which serves the consumer
+// with its handlers. Its data is a MainData.
+var Main = template.Must(template.New("main.go.tmpl").ParseFS(files, "main.go.tmpl"))
+
 // HandlersData is the data of the Handlers template.
 type HandlersData struct {
 	// Package is the Go package name of the scaffolded file.
@@ -50,4 +54,25 @@ type HandlerData struct {
 type Import struct {
 	// Name the package is imported as, and its import Path.
 	Name, Path string
+}
+
+// MainData is the data of the Main template.
+type MainData struct {
+	// Command is the name of the command, and of the consumer application
+	// (its default etcd prefix is /gazette/consumers/<Command>).
+	Command string
+	// Source is the .proto file declaring the consumer.
+	Source string
+	// Service is the Go name of the consumer service, and FullName its
+	// protobuf name.
+	Service, FullName string
+	// Imports are the packages the command imports, besides the standard
+	// library's. An Import's Name is empty where the package's own name
+	// serves.
+	Imports []Import
+	// GenName, HandlersName, RuntimePkg, ServicePkg and RocksPkg are the
+	// names under which the command refers to the generated package, the
+	// handlers' package and gazconsumer's runtime, runtime/service and
+	// store/rocks packages.
+	GenName, HandlersName, RuntimePkg, ServicePkg, RocksPkg string
 }

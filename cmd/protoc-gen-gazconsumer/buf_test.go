@@ -128,7 +128,7 @@ func TestFreshProto(t *testing.T) {
 		"buf.yaml":                          "version: v2\nmodules:\n  - path: proto\n  - path: deps\n",
 		"buf.gen.yaml": "version: v2\nplugins:\n" +
 			"  - local: " + filepath.Join(repo, ".tools/bin/protoc-gen-go") + "\n    out: gen\n    opt: paths=import,module=example.test/fresh/gen\n" +
-			"  - local: " + filepath.Join(dir, "protoc-gen-gazconsumer") + "\n    out: gen\n    opt: [paths=import, module=example.test/fresh/gen, scaffold=handlers]\n",
+			"  - local: " + filepath.Join(dir, "protoc-gen-gazconsumer") + "\n    out: gen\n    opt: [paths=import, module=example.test/fresh/gen, scaffold=handlers, scaffold_main=cmd]\n",
 	}
 	for name, content := range files {
 		path := filepath.Join(dir, name)
@@ -140,14 +140,14 @@ func TestFreshProto(t *testing.T) {
 		}
 	}
 	// Only the golden packages' go.sum and go.mod are wanted from writeModule.
-	for _, d := range []string{"acme", "edition", "scaffold"} {
+	for _, d := range []string{"acme", "edition", "scaffold", "cmd"} {
 		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	run(t, "../..", "go", "build", "-o", filepath.Join(dir, "protoc-gen-gazconsumer"), "./cmd/protoc-gen-gazconsumer")
 	run(t, dir, buf, "generate", "--path", "proto/fresh")
-	for _, want := range []string{"gen/fresh/v1/fresh.pb.go", "gen/fresh/v1/fresh_gazconsumer.pb.go", "handlers/viewcounter/handlers.go"} {
+	for _, want := range []string{"gen/fresh/v1/fresh.pb.go", "gen/fresh/v1/fresh_gazconsumer.pb.go", "handlers/viewcounter/handlers.go", "cmd/viewcounter/main.go"} {
 		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
 			t.Errorf("buf generate did not write %s: %v", want, err)
 		}

@@ -48,7 +48,7 @@ func writeModule(t *testing.T, dir string) {
 	const prefix = "example.test/golden/"
 	for _, gc := range goldenCases {
 		req := compile(t, "testdata/protos", gc.files)
-		ours := runPluginOpts(req, gengc.Options{ScaffoldDir: filepath.Join(dir, "scaffold")})
+		ours := runPluginOpts(req, gengc.Options{ScaffoldDir: filepath.Join(dir, "scaffold"), ScaffoldMainDir: filepath.Join(dir, "cmd")})
 		if ours.Error != nil {
 			t.Fatalf("%s: %s", gc.name, ours.GetError())
 		}

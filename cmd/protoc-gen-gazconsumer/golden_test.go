@@ -228,41 +228,74 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// TestScaffold checks the handler stubs against their goldens, and that a
-// later generation never overwrites them.
+// TestScaffold checks the handler stubs and commands against their goldens,
+// and that a later generation never overwrites them.
 func TestScaffold(t *testing.T) {
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.test/golden // the goldens' module\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := gengc.Options{ScaffoldDir: filepath.Join(dir, "scaffold"), ScaffoldMainDir: filepath.Join(dir, "cmd")}
 	for _, gc := range goldenCases {
-		if resp := runPluginOpts(compile(t, "testdata/protos", gc.files), gengc.Options{ScaffoldDir: dir}); resp.Error != nil {
+		if resp := runPluginOpts(compile(t, "testdata/protos", gc.files), opts); resp.Error != nil {
 			t.Fatal(resp.GetError())
 		}
 	}
 	for _, svc := range []string{"spendcounter", "watcher"} {
-		got, err := os.ReadFile(filepath.Join(dir, svc, "handlers.go"))
-		if err != nil {
+		for _, f := range []struct{ got, golden string }{
+			{filepath.Join(opts.ScaffoldDir, svc, "handlers.go"), filepath.Join("testdata", "golden", "scaffold", svc, "handlers.go")},
+			{filepath.Join(opts.ScaffoldMainDir, svc, "main.go"), filepath.Join("testdata", "golden", "scaffold_main", svc, "main.go")},
+		} {
+			got, err := os.ReadFile(f.got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(f.golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(f.golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if want, err := os.ReadFile(f.golden); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("scaffold %s differs from golden %s (%v)", f.got, f.golden, err)
+			}
+		}
+	}
+	edited := []string{filepath.Join(opts.ScaffoldDir, "watcher", "handlers.go"), filepath.Join(opts.ScaffoldMainDir, "watcher", "main.go")}
+	for _, path := range edited {
+		if err := os.WriteFile(path, []byte("package edited\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		golden := filepath.Join("testdata", "golden", "scaffold", svc, "handlers.go")
-		if *update {
-			if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(golden, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if want, err := os.ReadFile(golden); err != nil || !bytes.Equal(got, want) {
-			t.Errorf("scaffold of %s differs from golden %s (%v)", svc, golden, err)
-		}
 	}
-	edited := filepath.Join(dir, "watcher", "handlers.go")
-	if err := os.WriteFile(edited, []byte("package watcher\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if resp := runPluginOpts(compile(t, "testdata/protos", goldenCases[1].files), gengc.Options{ScaffoldDir: dir}); resp.Error != nil {
+	if resp := runPluginOpts(compile(t, "testdata/protos", goldenCases[1].files), opts); resp.Error != nil {
 		t.Fatal(resp.GetError())
 	}
-	if got, _ := os.ReadFile(edited); string(got) != "package watcher\n" {
-		t.Errorf("a second generation overwrote the edited scaffold:\n%s", got)
+	for _, path := range edited {
+		if got, _ := os.ReadFile(path); string(got) != "package edited\n" {
+			t.Errorf("a second generation overwrote the edited %s:\n%s", path, got)
+		}
+	}
+}
+
+// TestScaffoldMainErrors checks that the command is not scaffolded without
+// its handlers, nor outside a Go module.
+func TestScaffoldMainErrors(t *testing.T) {
+	dir := t.TempDir() // No go.mod above it, short of a stray one in the system's temp dir.
+	for _, tc := range []struct {
+		opts gengc.Options
+		want string
+	}{
+		{gengc.Options{ScaffoldMainDir: filepath.Join(dir, "cmd")}, "option scaffold_main needs option scaffold too"},
+		{gengc.Options{ScaffoldDir: filepath.Join(dir, "internal"), ScaffoldMainDir: filepath.Join(dir, "cmd")}, "no go.mod at or above " + filepath.Join(dir, "internal")},
+	} {
+		resp := runPluginOpts(compile(t, "testdata/protos", goldenCases[0].files), tc.opts)
+		if !strings.Contains(resp.GetError(), tc.want) {
+			t.Errorf("options %+v: error %q, want %q", tc.opts, resp.GetError(), tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("failed scaffolds wrote %d entries into %s", len(entries), dir)
 	}
 }

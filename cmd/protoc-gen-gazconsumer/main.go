@@ -11,7 +11,11 @@
 // each consumer S, from the template of package templates, to
 // DIR/s/handlers.go (relative to the working directory of protoc or buf) as
 // package s, unless that file exists: it is written once, then it is the
-// user's to edit, and later generations never overwrite it.
+// user's to edit, and later generations never overwrite it. With the option
+// scaffold_main=CMD too, it also writes, once, the command of each consumer S
+// to CMD/s/main.go: a main package serving the consumer with the handlers of
+// DIR/s through runtime/service, configured by Gazette's consumer flags. The
+// import path of DIR/s is found from the go.mod at or above DIR.
 package main
 
 import (
@@ -27,6 +31,7 @@ func main() {
 	var flags flag.FlagSet
 	var opts gengc.Options
 	flags.StringVar(&opts.ScaffoldDir, "scaffold", "", "directory of handler stubs, written once")
+	flags.StringVar(&opts.ScaffoldMainDir, "scaffold_main", "", "directory of consumer commands, written once")
 	protogen.Options{ParamFunc: flags.Set}.Run(func(gen *protogen.Plugin) error {
 		gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL | pluginpb.CodeGeneratorResponse_FEATURE_SUPPORTS_EDITIONS)
 		gen.SupportedEditionsMinimum = gengc.EditionMinimum

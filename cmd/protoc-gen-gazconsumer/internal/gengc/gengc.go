@@ -46,6 +46,12 @@ type Options struct {
 	// each consumer are written once: as ScaffoldDir/<service>/handlers.go,
 	// in a package named for the service, unless that file exists.
 	ScaffoldDir string
+	// ScaffoldMainDir, if set, is the directory into which the command of
+	// each consumer is written once: as ScaffoldMainDir/<service>/main.go,
+	// serving the consumer with the handlers of ScaffoldDir (which must be
+	// set too), unless that file exists. The import path of the handlers is
+	// found from the go.mod at or above ScaffoldDir.
+	ScaffoldMainDir string
 }
 
 // Generate generates the files of the request held by gen. It returns an
@@ -110,8 +116,8 @@ func Generate(gen *protogen.Plugin, opts Options) error {
 			return err
 		}
 	}
-	if opts.ScaffoldDir != "" {
-		if _, err := scaffold(md, opts.ScaffoldDir); err != nil {
+	if opts.ScaffoldDir != "" || opts.ScaffoldMainDir != "" {
+		if _, err := scaffold(md, opts); err != nil {
 			return err
 		}
 	}
