@@ -19,6 +19,11 @@ import (
 // Hints wait for them to commit, and an append's failure is returned by the
 // call which waits for it and by every later call.
 //
+// Ops are gathered in memory and handed to the journal client in batches of
+// up to FlushBytes, or sooner by Sync, Barrier and Hints, so that a commit
+// of a store costs one round trip to the brokers rather than one per write
+// of its write-ahead log.
+//
 // Every append checks the log's AuthorRegister, so once another Player fences
 // the log, the broker rejects this Recorder's appends and it fails with an
 // error wrapping client.ErrRegisterMismatch.
@@ -32,7 +37,7 @@ type Recorder struct {
 	mu     sync.Mutex
 	fsm    *FSM
 	open   map[Fnode]bool // Handles returned by NewWritableFile and not yet closed.
-	buf    []byte
+	buf    []byte                        // Frames not yet handed to the journal client.
 	offset int64                         // Log offset of the next op.
 	last   *client.AsyncAppend           // Append of the last op.
 	ends   map[*client.AsyncAppend]int64 // Log offset each append must commit through.
@@ -100,26 +105,51 @@ func (r *Recorder) record(op *Op, data []byte) error {
 	}
 	op.Seq, op.Checksum, op.Author = r.fsm.NextSeq(), r.fsm.NextChecksum(), uint32(r.author)
 
-	var buf, opBytes, err = appendFrame(r.buf[:0], op, data)
+	var buf, opBytes, err = appendFrame(r.buf, op, data)
 	if err != nil {
 		return err
 	}
-	r.buf = buf
-	var begin, end = r.offset, r.offset + int64(len(buf))
+	var begin, end = r.offset, r.offset + int64(len(buf)-len(r.buf))
 	if _, err = r.fsm.Apply(op, opBytes, begin, end); err != nil {
 		return fmt.Errorf("recording %s: %w", r.journal, err)
 	}
-	var aa = r.ajc.StartAppend(r.req, nil)
-	_, err = aa.Writer().Write(buf)
+	r.buf, r.offset = buf, end
+	if len(r.buf) >= FlushBytes {
+		return r.flushLocked(nil)
+	}
+	return nil
+}
+
+// FlushBytes is the size of gathered ops at which a Recorder hands them to
+// the journal client without waiting for a Sync or Barrier.
+const FlushBytes = 1 << 20
+
+// flushLocked hands the gathered ops to the journal client, in an append
+// which also waits for waitFor. It starts no append when there's nothing to
+// flush and nothing to wait for. r.mu must be held.
+func (r *Recorder) flushLocked(waitFor client.OpFutures) error {
+	if r.err != nil {
+		return r.err
+	} else if len(r.buf) == 0 && len(waitFor) == 0 {
+		return nil
+	}
+	var begin = r.offset - int64(len(r.buf))
+	var aa = r.ajc.StartAppend(r.req, waitFor)
+	var _, err = aa.Writer().Write(r.buf)
 	if err = aa.Require(err).Release(); err != nil {
 		r.err = fmt.Errorf("recording %s offset %d: %w", r.journal, begin, err)
 		return r.err
 	}
-	recordedBytes.Add(float64(len(buf)))
+	recordedBytes.Add(float64(len(r.buf)))
+	if cap(r.buf) > 2*FlushBytes {
+		r.buf = nil // Don't pin the buffer of an unusually large op.
+	} else {
+		r.buf = r.buf[:0]
+	}
 	if aa != r.last && len(r.ends) > 64 {
 		r.pruneEnds() // Bound the map, should no one await appends for a while.
 	}
-	r.offset, r.last, r.ends[aa] = end, aa, end
+	r.last, r.ends[aa] = aa, r.offset
 	return nil
 }
 
@@ -234,7 +264,8 @@ func (r *Recorder) Sync(fn Fnode) error { return r.SyncAll(context.Background())
 // SyncAll waits until every op recorded so far is committed to the log.
 func (r *Recorder) SyncAll(ctx context.Context) error {
 	r.mu.Lock()
-	var aa, err = r.last, r.err
+	var err = r.flushLocked(nil)
+	var aa = r.last
 	r.mu.Unlock()
 	if err != nil {
 		return err
@@ -352,22 +383,16 @@ func (r *Recorder) setPropertyLocked(p string, content []byte) error {
 // its checkpoint, then acknowledges it only after its Barrier resolves.
 func (r *Recorder) Barrier(waitFor client.OpFutures) client.OpFuture {
 	r.mu.Lock()
-	if r.err != nil {
-		defer r.mu.Unlock()
-		return client.FinishedOperation(r.err)
-	}
-	var aa = r.ajc.StartAppend(r.req, waitFor)
-	if _, ok := r.ends[aa]; !ok {
-		r.ends[aa] = r.offset
-	}
-	var err = aa.Release()
+	var err = r.flushLocked(waitFor)
+	var aa = r.last
 	r.mu.Unlock()
 
-	var op = client.NewAsyncOperation()
 	if err != nil {
-		op.Resolve(err)
-		return op
+		return client.FinishedOperation(err)
+	} else if aa == nil {
+		return client.FinishedOperation(nil) // Nothing was ever recorded.
 	}
+	var op = client.NewAsyncOperation()
 	go func() { op.Resolve(r.await(context.Background(), aa)) }()
 	return op
 }
@@ -376,7 +401,8 @@ func (r *Recorder) Barrier(waitFor client.OpFutures) client.OpFuture {
 // the log through them.
 func (r *Recorder) Hints(ctx context.Context) (*Hints, error) {
 	r.mu.Lock()
-	var h, aa, err = r.fsm.Hints(r.journal.String()), r.last, r.err
+	var err = r.flushLocked(nil)
+	var h, aa = r.fsm.Hints(r.journal.String()), r.last
 	r.mu.Unlock()
 	if err != nil {
 		return nil, err
