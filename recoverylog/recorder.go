@@ -36,7 +36,7 @@ type Recorder struct {
 
 	mu     sync.Mutex
 	fsm    *FSM
-	open   map[Fnode]bool // Handles returned by NewWritableFile and not yet closed.
+	open   map[Fnode]bool                // Handles returned by NewWritableFile and not yet closed.
 	buf    []byte                        // Frames not yet handed to the journal client.
 	offset int64                         // Log offset of the next op.
 	last   *client.AsyncAppend           // Append of the last op.
