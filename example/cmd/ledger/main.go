@@ -1,0 +1,48 @@
+// Command ledger serves consumer gazconsumer.example.bank.v1.Ledger as a member of its
+// consumer group. The consumer is declared in gazconsumer/example/bank/v1/ledger.proto.
+//
+// protoc-gen-gazconsumer wrote this file once, and never overwrites it: it is
+// yours to edit.
+//
+// It is configured as Gazette's consumers are, by flags or the environment:
+// --etcd.address (ETCD_ADDRESS), --broker.address (BROKER_ADDRESS),
+// --consumer.port (CONSUMER_PORT), and more (run it with -help). Its shards
+// are applied with gazctl, against the address the member serves on:
+// `gazctl shards apply --consumer.address http://HOST:PORT --specs FILE`.
+// SIGTERM or Ctrl-C hands its shards to other members and stops it.
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
+	"github.com/gazconsumer/gazconsumer/example/internal/ledger"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/store/rocks"
+)
+
+func main() {
+	var flags service.Flags
+	flags.Register(flag.CommandLine, "ledger")
+	var level slog.Level
+	flag.TextVar(&level, "log.level", slog.LevelInfo, "log level: debug, info, warn or error")
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	err := service.Serve(ctx, flags, func(d service.Deps) (runtime.Application, error) {
+		return bankv1.NewLedgerApplication(ledger.NewLedgerHandler(), rocks.Opener{}, d.Partitions)
+	})
+	if err != nil {
+		slog.Error("ledger stopped", "err", err)
+		os.Exit(1)
+	}
+}
