@@ -10,6 +10,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
 	"go.gazette.dev/core/allocator"
 	pc "go.gazette.dev/core/consumer/protocol"
 )
@@ -41,12 +42,12 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 			if d.Journals == nil || d.Partitions == nil {
 				t.Error("Deps lack the journal client or partitions")
 			}
-			return sumApp{}, nil
+			return sums.App{}, nil
 		})
 	}()
 
 	// The member takes a shard applied through etcd and becomes its primary.
-	var spec = shardSpec(0)
+	var spec = sums.ShardSpec(0)
 	spec.HotStandbys = 0
 	var ks = service.NewKeySpace(f.EtcdPrefix)
 	if _, err = stack.Etcd().Put(ctx, allocator.ItemKey(ks, spec.Id.String()), spec.MarshalString()); err != nil {

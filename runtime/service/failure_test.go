@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -19,14 +19,14 @@ import (
 func TestUndecodableMessageFailsTheShard(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack = devstacktest.StartT(t, journalsYAML)
+	var c = newCluster(t, 1)
+	var stack = c.Stack
 	var err error
 
-	var m = startMember(t, stack, "member-a")
-	defer m.stop()
-	var spec = shardSpec(0)
+	var m = start(t, c, "member-a")
+	var spec = sums.ShardSpec(0)
 	spec.HotStandbys = 0
-	var sc = shardClient(t, m.svc.Endpoint())
+	var sc = shardClient(t, c, m)
 	if resp, err := sc.Apply(ctx, &pc.ApplyRequest{Changes: []pc.ApplyRequest_Change{{Upsert: spec}}}); err != nil || resp.Status != pc.Status_OK {
 		t.Fatalf("Apply: %v %v", resp, err)
 	}
@@ -35,7 +35,7 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var prefix = allocator.ItemAssignmentsPrefix(m.svc.KeySpace(), spec.Id.String())
+	var prefix = allocator.ItemAssignmentsPrefix(m.Svc.KeySpace(), spec.Id.String())
 	for {
 		var resp, err = stack.Etcd().Get(ctx, prefix, clientv3.WithPrefix())
 		if err != nil {

@@ -17,12 +17,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -74,6 +76,8 @@ type Service struct {
 	shards map[pc.ShardID]*shard
 	wg     sync.WaitGroup // Of every shard goroutine.
 	closed bool           // Set once shards may no longer be started.
+
+	aborted atomic.Bool // Set by Abort.
 }
 
 // New builds a Service and binds its port. Run starts it.
@@ -151,20 +155,19 @@ func (s *Service) ID() pb.ProcessSpec_ID {
 	return pb.ProcessSpec_ID{Zone: s.cfg.Zone, Suffix: s.cfg.ID}
 }
 
+// ErrHandoffTimedOut is returned by Run when other members did not take
+// over the member's shards within the handoff timeout: the member stopped
+// with shards still assigned to it, which wait for its lease to go.
+var ErrHandoffTimedOut = errors.New("shards were not handed off in time")
+
 // Run announces the member and serves until ctx is done, then exits as
-// Gazette members do on SIGTERM: it hands its shards to other members,
-// waiting up to handoff for them to take over, and stops. The last member
-// stops at once.
+// Gazette members do on SIGTERM: it marks itself as exiting, so that the
+// allocator moves its shards to other members (keeping each shard's hot
+// standbys ready before releasing its primary), waits up to handoff for
+// that, and stops. The last member stops at once. Run returns
+// ErrHandoffTimedOut if the handoff did not complete in time.
 func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
-	var err = allocator.StartSession(allocator.SessionArgs{
-		Etcd:     s.cfg.Etcd,
-		Tasks:    s.tasks,
-		Spec:     &pc.ConsumerSpec{ProcessSpec: pb.ProcessSpec{Id: s.ID(), Endpoint: s.srv.Endpoint()}, ShardLimit: s.cfg.ShardLimit},
-		State:    s.state,
-		LeaseTTL: s.cfg.LeaseTTL,
-		SignalCh: s.sigCh,
-	})
-	if err != nil {
+	if err := s.startSession(); err != nil {
 		s.srv.CMux.Close()
 		return fmt.Errorf("service: member %s: %w", s.cfg.ID, err)
 	}
@@ -184,6 +187,7 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 	slog.Info("consumer member started", "member", s.cfg.ID, "endpoint", s.srv.Endpoint(), "prefix", s.cfg.Prefix)
 	s.tasks.GoRun()
 
+	var handoffErr error
 	select {
 	case <-ctx.Done():
 		s.ks.Mu.RLock()
@@ -196,21 +200,80 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 		var timer = time.NewTimer(handoff)
 		select {
 		case <-s.tasks.Context().Done():
+			// The allocator has moved every shard away, and stopped.
 		case <-timer.C:
 			slog.Warn("shards were not handed off in time; stopping", "member", s.cfg.ID, "timeout", handoff)
+			handoffErr = fmt.Errorf("service: member %s: %w (timeout %s)", s.cfg.ID, ErrHandoffTimedOut, handoff)
 		}
 		timer.Stop()
 	case <-s.tasks.Context().Done():
 	}
 	s.tasks.Cancel()
-	err = s.tasks.Wait()
+	var err = s.tasks.Wait()
 	_ = s.srv.GRPCLoopback.Close()
-	return err
+	if s.aborted.Load() {
+		return nil
+	}
+	return errors.Join(handoffErr, err)
 }
 
-// Abort stops the member at once, as a crash would, without handing off
-// its shards. Run then returns.
-func (s *Service) Abort() { s.tasks.Cancel() }
+// startSession is allocator.StartSession, but keeps the member's lease so
+// that Abort can leave it to expire rather than revoke it. It takes the
+// lease, announces the member, loads the KeySpace, and queues the tasks
+// which mark the member as exiting on s.sigCh and run the allocator.
+func (s *Service) startSession() error {
+	var spec = &pc.ConsumerSpec{ProcessSpec: pb.ProcessSpec{Id: s.ID(), Endpoint: s.srv.Endpoint()}, ShardLimit: s.cfg.ShardLimit}
+	var lease, err = concurrency.NewSession(s.cfg.Etcd, concurrency.WithTTL(max(1, int(s.cfg.LeaseTTL.Seconds()))))
+	if err != nil {
+		return fmt.Errorf("establishing the etcd lease: %w", err)
+	}
+	s.tasks.Queue("lease.Close", func() error {
+		select {
+		case <-s.tasks.Context().Done():
+			if s.aborted.Load() {
+				lease.Orphan() // As after a crash: the lease expires in its time.
+				return nil
+			}
+			return lease.Close()
+		case <-lease.Done():
+			return errors.New("unable to keep the member's etcd lease alive")
+		}
+	})
+	var ann = allocator.Announce(s.cfg.Etcd, s.state.LocalKey, spec.MarshalString(), lease.Lease())
+	if err = s.state.KS.Load(context.Background(), s.cfg.Etcd, ann.Revision); err != nil {
+		s.tasks.Cancel()
+		return fmt.Errorf("loading the KeySpace: %w", err)
+	}
+	s.tasks.Queue("mark member exiting on signal", func() error {
+		select {
+		case sig := <-s.sigCh:
+			slog.Info("member is exiting", "member", s.cfg.ID, "signal", sig)
+		case <-s.tasks.Context().Done():
+			return nil
+		}
+		// The allocator discharges the shards of an exiting member as other
+		// members have capacity, and Allocate returns once none remain.
+		spec.SetExiting()
+		return ann.Update(spec.MarshalString())
+	})
+	s.tasks.Queue("Allocate", func() error {
+		defer s.tasks.Cancel()
+		var err = allocator.Allocate(allocator.AllocateArgs{Context: s.tasks.Context(), Etcd: s.cfg.Etcd, State: s.state})
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		return err
+	})
+	return nil
+}
+
+// Abort stops the member at once, as a crash would: it neither hands off
+// its shards nor revokes its etcd lease, so other members take its shards
+// over only once the lease expires (Config.LeaseTTL). Run then returns nil.
+func (s *Service) Abort() {
+	s.aborted.Store(true)
+	s.tasks.Cancel()
+}
 
 // stopShards cancels every local shard and waits for them to tear down.
 func (s *Service) stopShards() {

@@ -1,0 +1,165 @@
+// Package sums is the consumer application, journals and in-process
+// cluster of members that runtime/service's tests and benchmarks run.
+//
+// The application keeps a sum per key in a RocksDB store recorded into each
+// shard's recovery log, and publishes each addition onward to an output
+// journal, so that a test can check both the state and the published
+// messages for exactly-once effects: the sums must equal those of the
+// messages published to the inputs, and the output read read-committed must
+// hold each addition once.
+package sums
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/store/rocks"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/message"
+)
+
+// Journal names and the etcd prefix of the application.
+const (
+	Prefix         = "/gazette/consumers/sums"
+	HintPrefix     = "/gazette/hints"
+	InputPrefix    = "sums/input/"
+	Output         = pb.Journal("sums/output")
+	RecoveryPrefix = "sums/recovery"
+	DeadLetters    = pb.Journal("sums/dead-letters")
+	ContentType    = "application/x-ndjson"
+)
+
+// Add adds Value to the sum of Key. Pad, if set, is stored under a key of
+// its own, to grow the shard's state.
+type Add struct {
+	UUID  message.UUID
+	Key   string
+	Value int64
+	Pad   []byte `json:",omitempty"`
+}
+
+// GetUUID returns the message's UUID.
+func (m *Add) GetUUID() message.UUID { return m.UUID }
+
+// SetUUID sets the message's UUID.
+func (m *Add) SetUUID(u message.UUID) { m.UUID = u }
+
+// NewAcknowledgement returns an empty Add to carry an acknowledgement.
+func (m *Add) NewAcknowledgement(pb.Journal) message.Message { return new(Add) }
+
+// App keeps a sum per key in a RocksDB store recorded into the shard's
+// recovery log, and publishes each Add it consumes to Output.
+type App struct{}
+
+var _ runtime.Application = App{}
+
+// NewStore opens the shard's RocksDB store, which needs a recovery log.
+func (App) NewStore(_ runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
+	var fr, ok = rec.(rocks.FileRecorder)
+	if !ok {
+		return nil, fmt.Errorf("the sums store needs a recovery log")
+	}
+	return rocks.Open(rec.Dir(), fr, rocks.Options{})
+}
+
+// NewMessage returns an Add, whatever the journal.
+func (App) NewMessage(*pb.JournalSpec) (message.Message, error) { return new(Add), nil }
+
+// ConsumeMessage adds the message to its key's sum, stores its Pad, and
+// publishes the addition onward.
+func (App) ConsumeMessage(_ runtime.Shard, st runtime.Store, env message.Envelope, pub *message.Publisher) error {
+	var m = env.Message.(*Add)
+	var kv = st.(runtime.KVStore).KV()
+	var v, _, err = kv.Get([]byte(m.Key))
+	if err != nil {
+		return err
+	}
+	var sum int64
+	if len(v) == 8 {
+		sum = int64(binary.BigEndian.Uint64(v))
+	}
+	if err = kv.Put([]byte(m.Key), binary.BigEndian.AppendUint64(nil, uint64(sum+m.Value))); err != nil {
+		return err
+	}
+	if len(m.Pad) != 0 {
+		if err = kv.Put([]byte("pad/"+m.UUID.String()), m.Pad); err != nil {
+			return err
+		}
+	}
+	_, err = pub.PublishUncommitted(ToOutput, &Add{Key: m.Key, Value: m.Value})
+	return err
+}
+
+// FinalizeTxn has nothing to do: the sums are written as they change.
+func (App) FinalizeTxn(runtime.Shard, runtime.Store, *message.Publisher) error { return nil }
+
+// ToOutput maps messages to the Output journal.
+func ToOutput(message.Mappable) (pb.Journal, string, error) { return Output, ContentType, nil }
+
+// Input is the source journal of shard i.
+func Input(i int) pb.Journal { return pb.Journal(fmt.Sprintf("%spart-%d", InputPrefix, i)) }
+
+// ShardID is the ID of shard i.
+func ShardID(i int) pc.ShardID { return pc.ShardID(fmt.Sprintf("shard-%d", i)) }
+
+// ShardSpec is the spec of shard i, which reads Input(i) and has one hot
+// standby.
+func ShardSpec(i int) *pc.ShardSpec {
+	return &pc.ShardSpec{
+		Id:                ShardID(i),
+		Sources:           []pc.ShardSpec_Source{{Journal: Input(i)}},
+		RecoveryLogPrefix: RecoveryPrefix,
+		HintPrefix:        HintPrefix,
+		HintBackups:       2,
+		MinTxnDuration:    time.Millisecond,
+		MaxTxnDuration:    100 * time.Millisecond,
+		HotStandbys:       1,
+	}
+}
+
+// Journals returns the YAML of the journals of n shards: their inputs and
+// recovery logs, the output and the dead-letter journal, with fragments of
+// fragmentLength bytes.
+func Journals(n int, fragmentLength int64) string {
+	var b strings.Builder
+	// Children are in name order, as journal hierarchies need.
+	fmt.Fprintf(&b, `name: sums/
+replication: 1
+fragment:
+  length: %d
+  stores: [file:///]
+  refresh_interval: 1s
+  compression_codec: NONE
+children:
+  - name: %s
+    labels:
+      - name: content-type
+        value: %s
+  - name: %s
+    labels:
+      - name: content-type
+        value: %s
+    children:
+`, fragmentLength, DeadLetters, ContentType, InputPrefix, ContentType)
+	for i := range n {
+		fmt.Fprintf(&b, "      - name: %s\n", Input(i))
+	}
+	fmt.Fprintf(&b, `  - name: %s
+    labels:
+      - name: content-type
+        value: %s
+  - name: %s/
+    labels:
+      - name: content-type
+        value: application/x-gazette-recoverylog
+    children:
+`, Output, ContentType, RecoveryPrefix)
+	for i := range n {
+		fmt.Fprintf(&b, "      - name: %s/%s\n", RecoveryPrefix, ShardID(i))
+	}
+	return b.String()
+}
