@@ -166,6 +166,11 @@ var ErrHandoffTimedOut = errors.New("shards were not handed off in time")
 // standbys ready before releasing its primary), waits up to handoff for
 // that, and stops. The last member stops at once. Run returns
 // ErrHandoffTimedOut if the handoff did not complete in time.
+//
+// As in Gazette, the allocator releases a member's shards only to members
+// that remain, and keeps at least as many members as the largest replication
+// (primary and hot standbys) of a shard: in a rolling restart, start each
+// replacement before stopping the member it replaces.
 func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 	if err := s.startSession(); err != nil {
 		s.srv.CMux.Close()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	started int
+	live    []*Member // Started, and not yet stopped.
 	conns   map[pb.Endpoint]*grpc.ClientConn
 }
 
@@ -53,6 +55,7 @@ type Cluster struct {
 type Member struct {
 	Svc *service.Service
 
+	c      *Cluster
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -85,7 +88,10 @@ func (c *Cluster) Start(id string) (*Member, error) {
 		return nil, err
 	}
 	var ctx, cancel = context.WithCancel(context.Background())
-	var m = &Member{Svc: svc, cancel: cancel, done: make(chan error, 1)}
+	var m = &Member{Svc: svc, c: c, cancel: cancel, done: make(chan error, 1)}
+	c.mu.Lock()
+	c.live = append(c.live, m)
+	c.mu.Unlock()
 	var handoff = orDefault(c.Handoff, 30*time.Second)
 	go func() { m.done <- svc.Run(ctx, handoff) }()
 	return m, nil
@@ -107,8 +113,18 @@ func (m *Member) Stop() error {
 	m.once.Do(func() {
 		m.cancel()
 		m.err = <-m.done
+		m.c.mu.Lock()
+		m.c.live = slices.DeleteFunc(m.c.live, func(l *Member) bool { return l == m })
+		m.c.mu.Unlock()
 	})
 	return m.err
+}
+
+// Live returns the members started and not yet stopped, in start order.
+func (c *Cluster) Live() []*Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.live)
 }
 
 // Abort stops the member abruptly, as a crash would, and waits for it.
@@ -180,50 +196,54 @@ func (c *Cluster) List(ctx context.Context, m *Member) ([]pc.ListResponse_Shard,
 	return resp.Shards, nil
 }
 
-// PrimaryOf waits until one of members is the PRIMARY of shard id, as
-// listed by the first of them, and returns it.
-func (c *Cluster) PrimaryOf(ctx context.Context, id pc.ShardID, members ...*Member) (*Member, error) {
+// PrimaryOf waits until a live member is the PRIMARY of shard id, as
+// listed by a live member, and returns it.
+func (c *Cluster) PrimaryOf(ctx context.Context, id pc.ShardID) (*Member, error) {
 	for {
-		var shards, err = c.List(ctx, members[0])
-		if err != nil && ctx.Err() == nil {
-			return nil, err
-		}
-		for _, s := range shards {
-			if s.Spec.Id != id || s.Route.Primary == -1 || s.Status[s.Route.Primary].Code != pc.ReplicaStatus_PRIMARY {
-				continue
+		var live = c.Live()
+		for _, lister := range live {
+			var shards, err = c.List(ctx, lister)
+			if err != nil {
+				continue // It may be stopping: ask another.
 			}
-			for _, m := range members {
-				if s.Route.Members[s.Route.Primary] == m.ID() {
-					return m, nil
+			for _, s := range shards {
+				if s.Spec.Id != id || s.Route.Primary == -1 || s.Status[s.Route.Primary].Code != pc.ReplicaStatus_PRIMARY {
+					continue
+				}
+				for _, m := range live {
+					if s.Route.Members[s.Route.Primary] == m.ID() {
+						return m, nil
+					}
 				}
 			}
+			break
 		}
-		if err = sleep(ctx, pollInterval); err != nil {
-			return nil, fmt.Errorf("shard %s has no primary among the members: %w", id, err)
+		if err := sleep(ctx, pollInterval); err != nil {
+			return nil, fmt.Errorf("shard %s has no primary among the live members: %w", id, err)
 		}
 	}
 }
 
-// WaitCaughtUp waits until each shard's primary, one of members, has
-// committed its reads through its source's current write head.
-func (c *Cluster) WaitCaughtUp(ctx context.Context, members ...*Member) error {
+// WaitCaughtUp waits until each shard's primary has committed its reads
+// through its source's current write head.
+func (c *Cluster) WaitCaughtUp(ctx context.Context) error {
 	for i := range c.Shards {
 		var head, err = WriteHead(ctx, c.Stack.Journals(), Input(i))
 		if err != nil {
 			return err
 		}
-		if err = c.WaitReadThrough(ctx, i, head, members...); err != nil {
+		if err = c.WaitReadThrough(ctx, i, head); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// WaitReadThrough waits until shard i's primary, one of members, has
-// committed its reads of its source through offset.
-func (c *Cluster) WaitReadThrough(ctx context.Context, i int, offset pb.Offset, members ...*Member) error {
+// WaitReadThrough waits until shard i's primary has committed its reads of
+// its source through offset.
+func (c *Cluster) WaitReadThrough(ctx context.Context, i int, offset pb.Offset) error {
 	for {
-		var m, err = c.PrimaryOf(ctx, ShardID(i), members...)
+		var m, err = c.PrimaryOf(ctx, ShardID(i))
 		if err != nil {
 			return err
 		}
