@@ -11,6 +11,7 @@ import (
 	pb "go.gazette.dev/core/broker/protocol"
 	pbx "go.gazette.dev/core/broker/protocol/ext"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/labels"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -125,6 +126,13 @@ func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReq
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	for _, change := range req.Changes {
+		if change.Upsert == nil {
+			continue
+		} else if _, err := decodePolicyOf(change.Upsert); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
 	if err := a.verifyJournals(ctx, req); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
@@ -173,7 +181,8 @@ func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReq
 	return resp, err
 }
 
-// verifyJournals checks that the journals named by upserted specs exist.
+// verifyJournals checks that the journals named by upserted specs exist,
+// and that dead-letter journals hold JSON.
 func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) error {
 	var names []pb.Journal
 	for _, change := range req.Changes {
@@ -186,6 +195,9 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 		if log := change.Upsert.RecoveryLog(); log != "" {
 			names = append(names, log)
 		}
+		if p, _ := decodePolicyOf(change.Upsert); p.deadLetters != "" {
+			names = append(names, p.deadLetters)
+		}
 	}
 	if len(names) == 0 {
 		return nil
@@ -195,8 +207,10 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 		return fmt.Errorf("listing journals: %w", err)
 	}
 	var exists = make(map[pb.Journal]bool, len(list.Journals))
+	var contentType = make(map[pb.Journal]string, len(list.Journals))
 	for _, j := range list.Journals {
 		exists[j.Spec.Name] = true
+		contentType[j.Spec.Name] = j.Spec.LabelSet.ValueOf(labels.ContentType)
 	}
 	for _, change := range req.Changes {
 		if change.Upsert == nil {
@@ -209,6 +223,14 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 		}
 		if log := change.Upsert.RecoveryLog(); log != "" && !exists[log] {
 			return fmt.Errorf("shard %s: recovery log %s does not exist", change.Upsert.Id, log)
+		}
+		if p, _ := decodePolicyOf(change.Upsert); p.deadLetters != "" {
+			if !exists[p.deadLetters] {
+				return fmt.Errorf("shard %s: dead-letter journal %s does not exist", change.Upsert.Id, p.deadLetters)
+			} else if ct := contentType[p.deadLetters]; ct != labels.ContentType_JSONLines {
+				return fmt.Errorf("shard %s: dead-letter journal %s has content-type %q, not %q",
+					change.Upsert.Id, p.deadLetters, ct, labels.ContentType_JSONLines)
+			}
 		}
 	}
 	return nil

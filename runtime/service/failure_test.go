@@ -6,16 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// A message that fails to decode fails the shard, and its status names the
-// journal and the offset.
+// By default, a message that fails to decode fails the shard, and its
+// status names the journal and the offset.
 func TestUndecodableMessageFailsTheShard(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -44,7 +48,8 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 		for _, kv := range resp.Kvs {
 			var st pc.ReplicaStatus
 			if st.Unmarshal(kv.Value) == nil && st.Code == pc.ReplicaStatus_FAILED {
-				if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "sums/input/part-0") || !strings.Contains(st.Errors[0], "offset") {
+				// The bad line follows the 28 bytes of the good one.
+				if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "journal sums/input/part-0 offset 28: undecodable message") {
 					t.Fatalf("failed status %v does not name the journal and offset", st.Errors)
 				}
 				return
@@ -56,4 +61,111 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// Under the label on-decode-error=skip, undecodable messages are skipped,
+// counted, and recorded once each into the dead-letter journal, even when
+// the shard moves to another member.
+func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var c = newCluster(t, 1)
+	var a, b = start(t, c, "member-a"), start(t, c, "member-b")
+	var sc = shardClient(t, c, a)
+
+	// Invalid policies are refused.
+	for _, tc := range []struct {
+		labels []string
+		code   codes.Code
+		want   string
+	}{
+		{[]string{service.LabelOnDecodeError, "skip"}, codes.InvalidArgument, "needs label " + service.LabelDeadLetterJournal},
+		{[]string{service.LabelOnDecodeError, "ignore"}, codes.InvalidArgument, `"ignore", not "fail" or "skip"`},
+		{[]string{service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, "sums/nowhere"}, codes.FailedPrecondition, "dead-letter journal sums/nowhere does not exist"},
+		{[]string{service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, "sums/recovery/shard-0"}, codes.FailedPrecondition, "has content-type"},
+	} {
+		var spec = sums.ShardSpec(0)
+		spec.LabelSet = pb.MustLabelSet(tc.labels...)
+		var _, err = sc.Apply(ctx, &pc.ApplyRequest{Changes: []pc.ApplyRequest_Change{{Upsert: spec}}})
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Apply with labels %v: %v, want %s naming %q", tc.labels, err, tc.code, tc.want)
+		}
+	}
+
+	must(t, c.ApplyShards(ctx, a, func(spec *pc.ShardSpec) {
+		spec.HotStandbys = 0
+		spec.LabelSet = pb.MustLabelSet(service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, sums.DeadLetters.String())
+	}))
+	var skippedBefore = counterValue(t, "gazconsumer_shard_skipped_messages_total", "shard", "shard-0")
+
+	// Good messages, an undecodable one, more good ones, and an undecodable
+	// one last, which the checkpoint must also read past.
+	var feedCtx, stopFeed = context.WithCancel(ctx)
+	defer stopFeed()
+	var feed = sums.NewFeed(feedCtx, c.Stack.Journals(), c.Shards)
+	var bad [][]byte
+	var badAt []pb.Offset
+	var appendBad = func(line string) {
+		var resp, err = client.Append(ctx, c.Stack.Journals(), pb.AppendRequest{Journal: sums.Input(0)}, strings.NewReader(line))
+		must(t, err)
+		bad, badAt = append(bad, []byte(line)), append(badAt, resp.Commit.Begin)
+	}
+	must(t, feed.Publish(10))
+	appendBad("{this is not json}\n")
+	must(t, feed.Publish(10))
+	appendBad("{\"Key\": 42}\n")
+	must(t, c.WaitCaughtUp(ctx))
+
+	var checkRecorded = func() {
+		t.Helper()
+		var got, err = service.ListSkipped(ctx, c.Stack.Journals(), sums.DeadLetters)
+		must(t, err)
+		if len(got) != len(bad) {
+			t.Fatalf("recorded %d skipped messages, want %d: %+v", len(got), len(bad), got)
+		}
+		for i, s := range got {
+			if s.Shard != "shard-0" || s.Journal != sums.Input(0) || s.Begin != badAt[i] ||
+				s.End != badAt[i]+int64(len(bad[i])) || string(s.Content) != string(bad[i]) || s.Error == "" {
+				t.Errorf("recorded %+v, want the %d bytes at offset %d: %q", s, len(bad[i]), badAt[i], bad[i])
+			}
+		}
+	}
+	checkRecorded()
+	if got := counterValue(t, "gazconsumer_shard_skipped_messages_total", "shard", "shard-0") - skippedBefore; got != 2 {
+		t.Errorf("the skipped messages metric grew by %v, want 2", got)
+	}
+
+	// The shard moves to the other member, which resumes from the
+	// checkpoint: nothing is skipped or recorded twice.
+	var primary, err = c.PrimaryOf(ctx, "shard-0")
+	must(t, err)
+	must(t, primary.Stop())
+	must(t, feed.Publish(10))
+	must(t, c.WaitCaughtUp(ctx))
+	if m, _ := c.PrimaryOf(ctx, "shard-0"); m == primary || (m != a && m != b) {
+		t.Fatalf("shard-0 did not move")
+	}
+	checkRecorded()
+	checkExact(t, ctx, c, feed)
+}
+
+// counterValue scrapes the default registry for the value of the counter
+// name with the label pair, or zero.
+func counterValue(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	var mfs, err = prometheus.DefaultGatherer.Gather()
+	must(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, lp := range m.Label {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

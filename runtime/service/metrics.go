@@ -16,6 +16,10 @@ var (
 		Name: "gazconsumer_shard_messages_total",
 		Help: "Messages consumed by committed transactions, by shard.",
 	}, []string{"shard"})
+	skippedTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_shard_skipped_messages_total",
+		Help: "Undecodable messages skipped by committed transactions, by shard (under the label " + LabelOnDecodeError + "=skip).",
+	}, []string{"shard"})
 	bytesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "gazconsumer_shard_bytes_total",
 		Help: "Bytes of messages consumed by committed transactions, by shard.",
@@ -35,6 +39,9 @@ func recordMetrics(id pc.ShardID, st txn.Stats) {
 	txnTotal.WithLabelValues(shard).Inc()
 	messagesTotal.WithLabelValues(shard).Add(float64(st.Messages))
 	bytesTotal.WithLabelValues(shard).Add(float64(st.Bytes))
+	if st.Skipped != 0 {
+		skippedTotal.WithLabelValues(shard).Add(float64(st.Skipped))
+	}
 	phaseSeconds.WithLabelValues(shard, "stalled").Add(st.Stalled.Seconds())
 	phaseSeconds.WithLabelValues(shard, "finalize").Add(st.Finalize.Seconds())
 	phaseSeconds.WithLabelValues(shard, "commit").Add(st.Commit.Seconds())

@@ -6,6 +6,18 @@
 //
 // Shard specs, members and assignments are kept in etcd under the
 // application's prefix exactly as Gazette consumers keep them.
+//
+// # Undecodable messages
+//
+// A source message that fails to decode fails its shard, with a status
+// naming the journal and offset, unless the shard's labels say otherwise:
+// with gazconsumer.dev/on-decode-error=skip and
+// gazconsumer.dev/dead-letter-journal=JOURNAL (see LabelOnDecodeError), the
+// shard skips the message, logs it, counts it in the metric
+// gazconsumer_shard_skipped_messages_total and records it, exactly once,
+// into JOURNAL as a Skipped message in JSON. ListSkipped reads the records
+// back, read-committed; `gazctl journals read` shows them raw.
+
 package service
 
 import (

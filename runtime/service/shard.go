@@ -218,17 +218,20 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 // transactions from it until the shard is lost or fails.
 func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM) error {
 	var spec = s.Spec()
+	var policy, err = decodePolicyOf(spec)
+	if err != nil {
+		return err
+	}
 	var rec runtime.Recorder = localDir(dir)
 	var recorder *recoverylog.Recorder
 	if fsm != nil {
-		var err error
 		if recorder, err = recoverylog.NewRecorder(recLog, fsm, s.author(), dir, s.ajc); err != nil {
 			return fmt.Errorf("shard %s: %w", spec.Id, err)
 		}
 		rec = recorder
 	}
 
-	var store, err = s.svc.cfg.App.NewStore(s, rec)
+	store, err := s.svc.cfg.App.NewStore(s, rec)
 	if err != nil {
 		return fmt.Errorf("shard %s: opening store: %w", spec.Id, err)
 	}
@@ -257,7 +260,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	var readers sync.WaitGroup
 	var readCtx, stopReading = context.WithCancel(s.ctx)
 	defer func() { stopReading(); readers.Wait() }()
-	s.startReading(readCtx, &readers, spec, cp, reads)
+	s.startReading(readCtx, &readers, spec, policy, cp, reads)
 
 	var pipeline = &txn.Pipeline{
 		Shard:     s,
@@ -266,7 +269,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		Publisher: message.NewPublisher(s.ajc, nil),
 		Sequencer: message.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), ringSize),
 		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
-			return message.NewReadUncommittedIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
+			return newSourceIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
 				Journal: journal, Offset: begin, EndOffset: end, Block: true,
 			}), s.svc.cfg.App.NewMessage)
 		},
@@ -278,6 +281,9 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		ProducerPruneHorizon: 24 * time.Hour,
 		Committed:            s.committed,
 	}
+	if policy.skip {
+		pipeline.Skip = skipper(spec.Id, policy)
+	}
 	err = pipeline.Run(s.ctx, cp, reads)
 	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
 		return s.ctx.Err()
@@ -288,31 +294,33 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 }
 
 // startReading reads each source journal from the checkpoint's offset (at
-// least the source's MinOffset) into reads, read-uncommitted.
-func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, cp pc.Checkpoint, reads chan<- txn.Read) {
+// least the source's MinOffset) into reads, read-uncommitted. A message that
+// fails to decode ends reading with its error, or is passed on to be
+// skipped, as policy says.
+func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, policy decodePolicy, cp pc.Checkpoint, reads chan<- txn.Read) {
 	for _, src := range spec.Sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
-		var it = message.NewReadUncommittedIter(rr, s.svc.cfg.App.NewMessage)
+		var it = newSourceIter(rr, s.svc.cfg.App.NewMessage)
 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				var env, err = it.Next()
-				var r = txn.Read{Env: env}
+				var env, undecodable, err = it.next()
 				if err != nil {
 					if ctx.Err() != nil {
 						return
 					}
-					r.Err = fmt.Errorf("reading journal %s (next offset %d): %w", src.Journal, rr.Offset(), err)
+					err = fmt.Errorf("reading journal %s (next offset %d): %w", src.Journal, rr.Offset(), err)
 				}
+				var r = policy.toRead(env, undecodable, err)
 				select {
 				case reads <- r:
 				case <-ctx.Done():
 					return
 				}
-				if err != nil {
+				if r.Err != nil {
 					return
 				}
 			}

@@ -33,6 +33,10 @@ import (
 type Read struct {
 	Env message.Envelope
 	Err error
+	// Skip, if set, is why the content of Env could not be decoded; Env's
+	// Message is nil. The pipeline hands it to Pipeline.Skip within a
+	// transaction, whose checkpoint then reads past Env.End.
+	Skip error
 }
 
 // Clock is the pipeline's source of time; tests substitute a fake.
@@ -46,8 +50,10 @@ type Clock interface {
 // Stats describe one fully committed transaction.
 type Stats struct {
 	Messages int           // Messages consumed.
+	Skipped  int           // Undecodable messages skipped.
 	Bytes    int64         // Bytes of messages consumed.
 	Began    time.Time     // First message consumed.
+	Consume  time.Duration // From Began until FinalizeTxn.
 	Stalled  time.Duration // Time spent waiting on the predecessor after MaxDuration.
 	Finalize time.Duration // FinalizeTxn through StartCommit.
 	Commit   time.Duration // StartCommit until the commit resolved.
@@ -86,6 +92,14 @@ type Pipeline struct {
 	// Committed, if set, is told of each transaction once it is fully
 	// committed and acknowledged.
 	Committed func(Stats)
+	// Skip records a Read whose content could not be decoded, within the
+	// current transaction: it may publish through pub, and its error fails
+	// the shard. A Read to skip fails the shard if Skip is nil.
+	Skip func(env message.Envelope, cause error, pub *message.Publisher) error
+
+	// skippedThrough holds, per journal, the end of the last skipped
+	// content: checkpoints read at least through it.
+	skippedThrough pb.Offsets
 }
 
 // txn is the state of one transaction.
@@ -235,6 +249,9 @@ func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) 
 	if r.Err != nil {
 		return r.Err
 	}
+	if r.Skip != nil {
+		return p.skip(cur, r)
+	}
 	switch outcome := p.Sequencer.QueueUncommitted(r.Env); outcome {
 	case message.QueueAckCommitReplay:
 		var journal, begin, end = p.Sequencer.ReplayRange()
@@ -264,15 +281,8 @@ func (p *Pipeline) consume(cur *txn) error {
 		// application's; the checkpoint's offsets cover them.
 		return p.step(env)
 	}
-	if !cur.began {
-		cur.began = true
-		if bf, ok := p.App.(runtime.BeginFinisher); ok {
-			if err := bf.BeginTxn(p.Shard, p.Store); err != nil {
-				return fmt.Errorf("BeginTxn: %w", err)
-			}
-		}
-		cur.stats.Began = p.Clock.Now()
-		cur.timer, cur.stopTimer = p.Clock.Timer(p.MinDuration)
+	if err := p.begin(cur); err != nil {
+		return err
 	}
 	if err := p.App.ConsumeMessage(p.Shard, p.Store, *env, p.Publisher); err != nil {
 		return fmt.Errorf("consuming %s at offset %d: %w", env.Journal.Name, env.Begin, err)
@@ -280,6 +290,43 @@ func (p *Pipeline) consume(cur *txn) error {
 	cur.stats.Messages++
 	cur.stats.Bytes += env.End - env.Begin
 	return p.step(env)
+}
+
+// begin begins cur, unless it has begun.
+func (p *Pipeline) begin(cur *txn) error {
+	if cur.began {
+		return nil
+	}
+	cur.began = true
+	if bf, ok := p.App.(runtime.BeginFinisher); ok {
+		if err := bf.BeginTxn(p.Shard, p.Store); err != nil {
+			return fmt.Errorf("BeginTxn: %w", err)
+		}
+	}
+	cur.stats.Began = p.Clock.Now()
+	cur.timer, cur.stopTimer = p.Clock.Timer(p.MinDuration)
+	return nil
+}
+
+// skip hands an undecodable read to p.Skip within cur, and moves the
+// checkpoint of its journal past it.
+func (p *Pipeline) skip(cur *txn, r Read) error {
+	var journal = r.Env.Journal.Name
+	if p.Skip == nil {
+		return fmt.Errorf("journal %s offset %d: %w", journal, r.Env.Begin, r.Skip)
+	}
+	if err := p.begin(cur); err != nil {
+		return err
+	}
+	if err := p.Skip(r.Env, r.Skip, p.Publisher); err != nil {
+		return fmt.Errorf("skipping journal %s offset %d: %w", journal, r.Env.Begin, err)
+	}
+	if p.skippedThrough == nil {
+		p.skippedThrough = make(pb.Offsets)
+	}
+	p.skippedThrough[journal] = max(p.skippedThrough[journal], r.Env.End)
+	cur.stats.Skipped++
+	return nil
 }
 
 // step moves the sequencer past env, to the next committed message if any.
@@ -345,10 +392,18 @@ func (p *Pipeline) onBarrier(cur, prev *txn) error {
 // startCommit finalizes cur and starts its commit and acknowledgements.
 func (p *Pipeline) startCommit(cur *txn) error {
 	cur.finalizeAt = p.Clock.Now()
+	cur.stats.Consume = cur.finalizeAt.Sub(cur.stats.Began)
 	if err := p.App.FinalizeTxn(p.Shard, p.Store, p.Publisher); err != nil {
 		return fmt.Errorf("FinalizeTxn: %w", err)
 	}
 	var offsets, states = p.Sequencer.Checkpoint(p.ProducerPruneHorizon)
+	if len(p.skippedThrough) != 0 {
+		// The sequencer never saw skipped content: read past it all the same.
+		offsets = copyOffsets(offsets)
+		for journal, end := range p.skippedThrough {
+			offsets[journal] = max(offsets[journal], end)
+		}
+	}
 	var intents, err = p.Publisher.BuildAckIntents()
 	if err != nil {
 		return fmt.Errorf("building acknowledgements: %w", err)
@@ -418,4 +473,12 @@ func (p *Pipeline) drain(ctx context.Context, prev *txn) error {
 		}
 	}
 	return nil
+}
+
+func copyOffsets(o pb.Offsets) pb.Offsets {
+	var out = make(pb.Offsets, len(o))
+	for j, v := range o {
+		out[j] = v
+	}
+	return out
 }

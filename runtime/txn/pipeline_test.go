@@ -280,7 +280,7 @@ func TestTransactionRunsAtLeastMinDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s = <-h.stats
-	if s.Messages != 2 || s.Bytes != 20 {
+	if s.Messages != 2 || s.Bytes != 20 || s.Consume != minDur {
 		t.Fatalf("stats = %+v", s)
 	}
 }
@@ -477,5 +477,75 @@ func TestDuplicatesAreNotConsumed(t *testing.T) {
 	op.Resolve(nil)
 	if err := h.finish(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sendUndecodable reads content of n bytes which could not be decoded.
+func (h *harness) sendUndecodable(n pb.Offset, cause error) {
+	h.reads <- Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + n}, Skip: cause}
+	h.offset += n
+}
+
+func TestUndecodableReadsAreSkippedWithinATransaction(t *testing.T) {
+	var h = newHarness(t, true)
+	var skipped = make(chan message.Envelope, 10)
+	h.pipeline.Skip = func(env message.Envelope, cause error, pub *message.Publisher) error {
+		if pub != h.pipeline.Publisher || cause == nil {
+			t.Errorf("Skip called with publisher %p, cause %v", pub, cause)
+		}
+		h.app.events <- "skip"
+		skipped <- env
+		return nil
+	}
+	h.run()
+
+	// A skipped read begins a transaction of its own.
+	h.sendUndecodable(7, errors.New("bad json"))
+	h.expect("begin", "skip")
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	// Undecodable content last in the journal: the checkpoint reads past
+	// it, though no message follows.
+	h.sendUndecodable(5, errors.New("bad json"))
+	h.expect("skip")
+	h.clock.Advance(minDur)
+	h.expect("finalize", "finish")
+	<-h.app.finishErrs
+	var op, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 22 {
+		t.Fatalf("checkpoint reads through %d, want 22 (past the undecodable content)", got)
+	}
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Messages != 1 || s.Skipped != 2 {
+		t.Fatalf("stats = %+v", s)
+	}
+	if env := <-skipped; env.Begin != 0 || env.End != 7 || env.Message != nil {
+		t.Fatalf("skipped %+v", env)
+	}
+}
+
+func TestUndecodableReadFailsTheShardWithoutSkip(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	var cause = errors.New("bad json")
+	h.sendUndecodable(5, cause)
+	if err := <-h.done; !errors.Is(err, cause) || !strings.Contains(err.Error(), "journal test/journal offset 10") {
+		t.Fatalf("Run returned %v", err)
+	}
+}
+
+func TestFailedSkipFailsTheShard(t *testing.T) {
+	var h = newHarness(t, false)
+	var cause = errors.New("dead-letter journal is gone")
+	h.pipeline.Skip = func(message.Envelope, error, *message.Publisher) error { return cause }
+	h.run()
+	h.sendUndecodable(5, errors.New("bad json"))
+	if err := <-h.done; !errors.Is(err, cause) || !strings.Contains(err.Error(), "skipping journal test/journal offset 0") {
+		t.Fatalf("Run returned %v", err)
 	}
 }

@@ -1,0 +1,305 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/gazconsumer/gazconsumer/runtime/txn"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/labels"
+	"go.gazette.dev/core/message"
+)
+
+// Shard labels choosing what a shard does with a source message that fails
+// to decode.
+const (
+	// LabelOnDecodeError is "fail" (the default: the shard fails, with a
+	// status naming the journal and offset of the message) or "skip": the
+	// shard skips the message, logs it, counts it in the metric
+	// gazconsumer_shard_skipped_messages_total, and records it into the
+	// journal named by LabelDeadLetterJournal, within the transaction that
+	// skips it, so that each skipped message is recorded exactly once.
+	LabelOnDecodeError = "gazconsumer.dev/on-decode-error"
+	// LabelDeadLetterJournal names the journal into which a shard skipping
+	// undecodable messages records them, as Skipped messages in JSON (the
+	// journal's content-type must be application/x-ndjson). ListSkipped
+	// reads them back.
+	LabelDeadLetterJournal = "gazconsumer.dev/dead-letter-journal"
+)
+
+// decodePolicy is what a shard does with an undecodable message.
+type decodePolicy struct {
+	skip        bool
+	deadLetters pb.Journal // Set if skip.
+}
+
+// decodePolicyOf returns the decode policy the labels of spec choose.
+func decodePolicyOf(spec *pc.ShardSpec) (decodePolicy, error) {
+	var p decodePolicy
+	switch v := spec.LabelSet.ValueOf(LabelOnDecodeError); v {
+	case "", "fail":
+	case "skip":
+		p.skip = true
+	default:
+		return p, fmt.Errorf("shard %s: label %s is %q, not \"fail\" or \"skip\"", spec.Id, LabelOnDecodeError, v)
+	}
+	var dl = pb.Journal(spec.LabelSet.ValueOf(LabelDeadLetterJournal))
+	if p.skip && dl == "" {
+		return p, fmt.Errorf("shard %s: label %s=skip needs label %s, naming where skipped messages are recorded",
+			spec.Id, LabelOnDecodeError, LabelDeadLetterJournal)
+	} else if dl != "" {
+		if err := dl.Validate(); err != nil {
+			return p, fmt.Errorf("shard %s: label %s: %w", spec.Id, LabelDeadLetterJournal, err)
+		}
+	}
+	p.deadLetters = dl
+	return p, nil
+}
+
+// DecodeError is a source message that could not be decoded.
+type DecodeError struct {
+	Journal pb.Journal
+	// Begin and End are the offsets of the message's content. Where a
+	// framing could not tell where the message ends (a protobuf frame whose
+	// header is garbled, a malformed CSV record), End is Begin and the
+	// checkpoint moves past it with the next message read.
+	Begin, End pb.Offset
+	// Content of the message as framed, if known.
+	Content []byte
+	Err     error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("journal %s offset %d: undecodable message: %v", e.Journal, e.Begin, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Skipped records a message that a shard skipped for failing to decode. It
+// is a message in its own right, published into the shard's dead-letter
+// journal in JSON.
+type Skipped struct {
+	UUID    message.UUID `json:"uuid"`
+	Shard   pc.ShardID   `json:"shard"`
+	Journal pb.Journal   `json:"journal"`
+	Begin   pb.Offset    `json:"begin"`
+	End     pb.Offset    `json:"end"`
+	Error   string       `json:"error"`
+	// Content of the message as framed (base64 in JSON), if known.
+	Content []byte `json:"content,omitempty"`
+}
+
+// GetUUID returns the record's UUID.
+func (s *Skipped) GetUUID() message.UUID { return s.UUID }
+
+// SetUUID sets the record's UUID.
+func (s *Skipped) SetUUID(u message.UUID) { s.UUID = u }
+
+// NewAcknowledgement returns an empty record to carry an acknowledgement.
+func (s *Skipped) NewAcknowledgement(pb.Journal) message.Message { return new(Skipped) }
+
+// ListSkipped reads the Skipped records of a dead-letter journal through
+// its current write head, read-committed: each skipped message once.
+func ListSkipped(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal) ([]Skipped, error) {
+	var head, err = client.Append(ctx, jc, pb.AppendRequest{Journal: journal})
+	if err != nil {
+		return nil, fmt.Errorf("write head of %s: %w", journal, err)
+	}
+	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: journal, EndOffset: head.Commit.End})
+	var it = message.NewReadCommittedIter(rr, func(*pb.JournalSpec) (message.Message, error) { return new(Skipped), nil },
+		message.NewSequencer(nil, nil, 1024))
+	var out []Skipped
+	for {
+		var env, err = it.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("reading %s (offset %d): %w", journal, rr.Offset(), err)
+		}
+		if message.GetFlags(env.Message.GetUUID()) != message.Flag_ACK_TXN {
+			out = append(out, *env.Message.(*Skipped))
+		}
+	}
+}
+
+// skipper returns the txn.Pipeline's Skip of shard id under policy p.
+func skipper(id pc.ShardID, p decodePolicy) func(message.Envelope, error, *message.Publisher) error {
+	var toDeadLetters = func(message.Mappable) (pb.Journal, string, error) {
+		return p.deadLetters, labels.ContentType_JSONLines, nil
+	}
+	return func(env message.Envelope, cause error, pub *message.Publisher) error {
+		var rec = &Skipped{Shard: id, Journal: env.Journal.Name, Begin: env.Begin, End: env.End, Error: cause.Error()}
+		var de *DecodeError
+		if errors.As(cause, &de) {
+			rec.Error, rec.Content = de.Err.Error(), de.Content
+		}
+		slog.Warn("skipping an undecodable message", "shard", id, "journal", rec.Journal,
+			"offset", rec.Begin, "end", rec.End, "err", rec.Error, "recordedInto", p.deadLetters)
+		if _, err := pub.PublishUncommitted(toDeadLetters, rec); err != nil {
+			return fmt.Errorf("recording into %s: %w", p.deadLetters, err)
+		}
+		return nil
+	}
+}
+
+// sourceIter reads the envelopes of a journal, read-uncommitted, and tells
+// messages that fail to decode from errors that end reading.
+type sourceIter struct {
+	rr  *client.RetryReader
+	it  *message.ReadUncommittedIter
+	end pb.Offset // Of the last envelope read.
+}
+
+func newSourceIter(rr *client.RetryReader, newMsg message.NewMessageFunc) *sourceIter {
+	return &sourceIter{
+		rr:  rr,
+		end: rr.Offset(),
+		it: message.NewReadUncommittedIter(rr, func(spec *pb.JournalSpec) (message.Message, error) {
+			var m, err = newMsg(spec)
+			if err != nil {
+				return nil, err
+			}
+			return &lenient{Message: m}, nil
+		}),
+	}
+}
+
+// next returns the next envelope. If its message failed to decode, the
+// envelope's Message is nil and undecodable tells why.
+func (s *sourceIter) next() (env message.Envelope, undecodable *DecodeError, err error) {
+	env, err = s.it.Next()
+	var parseErr *csv.ParseError
+	switch {
+	case err == nil:
+		s.end = env.End
+		var l = env.Message.(*lenient)
+		if l.err == nil {
+			env.Message = l.Message
+			return env, nil, nil
+		}
+		env.Message = nil
+		return env, &DecodeError{Journal: env.Journal.Name, Begin: env.Begin, End: env.End, Content: l.content, Err: l.err}, nil
+	case errors.Is(err, message.ErrDesyncDetected) || errors.As(err, &parseErr):
+		// The framing could not find the message's end; reading goes on
+		// from the next message it finds.
+		var spec = &pb.JournalSpec{Name: s.rr.Journal()}
+		return message.Envelope{Journal: spec, Begin: s.end, End: s.end},
+			&DecodeError{Journal: spec.Name, Begin: s.end, End: s.end, Err: err}, nil
+	default:
+		return env, nil, err
+	}
+}
+
+// Next implements message.Iterator for the Sequencer's replays, passing
+// over undecodable messages: the reads of the shard handled them when they
+// were first read.
+func (s *sourceIter) Next() (message.Envelope, error) {
+	for {
+		var env, undecodable, err = s.next()
+		if undecodable == nil {
+			return env, err
+		}
+	}
+}
+
+// toRead converts what next returned into the txn.Read of a shard under
+// policy p.
+func (p decodePolicy) toRead(env message.Envelope, undecodable *DecodeError, err error) txn.Read {
+	switch {
+	case err != nil:
+		return txn.Read{Err: err}
+	case undecodable != nil && p.skip:
+		return txn.Read{Env: env, Skip: undecodable}
+	case undecodable != nil:
+		return txn.Read{Err: undecodable}
+	default:
+		return txn.Read{Env: env}
+	}
+}
+
+// lenient wraps a message so that a failure to decode it is kept, rather
+// than failing the framing's read: the reader then goes on past it. It
+// offers each framing's decoding interface, and delegates to the message.
+type lenient struct {
+	message.Message
+	content []byte
+	err     error
+}
+
+func (l *lenient) fail(content []byte, err error) {
+	l.content, l.err = append([]byte(nil), content...), err
+}
+
+// Unmarshal decodes a protobuf frame (message.ProtoFrameable).
+func (l *lenient) Unmarshal(b []byte) error {
+	var pf, ok = l.Message.(message.ProtoFrameable)
+	if !ok {
+		return fmt.Errorf("%T is not a message.ProtoFrameable", l.Message)
+	}
+	if err := pf.Unmarshal(b); err != nil {
+		l.fail(b, err)
+	}
+	return nil
+}
+
+// ProtoSize is the message's, if it's a message.ProtoFrameable.
+func (l *lenient) ProtoSize() int {
+	if pf, ok := l.Message.(message.ProtoFrameable); ok {
+		return pf.ProtoSize()
+	}
+	return 0
+}
+
+// MarshalTo is the message's, if it's a message.ProtoFrameable.
+func (l *lenient) MarshalTo(b []byte) (int, error) {
+	if pf, ok := l.Message.(message.ProtoFrameable); ok {
+		return pf.MarshalTo(b)
+	}
+	return 0, fmt.Errorf("%T is not a message.ProtoFrameable", l.Message)
+}
+
+// UnmarshalJSON decodes a JSON line.
+func (l *lenient) UnmarshalJSON(b []byte) error {
+	var err error
+	if u, ok := l.Message.(json.Unmarshaler); ok {
+		err = u.UnmarshalJSON(b)
+	} else {
+		err = json.Unmarshal(b, l.Message)
+	}
+	if err != nil {
+		l.fail(b, err)
+	}
+	return nil
+}
+
+// UnmarshalCSV decodes a CSV record (message.CSVFrameable).
+func (l *lenient) UnmarshalCSV(records []string) error {
+	var cf, ok = l.Message.(message.CSVFrameable)
+	if !ok {
+		return fmt.Errorf("%T is not a message.CSVFrameable", l.Message)
+	}
+	if err := cf.UnmarshalCSV(records); err != nil {
+		var b bytes.Buffer
+		var w = csv.NewWriter(&b)
+		_ = w.Write(records)
+		w.Flush()
+		l.fail(b.Bytes(), err)
+	}
+	return nil
+}
+
+// MarshalCSV is the message's, if it's a message.CSVFrameable.
+func (l *lenient) MarshalCSV() ([]string, error) {
+	if cf, ok := l.Message.(message.CSVFrameable); ok {
+		return cf.MarshalCSV()
+	}
+	return nil, fmt.Errorf("%T is not a message.CSVFrameable", l.Message)
+}

@@ -1,0 +1,105 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	"go.gazette.dev/core/message"
+)
+
+// fixedMsg is a protobuf-framed message whose payload is an 8-byte number.
+type fixedMsg struct{ N uint64 }
+
+func (m *fixedMsg) GetUUID() message.UUID                         { return message.UUID{} }
+func (m *fixedMsg) SetUUID(message.UUID)                          {}
+func (m *fixedMsg) NewAcknowledgement(pb.Journal) message.Message { return new(fixedMsg) }
+func (m *fixedMsg) ProtoSize() int                                { return 8 }
+func (m *fixedMsg) MarshalTo(b []byte) (int, error) {
+	return len(binary.LittleEndian.AppendUint64(b[:0], m.N)), nil
+}
+func (m *fixedMsg) Unmarshal(b []byte) error {
+	if len(b) != 8 {
+		return fmt.Errorf("payload of %d bytes, not 8", len(b))
+	}
+	m.N = binary.LittleEndian.Uint64(b)
+	return nil
+}
+
+// A source read in protobuf fixed framing tells undecodable messages, with
+// their offsets and content, from the messages around them; where a frame
+// header is garbled, it resumes at the next frame.
+func TestSourceIterSeparatesUndecodableFrames(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stack = devstacktest.StartT(t, devstacktest.Journals("fixed", 1, 1<<20, "content-type=application/x-protobuf-fixed"))
+
+	var frame = func(payload []byte) []byte {
+		var b = append([]byte(nil), message.FixedFrameWord[:]...)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+		return append(b, payload...)
+	}
+	var good = func(n uint64) []byte { return frame(binary.LittleEndian.AppendUint64(nil, n)) }
+	var content bytes.Buffer
+	content.Write(good(1))           // [0, 16)
+	content.Write(frame([]byte{7}))  // [16, 25): an undecodable payload.
+	content.Write([]byte("garbage")) // [25, 32): no frame header.
+	content.Write(good(2))           // [32, 48)
+	if _, err := client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: "fixed/00"}, bytes.NewReader(content.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+
+	var it = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: "fixed/00", EndOffset: 48}),
+		func(*pb.JournalSpec) (message.Message, error) { return new(fixedMsg), nil })
+	var got []string
+	for {
+		var env, undecodable, err = it.next()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case undecodable != nil && errors.Is(undecodable, message.ErrDesyncDetected):
+			got = append(got, fmt.Sprintf("desync at [%d,%d)", undecodable.Begin, undecodable.End))
+		case undecodable != nil:
+			got = append(got, fmt.Sprintf("undecodable [%d,%d) %x: %v", env.Begin, env.End, undecodable.Content, undecodable.Err))
+		default:
+			got = append(got, fmt.Sprintf("message %d at [%d,%d)", env.Message.(*fixedMsg).N, env.Begin, env.End))
+		}
+	}
+	var want = []string{
+		"message 1 at [0,16)",
+		"undecodable [16,25) 07: payload of 1 bytes, not 8",
+		"desync at [25,25)",
+		"message 2 at [32,48)",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read\n%q\nwant\n%q", got, want)
+	}
+
+	// Replays pass over what they cannot decode.
+	var replay = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: "fixed/00", EndOffset: 48}),
+		func(*pb.JournalSpec) (message.Message, error) { return new(fixedMsg), nil })
+	var ns []uint64
+	for {
+		var env, err = replay.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		ns = append(ns, env.Message.(*fixedMsg).N)
+	}
+	if fmt.Sprint(ns) != "[1 2]" {
+		t.Fatalf("replayed %v", ns)
+	}
+}
