@@ -16,13 +16,15 @@ all: build
 setup:
 	@./scripts/setup.sh
 
-## generate: regenerate every generated file (buf generate, offline).
+## generate: regenerate every generated file (buf generate, offline), and
+## scaffold the handlers and command of a new consumer of example/proto.
 generate: setup
 	buf generate
 
-## build: build gazconsumer, protoc-gen-gazconsumer and gazctl into bin/.
+## build: build gazconsumer, protoc-gen-gazconsumer, the example's commands
+## (ledger, leaderboard, bankctl) and gazctl into bin/.
 build: setup
-	go build -o bin/ ./cmd/... go.gazette.dev/core/cmd/gazctl
+	go build -o bin/ ./cmd/... ./example/cmd/... go.gazette.dev/core/cmd/gazctl
 
 vet: setup
 	go vet ./...
@@ -33,8 +35,9 @@ test: setup
 	go test -timeout 20m ./...
 	go test -race -timeout 20m $(RACE_PKGS)
 
-## demo: the main job on the in-process stack (see scripts/demo.sh).
-demo: build
+## demo: the main job, the example bank, on the in-process stack: generates,
+## builds, runs and checks it (see scripts/demo.sh).
+demo: generate build
 	@./scripts/demo.sh
 
 ## bench: the benchmarks, printing their ratios.

@@ -1,36 +1,96 @@
 #!/usr/bin/env bash
-# demo.sh runs gazconsumer's main job on the in-process stack: it starts
-# `gazconsumer dev`, applies the sample journals with Gazette's own gazctl,
-# appends to a journal, reads it back, checks what it read, and exits.
+# demo.sh runs gazconsumer's main job, the example bank (example/), on the
+# in-process stack, exactly as its README shows by hand:
+#   - starts `gazconsumer dev` and applies the bank's journals with gazctl;
+#   - starts the two consumers built from example/cmd, ledger and
+#     leaderboard, and applies their shards with `gazctl shards apply`;
+#   - publishes orders and payments exactly once with bankctl, showing the
+#     consumers' progress until they have caught up;
+#   - prints results, and checks them against the outcome the load recorded.
+# It prints "demo: OK" and exits 0 if they match, or "demo: FAIL" and exits 1.
+# DEMO_ORDERS and DEMO_PAYMENTS set the volume (default 10000 each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+ORDERS=${DEMO_ORDERS:-10000}
+PAYMENTS=${DEMO_PAYMENTS:-10000}
 dir=$(mktemp -d)
-trap 'kill "$dev" 2>/dev/null || true; wait "$dev" 2>/dev/null || true; rm -rf "$dir"' EXIT
+pids=()
+cleanup() {
+  # Consumers first (they hand off nothing: each is its group's last member),
+  # then the stack, which persists journal fragments as it stops.
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${pids[i]}" 2>/dev/null || true
+    wait "${pids[i]}" 2>/dev/null || true
+  done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+  echo "demo: $*" >&2
+  for log in "$dir"/*.log; do
+    [ -s "$log" ] && { echo "--- $log" >&2; tail -n 40 "$log" >&2; }
+  done
+  echo "demo: FAIL"
+  exit 1
+}
 
+# wait_for FILE PATTERN PID: wait until FILE holds PATTERN, while PID lives.
+wait_for() {
+  for _ in $(seq 600); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || fail "$(basename "$1" .log) exited"
+    sleep 0.1
+  done
+  fail "$(basename "$1" .log) did not start"
+}
+
+echo "demo: starting gazconsumer dev"
 ./bin/gazconsumer dev --dir "$dir/stack" --broker-port 0 --env-file "$dir/env" >"$dir/dev.log" 2>&1 &
-dev=$!
+pids+=($!)
 for _ in $(seq 600); do
   [ -s "$dir/env" ] && break
-  kill -0 "$dev" 2>/dev/null || { cat "$dir/dev.log"; echo "demo: gazconsumer dev exited" >&2; exit 1; }
+  kill -0 "${pids[0]}" 2>/dev/null || fail "gazconsumer dev exited"
   sleep 0.1
 done
-[ -s "$dir/env" ] || { cat "$dir/dev.log"; echo "demo: gazconsumer dev did not start" >&2; exit 1; }
-cat "$dir/dev.log"
+[ -s "$dir/env" ] || fail "gazconsumer dev did not start"
 # shellcheck disable=SC1091
 source "$dir/env"
+echo "demo: brokers at $BROKER_ADDRESS, etcd at $ETCD_ADDRESS"
 
-echo "demo: applying journals from scripts/demo-journals.yaml"
-./bin/gazctl journals apply --specs scripts/demo-journals.yaml
-./bin/gazctl journals list -L app.gazette.dev/message-type
+echo "demo: gazctl journals apply --specs example/specs/journals.yaml"
+./bin/gazctl journals apply --specs example/specs/journals.yaml
+./bin/gazctl journals list --primary
 
-want=$(printf 'hello, gazette\nfrom the gazconsumer demo\n')
-printf '%s\n' "$want" | ./bin/gazctl journals append -l name=demo/greetings
-got=$(./bin/gazctl journals read -l name=demo/greetings --file-root "$dir/stack/fragments")
-echo "demo: read back:"
-echo "$got"
-if [ "$got" != "$want" ]; then
-  echo "demo: FAILED: read back something other than what was appended" >&2
-  exit 1
-fi
+for app in ledger leaderboard; do
+  echo "demo: starting $app"
+  "./bin/$app" --consumer.host 127.0.0.1 --consumer.id "$app-1" \
+    --consumer.state-dir "$dir/$app-state" >"$dir/$app.log" 2>&1 &
+  pids+=($!)
+  wait_for "$dir/$app.log" "serving consumer" "$!"
+  address=$(grep -o 'endpoint=[^ ]*' "$dir/$app.log" | head -n 1 | cut -d= -f2)
+  echo "demo: $app serves at $address; gazctl shards apply --specs example/specs/$app-shards.yaml"
+  ./bin/gazctl shards apply --consumer.address "$address" --specs "example/specs/$app-shards.yaml"
+  export "$(echo "$app" | tr '[:lower:]' '[:upper:]')_ADDRESS=$address"
+done
+./bin/gazctl shards list --consumer.address "$LEDGER_ADDRESS"
+./bin/gazctl shards list --consumer.address "$LEADERBOARD_ADDRESS"
+
+echo "demo: publishing $ORDERS orders and $PAYMENTS payments"
+./bin/bankctl publish --orders "$ORDERS" --payments "$PAYMENTS" --customers 500 --accounts 3 \
+  --record "$dir/record.json" --follow --timeout 3m || fail "publishing or consuming failed"
+
+echo
+echo "demo: bankctl top -n 5"
+./bin/bankctl top -n 5 || fail "bankctl top failed"
+echo
+echo "demo: bankctl balances --customer customer-0007"
+./bin/bankctl balances --customer customer-0007 || fail "bankctl balances failed"
+echo
+echo "demo: the ledger's events, as gazctl reads them:"
+./bin/gazctl journals read -l app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged \
+  --file-root "$dir/stack/fragments" 2>/dev/null | head -n 3 || true
+echo
+echo "demo: bankctl check --record record.json"
+./bin/bankctl check --record "$dir/record.json" || fail "the results differ from the record"
 echo "demo: OK"

@@ -1,0 +1,479 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/example/internal/check"
+	"github.com/gazconsumer/gazconsumer/example/internal/load"
+	"github.com/gazconsumer/gazconsumer/example/internal/progress"
+	"github.com/gazconsumer/gazconsumer/example/internal/query"
+	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.uber.org/zap"
+)
+
+// endpoints are the addresses bankctl talks to.
+type endpoints struct {
+	broker, etcd, ledger, leaderboard string
+	closers                           []io.Closer
+}
+
+func (e *endpoints) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&e.broker, "broker.address", envOr("BROKER_ADDRESS", "http://127.0.0.1:8080"), "Gazette broker endpoint (env BROKER_ADDRESS)")
+	cmd.PersistentFlags().StringVar(&e.etcd, "etcd.address", os.Getenv("ETCD_ADDRESS"), "etcd endpoint, to read recovery-log hints from; empty plays the logs from their start (env ETCD_ADDRESS)")
+	cmd.PersistentFlags().StringVar(&e.ledger, "ledger.address", os.Getenv("LEDGER_ADDRESS"), "address of a ledger member's Shard API (env LEDGER_ADDRESS)")
+	cmd.PersistentFlags().StringVar(&e.leaderboard, "leaderboard.address", os.Getenv("LEADERBOARD_ADDRESS"), "address of a leaderboard member's Shard API (env LEADERBOARD_ADDRESS)")
+}
+
+func (e *endpoints) close() {
+	for _, c := range e.closers {
+		_ = c.Close()
+	}
+	e.closers = nil
+}
+
+func (e *endpoints) journals() (pb.RoutedJournalClient, error) {
+	var jc, conn, err = brokerconn.Dial(pb.Endpoint(e.broker), pb.NoopDispatchRouter{})
+	if err != nil {
+		return nil, fmt.Errorf("--broker.address: %w", err)
+	}
+	e.closers = append(e.closers, conn)
+	return jc, nil
+}
+
+func (e *endpoints) shards(flag, addr string) (pc.ShardClient, error) {
+	if addr == "" {
+		return nil, fmt.Errorf("--%s is required", flag)
+	}
+	var sc, conn, err = query.DialShards(pb.Endpoint(addr))
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	e.closers = append(e.closers, conn)
+	return sc, nil
+}
+
+func (e *endpoints) etcdClient() (*clientv3.Client, error) {
+	if e.etcd == "" {
+		return nil, nil
+	}
+	var c, err = clientv3.New(clientv3.Config{Endpoints: []string{e.etcd}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("--etcd.address: %w", err)
+	}
+	e.closers = append(e.closers, c)
+	return c, nil
+}
+
+// snapshot opens the state of the application served at addr.
+func (e *endpoints) snapshot(ctx context.Context, flag, addr string) (*query.Snapshot, error) {
+	var sc, err = e.shards(flag, addr)
+	if err != nil {
+		return nil, err
+	}
+	jc, err := e.journals()
+	if err != nil {
+		return nil, err
+	}
+	etcd, err := e.etcdClient()
+	if err != nil {
+		return nil, err
+	}
+	return query.Open(ctx, sc, jc, etcd, "")
+}
+
+func envOr(name, fallback string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return fallback
+}
+
+func newRootCmd() *cobra.Command {
+	var ep = new(endpoints)
+	var root = &cobra.Command{
+		Use:           "bankctl",
+		Short:         "Publish to, follow, query and check the example bank",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPostRun: func(*cobra.Command, []string) {
+			ep.close()
+		},
+	}
+	ep.register(root)
+	root.AddCommand(newPublishCmd(ep), newFollowCmd(ep), newBalancesCmd(ep), newTopCmd(ep), newCheckCmd(ep))
+	return root
+}
+
+func newPublishCmd(ep *endpoints) *cobra.Command {
+	var opts load.Options
+	var record string
+	var follow bool
+	var timeout time.Duration
+	var cmd = &cobra.Command{
+		Use:   "publish",
+		Short: "Publish orders and payments exactly once, and record the outcome they must have",
+		Long: `publish generates orders and payments from --seed, publishes them in transactions
+of --txn messages (each becomes visible to the consumers at once, when its
+acknowledgements are written), and writes to --record what it published and
+the balances and activity that must result, computed on its own.
+
+With --follow, it also shows the progress of the ledger and the leaderboard
+until both have caught up with all it published.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ctx = cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			return runPublish(ctx, cmd.OutOrStdout(), ep, opts, record, follow)
+		},
+	}
+	cmd.Flags().IntVar(&opts.Orders, "orders", 10000, "number of orders")
+	cmd.Flags().IntVar(&opts.Payments, "payments", 10000, "number of payments")
+	cmd.Flags().IntVar(&opts.Customers, "customers", 500, "number of customers")
+	cmd.Flags().IntVar(&opts.Accounts, "accounts", 3, "number of accounts of each customer")
+	cmd.Flags().Uint64Var(&opts.Seed, "seed", 1, "seed of the generated input")
+	cmd.Flags().IntVar(&opts.TxnSize, "txn", 500, "messages per publisher transaction")
+	cmd.Flags().StringVar(&record, "record", "bank-record.json", "file to write the record of the load to")
+	cmd.Flags().BoolVar(&follow, "follow", false, "show the consumers' progress until they have caught up")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: never)")
+	return cmd
+}
+
+func runPublish(ctx context.Context, out io.Writer, ep *endpoints, opts load.Options, record string, follow bool) error {
+	var msgs, rec, err = load.Generate(opts)
+	if err != nil {
+		return err
+	}
+	jc, err := ep.journals()
+	if err != nil {
+		return err
+	}
+	var follower *progress.Follower
+	if follow {
+		var ledger, err = ep.shards("ledger.address", ep.ledger)
+		if err != nil {
+			return err
+		}
+		leaderboard, err := ep.shards("leaderboard.address", ep.leaderboard)
+		if err != nil {
+			return err
+		}
+		follower = progress.NewFollower(jc, progress.App{Name: "ledger", Shards: ledger}, progress.App{Name: "leaderboard", Shards: leaderboard})
+		defer follower.Close()
+	}
+
+	var published atomic.Int64
+	var done = make(chan struct{})
+	var pubErr = make(chan error, 1)
+	var start = time.Now()
+	go func() {
+		defer close(done)
+		pubErr <- load.Publish(ctx, jc, msgs, opts.TxnSize, func(n int) { published.Store(int64(n)) })
+	}()
+
+	var screen = newScreen(out)
+	var lines = func(sts []progress.Status) []string {
+		var lines = []string{fmt.Sprintf("%-12s %8d/%d messages in transactions of %d  %s",
+			"published", published.Load(), len(msgs), opts.TxnSize, time.Since(start).Round(100*time.Millisecond))}
+		for _, st := range sts {
+			lines = append(lines, fmt.Sprintf("%-12s %8d/%d consumed  lag %9s  %5d transactions  %d/%d shards primary",
+				st.Name, st.Messages, len(msgs), bytesString(st.Lag), st.Transactions, st.Primaries, st.Shards))
+		}
+		return lines
+	}
+
+	var last []progress.Status
+	if follower == nil {
+		var ticker = time.NewTicker(250 * time.Millisecond)
+		defer ticker.Stop()
+	wait:
+		for {
+			select {
+			case <-done:
+				break wait
+			case <-ticker.C:
+				screen.show(lines(nil))
+			}
+		}
+	} else if last, err = follower.Wait(ctx, 250*time.Millisecond, done, func(sts []progress.Status) { screen.show(lines(sts)) }); err != nil {
+		<-done
+		return errors.Join(err, <-pubErr)
+	}
+	if err = <-pubErr; err != nil {
+		return err
+	}
+	screen.final(lines(last))
+	fmt.Fprintf(out, "published %d orders and %d payments of %d customers in %d transactions, in %s\n",
+		opts.Orders, opts.Payments, opts.Customers, rec.Transactions, time.Since(start).Round(time.Millisecond))
+	return rec.WriteFile(record)
+}
+
+func newFollowCmd(ep *endpoints) *cobra.Command {
+	var timeout time.Duration
+	var cmd = &cobra.Command{
+		Use:   "follow",
+		Short: "Show the progress of the ledger and the leaderboard until they have caught up",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ctx = cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			var jc, err = ep.journals()
+			if err != nil {
+				return err
+			}
+			ledger, err := ep.shards("ledger.address", ep.ledger)
+			if err != nil {
+				return err
+			}
+			leaderboard, err := ep.shards("leaderboard.address", ep.leaderboard)
+			if err != nil {
+				return err
+			}
+			var f = progress.NewFollower(jc, progress.App{Name: "ledger", Shards: ledger}, progress.App{Name: "leaderboard", Shards: leaderboard})
+			defer f.Close()
+			var done = make(chan struct{})
+			close(done)
+			var screen = newScreen(cmd.OutOrStdout())
+			var lines = func(sts []progress.Status) []string {
+				var lines []string
+				for _, st := range sts {
+					lines = append(lines, fmt.Sprintf("%-12s %8d consumed  lag %9s  %5d transactions  %d/%d shards primary",
+						st.Name, st.Messages, bytesString(st.Lag), st.Transactions, st.Primaries, st.Shards))
+				}
+				return lines
+			}
+			last, err := f.Wait(ctx, 250*time.Millisecond, done, func(sts []progress.Status) { screen.show(lines(sts)) })
+			if err != nil {
+				return err
+			}
+			screen.final(lines(last))
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: never)")
+	return cmd
+}
+
+func newBalancesCmd(ep *endpoints) *cobra.Command {
+	var customer string
+	var cmd = &cobra.Command{
+		Use:   "balances",
+		Short: "Print the ledger's balances and customers' activity, as of each shard's last commit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var snap, err = ep.snapshot(cmd.Context(), "ledger.address", ep.ledger)
+			if err != nil {
+				return err
+			}
+			defer snap.Close()
+			balances, err := snap.Balances()
+			if err != nil {
+				return err
+			}
+			activities, err := snap.Activities()
+			if err != nil {
+				return err
+			}
+			var w = tabwriter.NewWriter(cmd.OutOrStdout(), 2, 8, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "CUSTOMER\tACCOUNT\tBALANCE\tCHANGES\t")
+			for _, b := range balances {
+				if customer == "" || b.CustomerId == customer {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t\n", b.CustomerId, b.AccountId, cents(b.BalanceCents), b.Version)
+				}
+			}
+			fmt.Fprintln(w, "\t\t\t\t")
+			fmt.Fprintln(w, "CUSTOMER\tORDERS\tORDERED\tPAYMENTS\tPAID\tLAST ACTIVITY\t")
+			for _, a := range activities {
+				if customer == "" || a.CustomerId == customer {
+					fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%s\t%s\t\n", a.CustomerId, a.Orders, cents(a.OrderedCents),
+						a.Payments, cents(a.PaidCents), a.LastAt.AsTime().Format(time.DateTime))
+				}
+			}
+			if err = w.Flush(); err != nil {
+				return err
+			}
+			printCheckpoints(cmd.OutOrStdout(), snap)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&customer, "customer", "", "print only this customer's")
+	return cmd
+}
+
+func newTopCmd(ep *endpoints) *cobra.Command {
+	var n int
+	var cmd = &cobra.Command{
+		Use:   "top",
+		Short: "Print the leaderboard's largest balances",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var snap, err = ep.snapshot(cmd.Context(), "leaderboard.address", ep.leaderboard)
+			if err != nil {
+				return err
+			}
+			defer snap.Close()
+			top, err := snap.Top(n)
+			if err != nil {
+				return err
+			}
+			var w = tabwriter.NewWriter(cmd.OutOrStdout(), 2, 8, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "RANK\tCUSTOMER\tACCOUNT\tBALANCE\t")
+			for i, r := range top {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t\n", i+1, r.CustomerId, r.AccountId, cents(r.BalanceCents))
+			}
+			if err = w.Flush(); err != nil {
+				return err
+			}
+			printCheckpoints(cmd.OutOrStdout(), snap)
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&n, "n", "n", 10, "how many")
+	return cmd
+}
+
+func newCheckCmd(ep *endpoints) *cobra.Command {
+	var record string
+	var top int
+	var cmd = &cobra.Command{
+		Use:   "check",
+		Short: "Check the ledger, the leaderboard and the BalanceChanged events against a load's record",
+		Long: `check compares, with the outcome that --record says the load must have: every
+balance and customer's activity of the ledger, every standing and rank of the
+leaderboard, and the BalanceChanged events read read-committed (each account's
+versions 1, 2, 3, ... each once). It prints the top balances, then OK, or FAIL
+with what differs, and exits non-zero on FAIL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rec, err = load.ReadRecord(record)
+			if err != nil {
+				return err
+			}
+			problems, err := runCheck(cmd.Context(), cmd.OutOrStdout(), ep, rec, top)
+			if err != nil {
+				return err
+			}
+			var out = cmd.OutOrStdout()
+			if len(problems) != 0 {
+				for _, p := range problems {
+					fmt.Fprintln(out, "  "+p)
+				}
+				fmt.Fprintln(out, "FAIL")
+				return errors.New("the consumers' state differs from the record")
+			}
+			fmt.Fprintf(out, "OK: %d balances of %d customers, their activity, the leaderboard and %d events are as recorded\n",
+				len(rec.Balances), len(rec.Activity), rec.Options.Messages())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&record, "record", "bank-record.json", "record written by bankctl publish")
+	cmd.Flags().IntVarP(&top, "n", "n", 5, "how many top balances to print")
+	return cmd
+}
+
+// runCheck prints the leaderboard's top balances beside the recorded ones,
+// and returns every difference from the record.
+func runCheck(ctx context.Context, out io.Writer, ep *endpoints, rec *load.Record, top int) ([]string, error) {
+	var ledger, err = ep.snapshot(ctx, "ledger.address", ep.ledger)
+	if err != nil {
+		return nil, err
+	}
+	defer ledger.Close()
+	leaderboard, err := ep.snapshot(ctx, "leaderboard.address", ep.leaderboard)
+	if err != nil {
+		return nil, err
+	}
+	defer leaderboard.Close()
+	jc, err := ep.journals()
+	if err != nil {
+		return nil, err
+	}
+	events, err := query.Events(ctx, jc)
+	if err != nil {
+		return nil, err
+	}
+
+	ranks, err := leaderboard.Top(top)
+	if err != nil {
+		return nil, err
+	}
+	var want = rec.Top(top)
+	var w = tabwriter.NewWriter(out, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "RANK\tLEADERBOARD\t\tRECORD\t\t")
+	for i := range max(len(ranks), len(want)) {
+		var got, exp = "\t", "\t"
+		if i < len(ranks) {
+			got = fmt.Sprintf("%s/%s\t%s", ranks[i].CustomerId, ranks[i].AccountId, cents(ranks[i].BalanceCents))
+		}
+		if i < len(want) {
+			exp = fmt.Sprintf("%s/%s\t%s", want[i].Customer, want[i].Account, cents(want[i].Cents))
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t\n", i+1, got, exp)
+	}
+	if err = w.Flush(); err != nil {
+		return nil, err
+	}
+
+	var problems []string
+	p, err := check.Ledger(rec, ledger)
+	if err != nil {
+		return nil, err
+	}
+	problems = append(problems, p...)
+	if p, err = check.Leaderboard(rec, leaderboard); err != nil {
+		return nil, err
+	}
+	problems = append(problems, p...)
+	problems = append(problems, check.Events(rec, events)...)
+	return problems, nil
+}
+
+// printCheckpoints prints through which offsets each shard's state is.
+func printCheckpoints(out io.Writer, snap *query.Snapshot) {
+	for _, sh := range snap.Shards {
+		var parts []string
+		for j, src := range sh.Checkpoint.Sources {
+			parts = append(parts, fmt.Sprintf("%s@%d", j, src.ReadThrough))
+		}
+		fmt.Fprintf(out, "(shard %s as of %s)\n", sh.Spec.Id, strings.Join(sortStrings(parts), ", "))
+	}
+}
+
+// cents formats an amount of cents as a decimal amount.
+func cents(c int64) string {
+	var sign = ""
+	if c < 0 {
+		sign, c = "-", -c
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
+}
+
+// bytesString formats a number of bytes.
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,183 @@
+// Package check compares what the example bank's consumers hold and
+// published with what a load's Record says they must: every balance and
+// every customer's activity in the ledger, every standing and rank in the
+// leaderboard, and every BalanceChanged event, each read exactly once.
+package check
+
+import (
+	"fmt"
+
+	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
+	"github.com/gazconsumer/gazconsumer/example/internal/load"
+	"github.com/gazconsumer/gazconsumer/example/internal/query"
+)
+
+// maxProblems bounds the problems reported by each check.
+const maxProblems = 20
+
+// problems collects what differs from what is expected.
+type problems struct {
+	list    []string
+	dropped int
+}
+
+func (p *problems) addf(format string, args ...any) {
+	if len(p.list) < maxProblems {
+		p.list = append(p.list, fmt.Sprintf(format, args...))
+	} else {
+		p.dropped++
+	}
+}
+
+func (p *problems) result() []string {
+	if p.dropped != 0 {
+		p.list = append(p.list, fmt.Sprintf("... and %d more", p.dropped))
+	}
+	return p.list
+}
+
+type account struct{ customer, account string }
+
+// Ledger checks the ledger's balances and activity against rec. It returns
+// what differs.
+func Ledger(rec *load.Record, snap *query.Snapshot) ([]string, error) {
+	var p problems
+	balances, err := snap.Balances()
+	if err != nil {
+		return nil, err
+	}
+	var got = make(map[account]*bankv1.Balance, len(balances))
+	for _, b := range balances {
+		got[account{b.CustomerId, b.AccountId}] = b
+	}
+	for _, want := range rec.Balances {
+		var k = account{want.Customer, want.Account}
+		var b, ok = got[k]
+		delete(got, k)
+		switch {
+		case !ok:
+			p.addf("ledger: balance of %s/%s is missing, want %d cents after %d changes", want.Customer, want.Account, want.Cents, want.Changes)
+		case b.BalanceCents != want.Cents || b.Version != want.Changes:
+			p.addf("ledger: balance of %s/%s is %d cents after %d changes, want %d cents after %d changes",
+				want.Customer, want.Account, b.BalanceCents, b.Version, want.Cents, want.Changes)
+		}
+	}
+	for k, b := range got {
+		p.addf("ledger: unexpected balance of %s/%s: %d cents", k.customer, k.account, b.BalanceCents)
+	}
+
+	activities, err := snap.Activities()
+	if err != nil {
+		return nil, err
+	}
+	var acts = make(map[string]*bankv1.CustomerActivity, len(activities))
+	for _, a := range activities {
+		acts[a.CustomerId] = a
+	}
+	for _, want := range rec.Activity {
+		var a, ok = acts[want.Customer]
+		delete(acts, want.Customer)
+		switch {
+		case !ok:
+			p.addf("ledger: activity of %s is missing", want.Customer)
+		case a.Orders != want.Orders || a.OrderedCents != want.OrderedCents || a.Payments != want.Payments ||
+			a.PaidCents != want.PaidCents || !a.LastAt.AsTime().Equal(want.LastAt):
+			p.addf("ledger: activity of %s is %d orders of %d cents, %d payments of %d cents, last at %s; want %d, %d, %d, %d, %s",
+				want.Customer, a.Orders, a.OrderedCents, a.Payments, a.PaidCents, a.LastAt.AsTime(),
+				want.Orders, want.OrderedCents, want.Payments, want.PaidCents, want.LastAt)
+		}
+	}
+	for c := range acts {
+		p.addf("ledger: unexpected activity of %s", c)
+	}
+	return p.result(), nil
+}
+
+// Leaderboard checks the leaderboard's standings and ranks against rec: one
+// standing and one rank per account, at its expected balance.
+func Leaderboard(rec *load.Record, snap *query.Snapshot) ([]string, error) {
+	var p problems
+	standings, err := snap.Standings()
+	if err != nil {
+		return nil, err
+	}
+	var got = make(map[account]*bankv1.Standing, len(standings))
+	for _, s := range standings {
+		got[account{s.CustomerId, s.AccountId}] = s
+	}
+	for _, want := range rec.Balances {
+		var k = account{want.Customer, want.Account}
+		var s, ok = got[k]
+		delete(got, k)
+		switch {
+		case !ok:
+			p.addf("leaderboard: standing of %s/%s is missing", want.Customer, want.Account)
+		case s.BalanceCents != want.Cents || s.Version != want.Changes:
+			p.addf("leaderboard: standing of %s/%s is %d cents at version %d, want %d cents at version %d",
+				want.Customer, want.Account, s.BalanceCents, s.Version, want.Cents, want.Changes)
+		}
+	}
+	for k := range got {
+		p.addf("leaderboard: unexpected standing of %s/%s", k.customer, k.account)
+	}
+
+	ranks, err := snap.Top(-1)
+	if err != nil {
+		return nil, err
+	}
+	var want = rec.Top(len(rec.Balances))
+	if len(ranks) != len(want) {
+		p.addf("leaderboard: %d ranks, want one per account: %d", len(ranks), len(want))
+	}
+	for i := range min(len(ranks), len(want)) {
+		var r, w = ranks[i], want[i]
+		if r.CustomerId != w.Customer || r.AccountId != w.Account || r.BalanceCents != w.Cents {
+			p.addf("leaderboard: rank %d is %s/%s at %d cents, want %s/%s at %d cents",
+				i+1, r.CustomerId, r.AccountId, r.BalanceCents, w.Customer, w.Account, w.Cents)
+		}
+	}
+	return p.result(), nil
+}
+
+// Events checks the BalanceChanged events read (read-committed) against
+// rec: each account's events are versions 1 to its number of changes, in
+// order, each once, each balance the previous one plus the event's delta,
+// ending at the expected balance; and each order and payment caused exactly
+// one event.
+func Events(rec *load.Record, events []*bankv1.BalanceChanged) []string {
+	var p problems
+	if want := rec.Options.Messages(); len(events) != want {
+		p.addf("events: read %d BalanceChanged events, want one per order and payment: %d", len(events), want)
+	}
+	var last = make(map[account]*bankv1.BalanceChanged)
+	var causes = make(map[string]bool, len(events))
+	for _, e := range events {
+		if causes[e.CauseId] {
+			p.addf("events: %s caused more than one event (the second: %s/%s version %d)", e.CauseId, e.CustomerId, e.AccountId, e.Version)
+		}
+		causes[e.CauseId] = true
+
+		var k = account{e.CustomerId, e.AccountId}
+		var prev, prevBalance, prevVersion = last[k], int64(0), uint64(0)
+		if prev != nil {
+			prevBalance, prevVersion = prev.BalanceCents, prev.Version
+		}
+		if e.Version != prevVersion+1 {
+			p.addf("events: %s/%s version %d (%s) follows version %d", e.CustomerId, e.AccountId, e.Version, e.CauseId, prevVersion)
+		} else if e.BalanceCents != prevBalance+e.DeltaCents {
+			p.addf("events: %s/%s version %d: balance %d is not %d%+d", e.CustomerId, e.AccountId, e.Version, e.BalanceCents, prevBalance, e.DeltaCents)
+		}
+		last[k] = e
+	}
+	for _, want := range rec.Balances {
+		var e = last[account{want.Customer, want.Account}]
+		switch {
+		case e == nil:
+			p.addf("events: no event of %s/%s, want %d", want.Customer, want.Account, want.Changes)
+		case e.Version != want.Changes || e.BalanceCents != want.Cents:
+			p.addf("events: last event of %s/%s is version %d at %d cents, want version %d at %d cents",
+				want.Customer, want.Account, e.Version, e.BalanceCents, want.Changes, want.Cents)
+		}
+	}
+	return p.result()
+}
