@@ -24,6 +24,7 @@ import (
 type Flags struct {
 	EtcdAddress     string
 	EtcdPrefix      string
+	EtcdLeaseTTL    time.Duration
 	BrokerAddress   string
 	BrokerCacheSize int
 	Zone, ID        string
@@ -38,6 +39,7 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.StringVar(&f.EtcdAddress, "etcd.address", env("ETCD_ADDRESS", "http://localhost:2379"), "etcd endpoint (env ETCD_ADDRESS)")
 	fs.StringVar(&f.EtcdPrefix, "etcd.prefix", env("ETCD_PREFIX", "/gazette/consumers/"+appName), "etcd prefix of the application's shards and members (env ETCD_PREFIX)")
+	fs.DurationVar(&f.EtcdLeaseTTL, "etcd.lease", envDuration("ETCD_LEASE_TTL", 20*time.Second), "time-to-live of the member's etcd lease: how long the shards of a member that died stay assigned to it (env ETCD_LEASE_TTL)")
 	fs.StringVar(&f.BrokerAddress, "broker.address", env("BROKER_ADDRESS", "http://localhost:8080"), "Gazette broker endpoint (env BROKER_ADDRESS)")
 	fs.IntVar(&f.BrokerCacheSize, "broker.cache.size", envInt("BROKER_CACHE_SIZE", 256), "size of the route cache of journals; 0 proxies every request (env BROKER_CACHE_SIZE)")
 	fs.StringVar(&f.Zone, "consumer.zone", env("CONSUMER_ZONE", "local"), "availability zone of this member (env CONSUMER_ZONE)")
@@ -110,6 +112,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		Host:       f.Host,
 		Port:       f.Port,
 		ShardLimit: uint32(f.ShardLimit),
+		LeaseTTL:   f.EtcdLeaseTTL,
 		StateDir:   f.StateDir,
 	})
 	if err != nil {
@@ -133,6 +136,16 @@ func envInt(name string, fallback int) int {
 			return n
 		}
 		slog.Warn("ignoring a malformed integer in the environment", "name", name, "value", v)
+	}
+	return fallback
+}
+
+func envDuration(name string, fallback time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		slog.Warn("ignoring a malformed duration in the environment", "name", name, "value", v)
 	}
 	return fallback
 }

@@ -25,13 +25,14 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("ETCD_ADDRESS", stack.EtcdURL())
 	t.Setenv("BROKER_ADDRESS", string(stack.Brokers()[0].Endpoint()))
 	t.Setenv("CONSUMER_ID", "from-env")
+	t.Setenv("ETCD_LEASE_TTL", "4s")
 	var f service.Flags
 	var fs = flag.NewFlagSet("sums", flag.ContinueOnError)
 	f.Register(fs, "sums")
 	if err = fs.Parse([]string{"--consumer.id=deployed-1", "--consumer.host=127.0.0.1", "--consumer.state-dir=" + t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
-	if f.EtcdPrefix != "/gazette/consumers/sums" || f.ID != "deployed-1" || f.EtcdAddress != stack.EtcdURL() {
+	if f.EtcdPrefix != "/gazette/consumers/sums" || f.ID != "deployed-1" || f.EtcdAddress != stack.EtcdURL() || f.EtcdLeaseTTL != 4*time.Second {
 		t.Fatalf("flags = %+v", f)
 	}
 
