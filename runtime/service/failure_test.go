@@ -8,7 +8,6 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -96,7 +95,7 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 		spec.HotStandbys = 0
 		spec.LabelSet = pb.MustLabelSet(service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, sums.DeadLetters.String())
 	}))
-	var skippedBefore = counterValue(t, "gazconsumer_shard_skipped_messages_total", "shard", "shard-0")
+	var skippedBefore = scrape(t).value("gazconsumer_shard_skipped_messages_total", map[string]string{"shard": "shard-0"})
 
 	// Good messages, an undecodable one, more good ones, and an undecodable
 	// one last, which the checkpoint must also read past.
@@ -131,7 +130,7 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 		}
 	}
 	checkRecorded()
-	if got := counterValue(t, "gazconsumer_shard_skipped_messages_total", "shard", "shard-0") - skippedBefore; got != 2 {
+	if got := scrape(t).value("gazconsumer_shard_skipped_messages_total", map[string]string{"shard": "shard-0"}) - skippedBefore; got != 2 {
 		t.Errorf("the skipped messages metric grew by %v, want 2", got)
 	}
 
@@ -147,25 +146,4 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 	}
 	checkRecorded()
 	checkExact(t, ctx, c, feed)
-}
-
-// counterValue scrapes the default registry for the value of the counter
-// name with the label pair, or zero.
-func counterValue(t *testing.T, name, label, value string) float64 {
-	t.Helper()
-	var mfs, err = prometheus.DefaultGatherer.Gather()
-	must(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.Metric {
-			for _, lp := range m.Label {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

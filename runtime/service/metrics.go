@@ -1,47 +1,77 @@
 package service
 
 import (
+	"context"
+	"sync"
+	"time"
+
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"google.golang.org/grpc"
 )
 
+// The metrics of shards, registered with Prometheus' default registry and
+// served at /metrics on the member's port. Counters grow as transactions
+// commit; gauges describe the replicas of this member, and are removed when
+// a replica stops.
 var (
 	txnTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "gazconsumer_shard_transactions_total",
 		Help: "Consumer transactions committed, by shard.",
 	}, []string{"shard"})
+	txnSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gazconsumer_shard_transaction_duration_seconds",
+		Help:    "Duration of committed transactions, from their first message until their commit and acknowledgements are done, by shard.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1ms to 33s.
+	}, []string{"shard"})
+	phaseSeconds = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_shard_transaction_phase_seconds_total",
+		Help: "Time spent by committed transactions in each phase: consume, stalled, finalize, commit, ack.",
+	}, []string{"shard", "phase"})
 	messagesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "gazconsumer_shard_messages_total",
 		Help: "Messages consumed by committed transactions, by shard.",
-	}, []string{"shard"})
-	skippedTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "gazconsumer_shard_skipped_messages_total",
-		Help: "Undecodable messages skipped by committed transactions, by shard (under the label " + LabelOnDecodeError + "=skip).",
 	}, []string{"shard"})
 	bytesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "gazconsumer_shard_bytes_total",
 		Help: "Bytes of messages consumed by committed transactions, by shard.",
 	}, []string{"shard"})
-	phaseSeconds = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "gazconsumer_shard_transaction_phase_seconds_total",
-		Help: "Time spent by transactions in each phase: stalled, finalize, commit, ack.",
-	}, []string{"shard", "phase"})
+	skippedTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_shard_skipped_messages_total",
+		Help: "Undecodable messages skipped by committed transactions, by shard (under the label " + LabelOnDecodeError + "=skip).",
+	}, []string{"shard"})
 	readThroughOffset = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gazconsumer_shard_read_through_offset",
-		Help: "Offset through which a shard has committed its reads of a source journal.",
+		Help: "Offset through which a primary has committed its reads of a source journal.",
 	}, []string{"shard", "journal"})
+	readLagBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gazconsumer_shard_read_lag_bytes",
+		Help: "Bytes of a source journal beyond what a primary has read: the journal's write head, as the broker last told the shard's reader, less the offset the reader has read through.",
+	}, []string{"shard", "journal"})
+	recoveryPlayedBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gazconsumer_shard_recovery_played_bytes",
+		Help: "Bytes of its recovery log that a replica recovering the shard, or standing by, has read and played.",
+	}, []string{"shard"})
+	recoveryRemainingBytes = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gazconsumer_shard_recovery_remaining_bytes",
+		Help: "Bytes of its recovery log that a replica recovering the shard, or standing by, has yet to read to reach the log's write head (as the broker last told it).",
+	}, []string{"shard"})
 )
 
+// recordMetrics records a committed transaction of shard id.
 func recordMetrics(id pc.ShardID, st txn.Stats) {
 	var shard = id.String()
 	txnTotal.WithLabelValues(shard).Inc()
+	txnSeconds.WithLabelValues(shard).Observe((st.Consume + st.Finalize + st.Commit + st.Ack).Seconds())
 	messagesTotal.WithLabelValues(shard).Add(float64(st.Messages))
 	bytesTotal.WithLabelValues(shard).Add(float64(st.Bytes))
 	if st.Skipped != 0 {
 		skippedTotal.WithLabelValues(shard).Add(float64(st.Skipped))
 	}
+	phaseSeconds.WithLabelValues(shard, "consume").Add(st.Consume.Seconds())
 	phaseSeconds.WithLabelValues(shard, "stalled").Add(st.Stalled.Seconds())
 	phaseSeconds.WithLabelValues(shard, "finalize").Add(st.Finalize.Seconds())
 	phaseSeconds.WithLabelValues(shard, "commit").Add(st.Commit.Seconds())
@@ -49,4 +79,111 @@ func recordMetrics(id pc.ShardID, st txn.Stats) {
 	for journal, src := range st.Checkpoint.Sources {
 		readThroughOffset.WithLabelValues(shard, journal.String()).Set(float64(src.ReadThrough))
 	}
+}
+
+// forgetReads removes the gauges of a primary's reads of shard id.
+func forgetReads(id pc.ShardID) {
+	readThroughOffset.DeletePartialMatch(prometheus.Labels{"shard": id.String()})
+	readLagBytes.DeletePartialMatch(prometheus.Labels{"shard": id.String()})
+}
+
+// forgetRecovery removes the gauges of the recovery of shard id.
+func forgetRecovery(id pc.ShardID) {
+	recoveryPlayedBytes.DeleteLabelValues(id.String())
+	recoveryRemainingBytes.DeleteLabelValues(id.String())
+}
+
+// lagReporter sets the read lag gauge of a source of a shard as it changes,
+// at most every lagReportInterval unless the lag drops to zero.
+type lagReporter struct {
+	shard, journal string
+	last           int64
+	at             time.Time
+}
+
+const lagReportInterval = 100 * time.Millisecond
+
+func (r *lagReporter) report(lag int64) {
+	if lag == r.last {
+		return
+	}
+	var now = time.Now()
+	if lag != 0 && now.Sub(r.at) < lagReportInterval {
+		return
+	}
+	// Look the gauge up anew: a replica stopping may have removed it.
+	readLagBytes.WithLabelValues(r.shard, r.journal).Set(float64(lag))
+	r.last, r.at = lag, now
+}
+
+// recoveryProgress follows the playback of a recovery log through the read
+// responses of its journal, and sets the shard's recovery gauges.
+type recoveryProgress struct {
+	shard string
+
+	mu     sync.Mutex
+	bytes  int64     // Content read.
+	offset pb.Offset // Through which content was read.
+	head   pb.Offset // Write head, as last reported.
+}
+
+func newRecoveryProgress(id pc.ShardID) *recoveryProgress {
+	return &recoveryProgress{shard: id.String()}
+}
+
+func (p *recoveryProgress) observe(resp *pb.ReadResponse) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if resp.Status != pb.Status_OK {
+		return
+	}
+	var end = resp.Offset + int64(len(resp.Content))
+	p.bytes += int64(len(resp.Content))
+	p.offset = max(p.offset, end)
+	p.head = max(p.head, resp.WriteHead)
+	recoveryPlayedBytes.WithLabelValues(p.shard).Set(float64(p.bytes))
+	recoveryRemainingBytes.WithLabelValues(p.shard).Set(float64(max(0, p.head-p.offset)))
+}
+
+// journalClient returns a client of jc whose reads of journal tell p of
+// their progress.
+func (p *recoveryProgress) journalClient(jc pb.RoutedJournalClient, journal pb.Journal) pb.RoutedJournalClient {
+	return progressClient{RoutedJournalClient: jc, journal: journal, p: p}
+}
+
+type progressClient struct {
+	pb.RoutedJournalClient
+	journal pb.Journal
+	p       *recoveryProgress
+}
+
+func (c progressClient) Read(ctx context.Context, req *pb.ReadRequest, opts ...grpc.CallOption) (pb.Journal_ReadClient, error) {
+	var stream, err = c.RoutedJournalClient.Read(ctx, req, opts...)
+	if err != nil || req.Journal != c.journal {
+		return stream, err
+	}
+	return progressStream{Journal_ReadClient: stream, p: c.p}, nil
+}
+
+type progressStream struct {
+	pb.Journal_ReadClient
+	p *recoveryProgress
+}
+
+// RecvMsg is how client.Reader receives responses.
+func (s progressStream) RecvMsg(m any) error {
+	var err = s.Journal_ReadClient.RecvMsg(m)
+	if resp, ok := m.(*pb.ReadResponse); ok && err == nil {
+		s.p.observe(resp)
+	}
+	return err
+}
+
+// Recv receives a response.
+func (s progressStream) Recv() (*pb.ReadResponse, error) {
+	var resp, err = s.Journal_ReadClient.Recv()
+	if err == nil {
+		s.p.observe(resp)
+	}
+	return resp, err
 }

@@ -17,7 +17,15 @@
 // gazconsumer_shard_skipped_messages_total and records it, exactly once,
 // into JOURNAL as a Skipped message in JSON. ListSkipped reads the records
 // back, read-committed; `gazctl journals read` shows them raw.
-
+//
+// # Metrics
+//
+// A member serves Prometheus metrics at /metrics on its port: per shard,
+// transactions, their durations and the time spent in each of their phases,
+// the messages, bytes and skipped messages they consumed, the offsets a
+// primary has read through and how far it lags each source's write head,
+// and how much of its recovery log a recovering or standby replica has
+// played and has yet to play.
 package service
 
 import (

@@ -135,6 +135,8 @@ func (s *shard) serve() {
 	var dir = filepath.Join(s.svc.cfg.StateDir, strings.ReplaceAll(id.String(), "/", "_")+fmt.Sprintf("-%d", s.createRevision()))
 	defer func() {
 		s.cancel()
+		forgetRecovery(id)
+		forgetReads(id)
 		if err := os.RemoveAll(dir); err != nil {
 			slog.Warn("removing shard directory", "shard", id, "dir", dir, "err", err)
 		}
@@ -189,7 +191,8 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 	}
 	var hints = all[0] // Nil plays the log from its start.
 
-	var player = recoverylog.NewPlayer(s.svc.cfg.Journals, recLog, dir, s.author())
+	var progress = newRecoveryProgress(spec.Id)
+	var player = recoverylog.NewPlayer(progress.journalClient(s.svc.cfg.Journals, recLog), recLog, dir, s.author())
 	var done = make(chan struct{})
 	var fsm *recoverylog.FSM
 	go func() {
@@ -211,6 +214,7 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: playing recovery log: %w", spec.Id, err)
 	}
+	forgetRecovery(spec.Id) // Recovered: the replica is the primary.
 	return fsm, nil
 }
 
@@ -302,13 +306,17 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
 		var it = newSourceIter(rr, s.svc.cfg.App.NewMessage)
+		var lag = lagReporter{shard: spec.Id.String(), journal: src.Journal.String(), last: -1}
 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				var env, undecodable, err = it.next()
-				if err != nil {
+				if err == nil {
+					// The reader's last response tells the journal's write head.
+					lag.report(max(0, rr.Reader.Response.WriteHead-env.End))
+				} else {
 					if ctx.Err() != nil {
 						return
 					}
