@@ -15,7 +15,8 @@ import (
 // earlier ones, committed or still committing.
 //
 // Slices passed to a KV may be retained by it only as copies; slices it
-// returns or passes to a callback are valid until the next call on the KV.
+// returns or passes to a callback are valid until the next call on the KV,
+// and must not be modified.
 type KV interface {
 	// Get returns the value of key, and whether it exists.
 	Get(key []byte) (value []byte, found bool, err error)

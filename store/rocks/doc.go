@@ -9,8 +9,10 @@
 // that no write is lost silently. WAL recycling is off, as recycled logs
 // would be rewritten in place.
 //
-// A transaction's writes collect in an indexed WriteBatch, which reads of
-// the transaction see. StartCommit adds the transaction's checkpoint to the
-// batch, waits for the transaction's appends (its waitFor futures), writes
-// the batch atomically, and resolves once the recovery log holds the write.
+// A transaction's writes collect in an ordered in-memory overlay, which
+// reads and scans of the transaction see, merged over a commit still in
+// flight and the database. StartCommit waits for the transaction's appends
+// (its waitFor futures), encodes the overlay and the checkpoint as one
+// WriteBatch, writes it atomically, and resolves once the recovery log holds
+// the write.
 package rocks

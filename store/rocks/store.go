@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/cgo"
 	"sync"
@@ -38,17 +39,19 @@ type Store struct {
 	wo    *grocksdb.WriteOptions
 	db    *grocksdb.DB
 
-	txn     *grocksdb.WriteBatchWI // Writes of the current transaction.
-	pending *commit                // Commit in flight, if any.
-	closing chan struct{}          // Closed by Destroy.
-	commits sync.WaitGroup         // Background commits.
+	txn     *overlay       // Writes of the current transaction.
+	pending *commit        // Commit in flight, if any.
+	getBuf  []byte         // Value last returned by Get from the database.
+	closing chan struct{}  // Closed by Destroy.
+	commits sync.WaitGroup // Background commits.
 }
 
-// commit is a transaction's batch on its way to the database.
+// commit is a transaction's writes on their way to the database.
 type commit struct {
-	wb   *grocksdb.WriteBatchWI
-	done chan struct{} // Closed once wb is written, or the commit failed.
-	err  error         // Set before done closes.
+	ov         *overlay
+	checkpoint []byte        // Marshaled checkpoint, written with ov.
+	done       chan struct{} // Closed once ov is written, or the commit failed.
+	err        error         // Set before done closes.
 }
 
 var (
@@ -97,7 +100,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 
 	s.ro = grocksdb.NewDefaultReadOptions()
 	s.wo = grocksdb.NewDefaultWriteOptions() // Durability comes from the recorder's Barrier.
-	s.txn = grocksdb.NewWriteBatchWI(0, true)
+	s.txn = newOverlay()
 
 	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
 		s.release()
@@ -142,11 +145,9 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	if err != nil {
 		return client.FinishedOperation(fmt.Errorf("store %s: encoding checkpoint: %w", s.dir, err))
 	}
-	s.txn.Put(checkpointKey, b)
-
-	var c = &commit{wb: s.txn, done: make(chan struct{})}
+	var c = &commit{ov: s.txn, checkpoint: b, done: make(chan struct{})}
 	var prev = s.pending
-	s.txn, s.pending = grocksdb.NewWriteBatchWI(0, true), c
+	s.txn, s.pending = newOverlay(), c
 
 	var op = client.NewAsyncOperation()
 	s.commits.Go(func() { op.Resolve(s.commit(c, prev, waitFor)) })
@@ -172,7 +173,11 @@ func (s *Store) commit(c, prev *commit, waitFor client.OpFutures) error {
 				return fmt.Errorf("waiting for the transaction's appends: %w", err)
 			}
 		}
-		if err := s.db.WriteWI(s.wo, c.wb); err != nil {
+		var rep = c.ov.appendBatch(make([]byte, 0, c.ov.batchLen(len(checkpointKey)+len(c.checkpoint))),
+			checkpointKey, c.checkpoint)
+		var wb = grocksdb.WriteBatchFrom(rep)
+		defer wb.Destroy()
+		if err := s.db.Write(s.wo, wb); err != nil {
 			if rerr := s.rec.failure(); rerr != nil {
 				return fmt.Errorf("recording: %w (rocksdb: %v)", rerr, err)
 			}
@@ -210,46 +215,46 @@ func (s *Store) settle() error {
 	if err := s.pending.err; err != nil {
 		return fmt.Errorf("store %s: a commit failed: %w", s.dir, err)
 	}
-	s.pending.wb.Destroy()
+	s.pending.ov.release()
 	s.pending = nil
 	return nil
 }
 
-// Get returns the value of key within the current transaction.
+// Get returns the value of key within the current transaction. The value
+// is valid until the next call on the store, and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	if err := s.settle(); err != nil {
 		return nil, false, err
 	}
-	if s.pending == nil {
-		var v, err = s.txn.GetFromDB(s.db, s.ro, key)
-		if err != nil {
-			return nil, false, fmt.Errorf("store %s: get: %w", s.dir, err)
+	if e, ok := s.txn.get(key); ok {
+		return e.value, !e.deleted, nil
+	} else if s.pending != nil {
+		// A commit still in flight, whose writes may or may not be in the
+		// database yet: they're the same in either place.
+		if e, ok = s.pending.ov.get(key); ok {
+			return e.value, !e.deleted, nil
 		}
-		defer v.Free()
-		if !v.Exists() {
-			return nil, false, nil
-		}
-		return bytes.Clone(v.Data()), true, nil
 	}
-	// A batch still committing: read through it with an iterator.
-	var it = s.iterator()
-	defer it.Close()
-	it.Seek(key)
-	if it.Valid() && bytes.Equal(it.Key().Data(), key) {
-		return bytes.Clone(it.Value().Data()), true, nil
-	}
-	if err := it.Err(); err != nil {
+	var v, err = s.db.Get(s.ro, key)
+	if err != nil {
 		return nil, false, fmt.Errorf("store %s: get: %w", s.dir, err)
 	}
-	return nil, false, nil
+	defer v.Free()
+	if !v.Exists() {
+		return nil, false, nil
+	}
+	s.getBuf = append(s.getBuf[:0], v.Data()...)
+	return s.getBuf, true, nil
 }
 
 // Put sets key to value within the current transaction.
 func (s *Store) Put(key, value []byte) error {
 	if len(key) != 0 && key[0] == ReservedPrefix {
 		return fmt.Errorf("store %s: put: key %q has the reserved prefix", s.dir, key)
+	} else if len(key) > math.MaxUint32 || len(value) > math.MaxUint32 {
+		return fmt.Errorf("store %s: put: key of %d bytes or value of %d bytes is too large", s.dir, len(key), len(value))
 	}
-	s.txn.Put(key, value)
+	s.txn.put(key, value, false)
 	return nil
 }
 
@@ -258,7 +263,7 @@ func (s *Store) Delete(key []byte) error {
 	if len(key) != 0 && key[0] == ReservedPrefix {
 		return fmt.Errorf("store %s: delete: key %q has the reserved prefix", s.dir, key)
 	}
-	s.txn.Delete(key)
+	s.txn.put(key, nil, true)
 	return nil
 }
 
@@ -271,13 +276,43 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 	if len(start) == 0 || start[0] == ReservedPrefix {
 		start = []byte{ReservedPrefix + 1}
 	}
-	var it = s.iterator()
+	var writes = s.writesIn(start, end)
+	var it = s.db.NewIterator(s.ro)
 	defer it.Close()
-	for it.Seek(start); it.Valid(); it.Next() {
-		var k = it.Key().Data()
-		if end != nil && bytes.Compare(k, end) >= 0 {
+
+	// Merge the transactions' writes with the database, writes first.
+	it.Seek(start)
+	for {
+		var dbKey []byte
+		if it.Valid() {
+			if dbKey = it.Key().Data(); end != nil && bytes.Compare(dbKey, end) >= 0 {
+				dbKey = nil
+			}
+		}
+		if dbKey == nil && len(writes) == 0 {
 			break
-		} else if !fn(k, it.Value().Data()) {
+		}
+		var c int // Compare(dbKey, writes[0].key), where an absent key is greatest.
+		if dbKey == nil {
+			c = 1
+		} else if len(writes) == 0 {
+			c = -1
+		} else {
+			c = bytes.Compare(dbKey, writes[0].key)
+		}
+		var more = true
+		if c < 0 {
+			more = fn(dbKey, it.Value().Data())
+		} else if w := writes[0]; !w.deleted {
+			more = fn(w.key, w.value)
+		}
+		if c <= 0 {
+			it.Next()
+		}
+		if c >= 0 {
+			writes = writes[1:]
+		}
+		if !more {
 			break
 		}
 	}
@@ -287,14 +322,28 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 	return nil
 }
 
-// iterator returns an iterator over the current transaction, any batch still
-// committing, and the database.
-func (s *Store) iterator() *grocksdb.Iterator {
-	var it = s.db.NewIterator(s.ro)
-	if s.pending != nil {
-		it = s.pending.wb.NewIteratorWithBase(s.db, it)
+// writesIn returns the writes within [start, end) of the current
+// transaction and of a commit still in flight, in key order. Where both
+// wrote a key, the current transaction's write is returned.
+func (s *Store) writesIn(start, end []byte) []entry {
+	var cur []entry
+	s.txn.ascend(start, end, func(e entry) bool { cur = append(cur, e); return true })
+	if s.pending == nil {
+		return cur
 	}
-	return s.txn.NewIteratorWithBase(s.db, it)
+	var out = make([]entry, 0, len(cur))
+	s.pending.ov.ascend(start, end, func(e entry) bool {
+		for len(cur) != 0 && bytes.Compare(cur[0].key, e.key) < 0 {
+			out, cur = append(out, cur[0]), cur[1:]
+		}
+		if len(cur) != 0 && bytes.Equal(cur[0].key, e.key) {
+			out, cur = append(out, cur[0]), cur[1:]
+		} else {
+			out = append(out, e)
+		}
+		return true
+	})
+	return append(out, cur...)
 }
 
 // Destroy closes the database, abandoning any commit still waiting, and
@@ -315,10 +364,10 @@ func (s *Store) release() {
 		s.db = nil
 	}
 	if s.pending != nil {
-		s.pending.wb.Destroy()
+		s.pending.ov.release()
 		s.pending = nil
 	}
-	s.txn.Destroy()
+	s.txn.release()
 	s.ro.Destroy()
 	s.wo.Destroy()
 	s.opts.Destroy()
