@@ -6,6 +6,7 @@ package progress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -101,7 +102,7 @@ func (f *Follower) read(ctx context.Context, app App) (Status, error) {
 	for _, sh := range list.Shards {
 		for _, rs := range sh.Status {
 			if rs.Code == pc.ReplicaStatus_FAILED {
-				return st, fmt.Errorf("shard %s failed: %s", sh.Spec.Id, strings.Join(rs.Errors, "; "))
+				return st, &ShardFailedError{Shard: sh.Spec.Id, Errors: rs.Errors}
 			}
 		}
 		// Write heads are read before the shard's progress, so that a shard
@@ -230,12 +231,25 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// ShardFailedError is the error of a reading that found a failed shard.
+type ShardFailedError struct {
+	Shard  pc.ShardID
+	Errors []string
+}
+
+func (e *ShardFailedError) Error() string {
+	return fmt.Sprintf("shard %s failed: %s", e.Shard, strings.Join(e.Errors, "; "))
+}
+
 // Wait takes readings every interval, showing each through show, until every
 // application is caught up in one reading taken after done is closed, and
-// returns the last reading. It returns an error if a shard fails or ctx ends.
+// returns the last reading. A reading that fails (a member restarting, say)
+// is retried; a failed shard ends the wait with its ShardFailedError, and
+// the end of ctx with the last failure, if any.
 func (f *Follower) Wait(ctx context.Context, interval time.Duration, done <-chan struct{}, show func([]Status)) ([]Status, error) {
 	var ticker = time.NewTicker(interval)
 	defer ticker.Stop()
+	var lastErr error
 	for {
 		var finished bool
 		select {
@@ -244,25 +258,29 @@ func (f *Follower) Wait(ctx context.Context, interval time.Duration, done <-chan
 		default:
 		}
 		var sts, err = f.Read(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+		var failed *ShardFailedError
+		if errors.As(err, &failed) {
 			return nil, err
-		}
-		if show != nil {
-			show(sts)
-		}
-		var all = finished
-		for _, st := range sts {
-			all = all && st.CaughtUp
-		}
-		if all {
-			return sts, nil
+		} else if err != nil {
+			lastErr = err
+		} else {
+			if show != nil {
+				show(sts)
+			}
+			var all = finished
+			for _, st := range sts {
+				all = all && st.CaughtUp
+			}
+			if all {
+				return sts, nil
+			}
 		}
 		select {
 		case <-ticker.C:
 		case <-ctx.Done():
+			if lastErr != nil {
+				return nil, fmt.Errorf("%w (last reading: %w)", ctx.Err(), lastErr)
+			}
 			return nil, ctx.Err()
 		}
 	}

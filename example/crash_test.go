@@ -1,0 +1,289 @@
+package example_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/example/internal/check"
+	"github.com/gazconsumer/gazconsumer/example/internal/load"
+	"github.com/gazconsumer/gazconsumer/example/internal/progress"
+	"github.com/gazconsumer/gazconsumer/example/internal/query"
+	"github.com/gazconsumer/gazconsumer/specs"
+	pb "go.gazette.dev/core/broker/protocol"
+)
+
+func TestMain(m *testing.M) {
+	var code = m.Run()
+	if code == 0 {
+		if err := devstacktest.FindLeaks(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// buildCommands builds the example's consumer commands into dir.
+func buildCommands(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	var args = []string{"build", "-o", dir + string(filepath.Separator)}
+	for _, n := range names {
+		args = append(args, "./example/cmd/"+n)
+	}
+	var cmd = exec.Command("go", args...)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %v: %v\n%s", args, err, out)
+	}
+}
+
+// gazctl returns the path of the gazctl installed by scripts/setup.sh.
+func gazctl(t *testing.T) string {
+	t.Helper()
+	var path, err = filepath.Abs("../.tools/bin/gazctl")
+	if err != nil {
+		t.Fatal(err)
+	} else if _, err = os.Stat(path); err != nil {
+		t.Fatalf("gazctl is not installed (run scripts/setup.sh): %v", err)
+	}
+	return path
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	var l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// member is a consumer process: one of the example's commands, restarted
+// as a new member (a new ID and state directory) on the same port.
+type member struct {
+	t       *testing.T
+	bin     string
+	app     string
+	port    string
+	args    []string
+	started int
+	cmd     *exec.Cmd
+	log     *bytes.Buffer
+}
+
+func (m *member) address() string { return "http://127.0.0.1:" + m.port }
+
+// start starts a new process of the member.
+func (m *member) start() {
+	m.t.Helper()
+	m.started++
+	m.log = new(bytes.Buffer)
+	m.cmd = exec.Command(filepath.Join(m.bin, m.app), append([]string{
+		"--consumer.host", "127.0.0.1",
+		"--consumer.port", m.port,
+		"--consumer.id", fmt.Sprintf("%s-%d", m.app, m.started),
+		"--consumer.state-dir", m.t.TempDir(),
+		"--etcd.lease", "2s",
+		"--log.level", "warn",
+	}, m.args...)...)
+	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	if err := m.cmd.Start(); err != nil {
+		m.t.Fatalf("starting %s: %v", m.app, err)
+	}
+}
+
+// waitServing waits until the member accepts connections on its port.
+func (m *member) waitServing(ctx context.Context) {
+	m.t.Helper()
+	for {
+		var conn, err = net.DialTimeout("tcp", "127.0.0.1:"+m.port, time.Second)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			m.t.Fatalf("%s does not serve on port %s: %v\n%s", m.app, m.port, err, m.log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// kill kills the process with SIGKILL, as a crash would.
+func (m *member) kill() {
+	m.t.Helper()
+	if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		m.t.Fatalf("killing %s: %v", m.app, err)
+	}
+	_ = m.cmd.Wait()
+}
+
+// stop stops the process with SIGTERM, once it has installed its handler
+// (it serves by then), and reports whether it exited cleanly.
+func (m *member) stop() {
+	m.t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.waitServing(ctx)
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	var done = make(chan error, 1)
+	go func() { done <- m.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			m.t.Errorf("%s exited with %v:\n%s", m.app, err, m.log)
+		}
+	case <-time.After(time.Minute):
+		_ = m.cmd.Process.Kill()
+		<-done
+		m.t.Errorf("%s did not stop on SIGTERM:\n%s", m.app, m.log)
+	}
+}
+
+// TestExactlyOnceUnderCrashes publishes a load of orders and payments while
+// the ledger and the leaderboard run as processes, kills them with SIGKILL
+// at random moments and restarts them each time. Once they have caught up,
+// the ledger's balances and activity and the leaderboard's standings and
+// ranks equal the outcome the load recorded, exactly, and every
+// BalanceChanged event is read once, read-committed: nothing was lost or
+// applied twice.
+func TestExactlyOnceUnderCrashes(t *testing.T) {
+	const kills = 3
+	var seed = uint64(time.Now().UnixNano())
+	if s := os.Getenv("CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (set CRASH_SEED to repeat)", seed)
+	var rng = rand.New(rand.NewPCG(seed, 1))
+
+	var ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var bin = t.TempDir()
+	buildCommands(t, bin, "ledger", "leaderboard")
+	var gazctl = gazctl(t)
+
+	var stack = devstacktest.StartT(t, "")
+	if _, err := specs.ApplyJournalsFile(ctx, stack.Journals(), "specs/journals.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	var common = []string{"--etcd.address", stack.EtcdURL(), "--broker.address", string(stack.Brokers()[0].Endpoint())}
+	var ledger = &member{t: t, bin: bin, app: "ledger", port: freePort(t), args: common}
+	var leaderboard = &member{t: t, bin: bin, app: "leaderboard", port: freePort(t), args: common}
+	var members = []*member{ledger, leaderboard}
+	for _, m := range members {
+		m.start()
+	}
+	defer func() {
+		for _, m := range members {
+			m.stop()
+			if t.Failed() {
+				t.Logf("%s (process %d) logged:\n%s", m.app, m.started, m.log)
+			}
+		}
+	}()
+
+	// Shards are applied with Gazette's gazctl, through the members' Shard API.
+	for _, m := range members {
+		m.waitServing(ctx)
+		var out, err = exec.CommandContext(ctx, gazctl, "shards", "apply", "--specs", "specs/"+m.app+"-shards.yaml",
+			"--consumer.address", m.address(), "--broker.address", string(stack.Brokers()[0].Endpoint())).CombinedOutput()
+		if err != nil {
+			t.Fatalf("gazctl shards apply to %s: %v\n%s", m.app, err, out)
+		}
+	}
+
+	var msgs, rec, err = load.Generate(load.Options{Orders: 15000, Payments: 15000, Customers: 300, Accounts: 3, Seed: seed, TxnSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published = make(chan struct{})
+	var pubErr error
+	go func() {
+		defer close(published)
+		// Paced, so that the consumers have work through the crashes.
+		pubErr = load.Publish(ctx, stack.Journals(), msgs, 100, func(int) { time.Sleep(20 * time.Millisecond) })
+	}()
+
+	var ledgerShards, ledgerConn, _ = query.DialShards(pb.Endpoint(ledger.address()))
+	defer ledgerConn.Close()
+	var boardShards, boardConn, _ = query.DialShards(pb.Endpoint(leaderboard.address()))
+	defer boardConn.Close()
+	var follower = progress.NewFollower(stack.Journals(),
+		progress.App{Name: "ledger", Shards: ledgerShards}, progress.App{Name: "leaderboard", Shards: boardShards})
+	defer follower.Close()
+
+	// Crash a member at random moments while it is primary of its shards,
+	// alternating between them, and restart it at once.
+	for k := range kills {
+		var m = members[k%len(members)]
+		for {
+			var sts, err = follower.Read(ctx)
+			if err == nil && sts[k%len(members)].Primaries == sts[k%len(members)].Shards {
+				break
+			} else if ctx.Err() != nil {
+				t.Fatalf("%s did not take its shards: %v", m.app, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(100*time.Millisecond + time.Duration(rng.Int64N(int64(900*time.Millisecond))))
+		var sts, _ = follower.Read(ctx)
+		m.kill()
+		t.Logf("killed %s (process %d) at %+v", m.app, m.started, sts)
+		m.start()
+	}
+	<-published
+	if pubErr != nil {
+		t.Fatal(pubErr)
+	}
+	var done = make(chan struct{})
+	close(done)
+	sts, err := follower.Wait(ctx, 100*time.Millisecond, done, nil)
+	if err != nil {
+		t.Fatalf("waiting for the consumers to catch up: %v", err)
+	}
+	t.Logf("caught up: %+v", sts)
+
+	var problems []string
+	ledgerSnap, err := query.Open(ctx, ledgerShards, stack.Journals(), stack.Etcd(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledgerSnap.Close()
+	boardSnap, err := query.Open(ctx, boardShards, stack.Journals(), stack.Etcd(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer boardSnap.Close()
+	events, err := query.Events(ctx, stack.Journals())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := check.Ledger(rec, ledgerSnap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems = append(problems, p...)
+	if p, err = check.Leaderboard(rec, boardSnap); err != nil {
+		t.Fatal(err)
+	}
+	problems = append(problems, p...)
+	problems = append(problems, check.Events(rec, events)...)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	t.Logf("checked %d balances, %d customers' activity and %d events after %d crashes", len(rec.Balances), len(rec.Activity), len(events), kills)
+}
