@@ -154,10 +154,29 @@ func (p *Player) playHints(ctx context.Context, h *Hints) error {
 	}
 	p.fsm.beginHinted(h)
 
-	for _, r := range hintedRanges(h) {
+	// Reads of the next ranges start while the current one plays, so that
+	// their streams are open and their first bytes buffered when it ends.
+	var ranges = hintedRanges(h)
+	var sources = make([]*source, len(ranges))
+	defer func() {
+		for _, src := range sources {
+			if src != nil {
+				src.stop()
+			}
+		}
+	}()
+	for i, r := range ranges {
+		for j := i; j < min(i+1+rangesAhead, len(ranges)); j++ {
+			if sources[j] == nil {
+				sources[j] = p.open(ctx, ranges[j].FirstOffset, ranges[j].EndOffset, false)
+			}
+		}
 		p.fsm.resetChain(r.FirstSeq, r.FirstChecksum, r.FirstOffset, Author(r.Author))
 		// Hinted content is committed: reaching the write head before it is an error.
-		if err := p.read(ctx, r.FirstOffset, r.EndOffset, false); errors.Is(err, client.ErrOffsetNotYetAvailable) {
+		var err = p.playFrom(ctx, sources[i], r.FirstOffset, r.EndOffset)
+		sources[i].stop()
+		sources[i] = nil
+		if errors.Is(err, client.ErrOffsetNotYetAvailable) {
 			return fmt.Errorf("%w: journal %s offset %d: hinted segment [%d, %d) is beyond the write head",
 				ErrCorrupt, p.journal, p.fsm.NextOffset(), r.FirstOffset, r.EndOffset)
 		} else if err != nil {
@@ -209,14 +228,19 @@ func hintedRanges(h *Hints) []*Segment {
 	return out
 }
 
-// read reads and plays ops of the log from offset through end (if non-zero),
-// or until an error. It returns nil only on reaching end. A non-blocking read
-// returns client.ErrOffsetNotYetAvailable when it reaches the write head at
-// the end of an op.
-func (p *Player) read(ctx context.Context, offset, end int64, block bool) error {
-	if end != 0 && offset >= end {
-		return nil
-	}
+// rangesAhead is how many hinted ranges after the current one are read
+// ahead of their playback.
+const rangesAhead = 2
+
+// source is a read of the log from an offset, through an end if non-zero,
+// whose content is read ahead of its consumer.
+type source struct {
+	rr *client.RetryReader
+	ra *readahead
+}
+
+// open starts a read of the log from offset through end (if non-zero).
+func (p *Player) open(ctx context.Context, offset, end int64, block bool) *source {
 	var rr = client.NewRetryReader(ctx, p.jc, pb.ReadRequest{
 		Journal:   p.journal,
 		Offset:    offset,
@@ -227,12 +251,38 @@ func (p *Player) read(ctx context.Context, offset, end int64, block bool) error 
 	if end != 0 {
 		limit = end - offset
 	}
-	var ra = newReadahead(rr, limit)
-	defer func() {
-		rr.Cancel()
-		ra.stop()
-	}()
+	return &source{rr: rr, ra: newReadahead(rr, limit)}
+}
 
+// stop cancels the read and waits for its goroutine.
+func (src *source) stop() {
+	src.rr.Cancel()
+	src.ra.stop()
+}
+
+// read reads and plays ops of the log from offset through end (if non-zero),
+// or until an error. It returns nil only on reaching end. A non-blocking read
+// returns client.ErrOffsetNotYetAvailable when it reaches the write head at
+// the end of an op.
+func (p *Player) read(ctx context.Context, offset, end int64, block bool) error {
+	if end != 0 && offset >= end {
+		return nil
+	}
+	var src = p.open(ctx, offset, end, block)
+	defer src.stop()
+	return p.playFrom(ctx, src, offset, end)
+}
+
+// playFrom plays ops of src, a read from offset through end (if non-zero).
+func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) error {
+	if end != 0 && offset >= end {
+		return nil
+	}
+	var limit int64
+	if end != 0 {
+		limit = end - offset
+	}
+	var rr, ra = src.rr, src.ra
 	var dec = newDecoder(ra, offset, limit)
 	var f frame
 	for {
