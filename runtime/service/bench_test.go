@@ -5,21 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
-	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
 	pc "go.gazette.dev/core/consumer/protocol"
 )
 
-// BenchmarkConsumeVsRawRead consumes 20,000 messages per iteration with
+// BenchmarkConsumeVsRawRead consumes 100,000 messages per iteration with
 // four shards on one member, end to end (RocksDB stores recorded into
 // recovery logs, exactly-once transactions publishing onward), and reports
 // that rate against the rate of reading and decoding the same journals.
 func BenchmarkConsumeVsRawRead(b *testing.B) {
 	var ctx, cancel = context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var stack = devstacktest.StartT(b, sums.Journals(4, 16<<20))
-	var c = &sums.Cluster{Stack: stack.Stack, Shards: 4, StateDir: b.TempDir()}
-	defer c.Close()
+	var c = newCluster(b, 4)
 	var m, err = c.Start("bench")
 	if err != nil {
 		b.Fatal(err)
@@ -27,7 +23,7 @@ func BenchmarkConsumeVsRawRead(b *testing.B) {
 	defer m.Abort()
 
 	b.ResetTimer()
-	tp, err := c.MeasureThroughput(ctx, 20000*b.N, func(s *pc.ShardSpec) { s.HotStandbys = 0 })
+	tp, err := c.MeasureThroughput(ctx, 100000*b.N, func(s *pc.ShardSpec) { s.HotStandbys = 0 })
 	if err != nil {
 		b.Fatal(err)
 	}

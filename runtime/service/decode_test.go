@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/specs"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
@@ -34,13 +36,21 @@ func (m *fixedMsg) Unmarshal(b []byte) error {
 	return nil
 }
 
+var fixedRuns atomic.Int32
+
 // A source read in protobuf fixed framing tells undecodable messages, with
 // their offsets and content, from the messages around them; where a frame
 // header is garbled, it resumes at the next frame.
 func TestSourceIterSeparatesUndecodableFrames(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack = devstacktest.StartT(t, devstacktest.Journals("fixed", 1, 1<<20, "content-type=application/x-protobuf-fixed"))
+	var stack = testStack
+	var name = fmt.Sprintf("fixed-%d", fixedRuns.Add(1))
+	var journal = pb.Journal(name + "/00")
+	if _, err := specs.ApplyJournals(ctx, stack.Journals(), "fixed journals",
+		[]byte(devstacktest.Journals(name, 1, 1<<20, "content-type=application/x-protobuf-fixed"))); err != nil {
+		t.Fatal(err)
+	}
 
 	var frame = func(payload []byte) []byte {
 		var b = append([]byte(nil), message.FixedFrameWord[:]...)
@@ -53,11 +63,11 @@ func TestSourceIterSeparatesUndecodableFrames(t *testing.T) {
 	content.Write(frame([]byte{7}))  // [16, 25): an undecodable payload.
 	content.Write([]byte("garbage")) // [25, 32): no frame header.
 	content.Write(good(2))           // [32, 48)
-	if _, err := client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: "fixed/00"}, bytes.NewReader(content.Bytes())); err != nil {
+	if _, err := client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: journal}, bytes.NewReader(content.Bytes())); err != nil {
 		t.Fatal(err)
 	}
 
-	var it = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: "fixed/00", EndOffset: 48}),
+	var it = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: journal, EndOffset: 48}),
 		func(*pb.JournalSpec) (message.Message, error) { return new(fixedMsg), nil })
 	var got []string
 	for {
@@ -87,7 +97,7 @@ func TestSourceIterSeparatesUndecodableFrames(t *testing.T) {
 	}
 
 	// Replays pass over what they cannot decode.
-	var replay = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: "fixed/00", EndOffset: 48}),
+	var replay = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: journal, EndOffset: 48}),
 		func(*pb.JournalSpec) (message.Message, error) { return new(fixedMsg), nil })
 	var ns []uint64
 	for {

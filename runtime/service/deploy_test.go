@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
@@ -18,7 +17,8 @@ import (
 func TestServeFromFlagsAndEnvironment(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack = devstacktest.StartT(t, journalsYAML)
+	var c = newCluster(t, 1)
+	var stack = c.Stack
 	var err error
 
 	// The environment, as Gazette's own consumers read it; a flag overrides it.
@@ -27,12 +27,12 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("CONSUMER_ID", "from-env")
 	t.Setenv("ETCD_LEASE_TTL", "4s")
 	var f service.Flags
-	var fs = flag.NewFlagSet("sums", flag.ContinueOnError)
-	f.Register(fs, "sums")
+	var fs = flag.NewFlagSet(c.Name, flag.ContinueOnError)
+	f.Register(fs, c.Name)
 	if err = fs.Parse([]string{"--consumer.id=deployed-1", "--consumer.host=127.0.0.1", "--consumer.state-dir=" + t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
-	if f.EtcdPrefix != "/gazette/consumers/sums" || f.ID != "deployed-1" || f.EtcdAddress != stack.EtcdURL() || f.EtcdLeaseTTL != 4*time.Second {
+	if f.EtcdPrefix != c.Prefix() || f.ID != "deployed-1" || f.EtcdAddress != stack.EtcdURL() || f.EtcdLeaseTTL != 4*time.Second {
 		t.Fatalf("flags = %+v", f)
 	}
 
@@ -43,12 +43,12 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 			if d.Journals == nil || d.Partitions == nil {
 				t.Error("Deps lack the journal client or partitions")
 			}
-			return sums.App{}, nil
+			return sums.App{Output: c.Output()}, nil
 		})
 	}()
 
 	// The member takes a shard applied through etcd and becomes its primary.
-	var spec = sums.ShardSpec(0)
+	var spec = c.ShardSpec(0)
 	spec.HotStandbys = 0
 	var ks = service.NewKeySpace(f.EtcdPrefix)
 	if _, err = stack.Etcd().Put(ctx, allocator.ItemKey(ks, spec.Id.String()), spec.MarshalString()); err != nil {

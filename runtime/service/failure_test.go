@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime/service"
-	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -27,13 +26,13 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 	var err error
 
 	var m = start(t, c, "member-a")
-	var spec = sums.ShardSpec(0)
+	var spec = c.ShardSpec(0)
 	spec.HotStandbys = 0
 	var sc = shardClient(t, c, m)
 	if resp, err := sc.Apply(ctx, &pc.ApplyRequest{Changes: []pc.ApplyRequest_Change{{Upsert: spec}}}); err != nil || resp.Status != pc.Status_OK {
 		t.Fatalf("Apply: %v %v", resp, err)
 	}
-	if _, err = client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: "sums/input/part-0"},
+	if _, err = client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: c.Input(0)},
 		strings.NewReader("{\"Key\": \"fine\", \"Value\": 1}\n{this is not json}\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +47,7 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 			var st pc.ReplicaStatus
 			if st.Unmarshal(kv.Value) == nil && st.Code == pc.ReplicaStatus_FAILED {
 				// The bad line follows the 28 bytes of the good one.
-				if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "journal sums/input/part-0 offset 28: undecodable message") {
+				if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "journal "+c.Input(0).String()+" offset 28: undecodable message") {
 					t.Fatalf("failed status %v does not name the journal and offset", st.Errors)
 				}
 				return
@@ -80,10 +79,10 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 	}{
 		{[]string{service.LabelOnDecodeError, "skip"}, codes.InvalidArgument, "needs label " + service.LabelDeadLetterJournal},
 		{[]string{service.LabelOnDecodeError, "ignore"}, codes.InvalidArgument, `"ignore", not "fail" or "skip"`},
-		{[]string{service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, "sums/nowhere"}, codes.FailedPrecondition, "dead-letter journal sums/nowhere does not exist"},
-		{[]string{service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, "sums/recovery/shard-0"}, codes.FailedPrecondition, "has content-type"},
+		{[]string{service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, "nowhere/at-all"}, codes.FailedPrecondition, "dead-letter journal nowhere/at-all does not exist"},
+		{[]string{service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, c.ShardSpec(0).RecoveryLog().String()}, codes.FailedPrecondition, "has content-type"},
 	} {
-		var spec = sums.ShardSpec(0)
+		var spec = c.ShardSpec(0)
 		spec.LabelSet = pb.MustLabelSet(tc.labels...)
 		var _, err = sc.Apply(ctx, &pc.ApplyRequest{Changes: []pc.ApplyRequest_Change{{Upsert: spec}}})
 		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
@@ -93,7 +92,7 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 
 	must(t, c.ApplyShards(ctx, a, func(spec *pc.ShardSpec) {
 		spec.HotStandbys = 0
-		spec.LabelSet = pb.MustLabelSet(service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, sums.DeadLetters.String())
+		spec.LabelSet = pb.MustLabelSet(service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, c.DeadLetters().String())
 	}))
 	var skippedBefore = scrape(t).value("gazconsumer_shard_skipped_messages_total", map[string]string{"shard": "shard-0"})
 
@@ -101,11 +100,11 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 	// one last, which the checkpoint must also read past.
 	var feedCtx, stopFeed = context.WithCancel(ctx)
 	defer stopFeed()
-	var feed = sums.NewFeed(feedCtx, c.Stack.Journals(), c.Shards)
+	var feed = c.NewFeed(feedCtx)
 	var bad [][]byte
 	var badAt []pb.Offset
 	var appendBad = func(line string) {
-		var resp, err = client.Append(ctx, c.Stack.Journals(), pb.AppendRequest{Journal: sums.Input(0)}, strings.NewReader(line))
+		var resp, err = client.Append(ctx, c.Stack.Journals(), pb.AppendRequest{Journal: c.Input(0)}, strings.NewReader(line))
 		must(t, err)
 		bad, badAt = append(bad, []byte(line)), append(badAt, resp.Commit.Begin)
 	}
@@ -117,13 +116,13 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 
 	var checkRecorded = func() {
 		t.Helper()
-		var got, err = service.ListSkipped(ctx, c.Stack.Journals(), sums.DeadLetters)
+		var got, err = service.ListSkipped(ctx, c.Stack.Journals(), c.DeadLetters())
 		must(t, err)
 		if len(got) != len(bad) {
 			t.Fatalf("recorded %d skipped messages, want %d: %+v", len(got), len(bad), got)
 		}
 		for i, s := range got {
-			if s.Shard != "shard-0" || s.Journal != sums.Input(0) || s.Begin != badAt[i] ||
+			if s.Shard != "shard-0" || s.Journal != c.Input(0) || s.Begin != badAt[i] ||
 				s.End != badAt[i]+int64(len(bad[i])) || string(s.Content) != string(bad[i]) || s.Error == "" {
 				t.Errorf("recorded %+v, want the %d bytes at offset %d: %q", s, len(bad[i]), badAt[i], bad[i])
 			}

@@ -35,7 +35,7 @@ func TestRollingRestartHandsShardsOff(t *testing.T) {
 	must(t, c.ApplyShards(ctx, old[0], nil))
 	var feedCtx, stopFeed = context.WithCancel(ctx)
 	defer stopFeed()
-	var feed = sums.NewFeed(feedCtx, c.Stack.Journals(), c.Shards)
+	var feed = c.NewFeed(feedCtx)
 	must(t, feed.Publish(400))
 	must(t, c.WaitCaughtUp(ctx))
 
@@ -96,7 +96,7 @@ func startProbe(ctx context.Context, c *sums.Cluster) (stop func() (time.Duratio
 				default:
 				}
 				var began = time.Now()
-				var offset, err = sums.WriteHead(ctx, c.Stack.Journals(), sums.Input(i))
+				var offset, err = sums.WriteHead(ctx, c.Stack.Journals(), c.Input(i))
 				if err == nil {
 					err = c.WaitReadThrough(ctx, i, offset)
 				}
@@ -127,7 +127,7 @@ func startProbe(ctx context.Context, c *sums.Cluster) (stop func() (time.Duratio
 // transaction, so that the shard never lacked a primary.
 func checkPromotions(t *testing.T, ctx context.Context, c *sums.Cluster, from, to int64) {
 	t.Helper()
-	var prefix = sums.Prefix + "/assign/"
+	var prefix = c.Prefix() + "/assign/"
 	var wctx, cancel = context.WithCancel(ctx)
 	defer cancel()
 	var wch = c.Stack.Etcd().Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from+1), clientv3.WithProgressNotify())

@@ -25,15 +25,15 @@ func TestMetricsDescribeShards(t *testing.T) {
 	must(t, c.ApplyShards(ctx, a, nil))
 	var feedCtx, stopFeed = context.WithCancel(ctx)
 	defer stopFeed()
-	var feed = sums.NewFeed(feedCtx, c.Stack.Journals(), c.Shards)
+	var feed = c.NewFeed(feedCtx)
 
 	var shard = map[string]string{"shard": "shard-0"}
-	var source = map[string]string{"shard": "shard-0", "journal": sums.Input(0).String()}
+	var source = map[string]string{"shard": "shard-0", "journal": c.Input(0).String()}
 	var before = scrape(t)
-	head0, err := sums.WriteHead(ctx, c.Stack.Journals(), sums.Input(0))
+	head0, err := sums.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
 	must(t, err)
 	must(t, feed.Publish(300))
-	head1, err := sums.WriteHead(ctx, c.Stack.Journals(), sums.Input(0))
+	head1, err := sums.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
 	must(t, err)
 	must(t, c.WaitCaughtUp(ctx))
 	var after = scrape(t)
@@ -69,7 +69,7 @@ func TestMetricsDescribeShards(t *testing.T) {
 	// The standby plays the log as the primary writes it, through its head.
 	for {
 		var m = scrape(t)
-		logHead, err := sums.WriteHead(ctx, c.Stack.Journals(), sums.ShardSpec(0).RecoveryLog())
+		logHead, err := sums.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog())
 		must(t, err)
 		var played, remaining = m.value("gazconsumer_shard_recovery_played_bytes", shard), m.value("gazconsumer_shard_recovery_remaining_bytes", shard)
 		if played < 0 || played > float64(logHead) || remaining < 0 || remaining > float64(logHead) {

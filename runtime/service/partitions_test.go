@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	pb "go.gazette.dev/core/broker/protocol"
 )
@@ -13,15 +12,16 @@ import (
 func TestWatchedPartitionsListsSelectedJournals(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stack = devstacktest.StartT(t, journalsYAML)
+	var c = newCluster(t, 2)
+	var stack = c.Stack
 
 	// Stop watching before the stack closes: brokers drain open watches.
 	var watchCtx, stopWatching = context.WithCancel(ctx)
 	defer stopWatching()
 	var wp = service.NewWatchedPartitions(watchCtx, stack.Journals())
-	var sel, _ = pb.ParseLabelSelector("prefix=sums/input/")
+	var sel, _ = pb.ParseLabelSelector("prefix=" + c.Name + "/input/")
 	var list = wp.Partitions(sel)()
-	if len(list.Journals) != 2 || list.Journals[0].Spec.Name != "sums/input/part-0" || list.Journals[1].Spec.Name != "sums/input/part-1" {
+	if len(list.Journals) != 2 || list.Journals[0].Spec.Name != c.Input(0) || list.Journals[1].Spec.Name != c.Input(1) {
 		t.Fatalf("listed %v", list.Journals)
 	}
 	// A second ask of the same selector shares the watch.

@@ -3,15 +3,15 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -19,28 +19,18 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func TestMain(m *testing.M) {
-	slog.SetLogLoggerLevel(devstacktest.LogLevel())
-	var code = m.Run()
-	if code == 0 {
-		if err := devstacktest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+var clusters atomic.Int32
 
-// journalsYAML are the journals of two shards.
-var journalsYAML = sums.Journals(2, 1<<20)
-
-// newCluster starts a stack with the journals of n shards, and a cluster
-// of sums members on it. Members still running when t ends are aborted,
-// then the stack closes.
-func newCluster(t *testing.T, n int) *sums.Cluster {
+// newCluster returns a cluster of n shards on the shared stack, under a
+// name of its own, whose connections close when t ends.
+func newCluster(t testing.TB, n int) *sums.Cluster {
 	t.Helper()
-	var stack = devstacktest.StartT(t, sums.Journals(n, 1<<20))
-	var c = &sums.Cluster{Stack: stack.Stack, Shards: n, StateDir: t.TempDir()}
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var c, err = sums.New(ctx, service.SharedStack().Stack, fmt.Sprintf("c%d", clusters.Add(1)), n, t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(c.Close)
 	return c
 }
@@ -82,10 +72,10 @@ func TestCrashFailsShardsOverToStandbysWithExactState(t *testing.T) {
 	var sc = shardClient(t, c, members[0])
 
 	// An invalid spec is refused and changes nothing.
-	var bad = sums.ShardSpec(0)
-	bad.Sources[0].Journal = "sums/input/missing"
+	var bad = c.ShardSpec(0)
+	bad.Sources[0].Journal = c.Input(99)
 	if _, err := sc.Apply(ctx, &pc.ApplyRequest{Changes: []pc.ApplyRequest_Change{{Upsert: bad}}}); status.Code(err) != codes.FailedPrecondition ||
-		!strings.Contains(err.Error(), "sums/input/missing") {
+		!strings.Contains(err.Error(), c.Input(99).String()) {
 		t.Fatalf("applying a spec with a missing source: %v", err)
 	}
 	if shards, err := c.List(ctx, members[0]); err != nil || len(shards) != 0 {
@@ -95,7 +85,7 @@ func TestCrashFailsShardsOverToStandbysWithExactState(t *testing.T) {
 	must(t, c.ApplyShards(ctx, members[0], nil))
 	var feedCtx, stopFeed = context.WithCancel(ctx)
 	defer stopFeed()
-	var feed = sums.NewFeed(feedCtx, c.Stack.Journals(), c.Shards)
+	var feed = c.NewFeed(feedCtx)
 	must(t, feed.Publish(800))
 	must(t, c.WaitCaughtUp(ctx))
 
@@ -163,7 +153,7 @@ func checkExact(t *testing.T, ctx context.Context, c *sums.Cluster, feed *sums.F
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("stored sums:\n got %v\nwant %v", got, want)
 	}
-	published, n, err := sums.OutputSums(ctx, c.Stack.Journals())
+	published, n, err := c.OutputSums(ctx)
 	must(t, err)
 	if n != feed.Published() || fmt.Sprint(published) != fmt.Sprint(want) {
 		t.Errorf("read %d published messages, summing to\n %v\nwant %d summing to\n %v", n, published, feed.Published(), want)

@@ -91,15 +91,19 @@ func parseBytes(s string) (int64, error) {
 // on it. close stops both.
 func newCluster(ctx context.Context, n int, lease time.Duration) (c *sums.Cluster, close func(), err error) {
 	var stack *devstacktest.Stack
-	if stack, err = devstacktest.Start(ctx, sums.Journals(n, 64<<20)); err != nil {
+	if stack, err = devstacktest.Start(ctx, ""); err != nil {
 		return nil, nil, err
 	}
 	dir, err := os.MkdirTemp("", "gazconsumer-bench-")
+	if err == nil {
+		c, err = sums.New(ctx, stack.Stack, "bench", n, dir, 64<<20)
+	}
 	if err != nil {
 		stack.Close()
+		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	c = &sums.Cluster{Stack: stack.Stack, Shards: n, StateDir: dir, LeaseTTL: lease}
+	c.LeaseTTL = lease
 	return c, func() {
 		for _, m := range c.Live() {
 			_ = m.Abort()
@@ -152,7 +156,7 @@ func failover(ctx context.Context, stateBytes, padBytes int64, lease time.Durati
 	// Load the state through the shard, which its standby follows.
 	var feedCtx, stopFeed = context.WithCancel(ctx)
 	defer stopFeed()
-	var feed = sums.NewFeed(feedCtx, c.Stack.Journals(), 1)
+	var feed = c.NewFeed(feedCtx)
 	feed.Pad = int(padBytes)
 	var n = int((stateBytes + padBytes - 1) / padBytes)
 	var began = time.Now()
@@ -168,7 +172,7 @@ func failover(ctx context.Context, stateBytes, padBytes int64, lease time.Durati
 		}
 		fmt.Printf("\r  %3d%%", done*100/n)
 	}
-	logHead, err := sums.WriteHead(ctx, c.Stack.Journals(), sums.ShardSpec(0).RecoveryLog())
+	logHead, err := sums.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog())
 	if err != nil {
 		return err
 	}
@@ -212,8 +216,11 @@ func failover(ctx context.Context, stateBytes, padBytes int64, lease time.Durati
 	}
 	var took = time.Since(began)
 	var played = gauge("gazconsumer_shard_recovery_played_bytes")
-	fmt.Printf("  recovery of a new standby from the log: %s (%.0f MiB played, %.0f MiB/s)\n",
-		took.Round(time.Millisecond), played/(1<<20), played/(1<<20)/took.Seconds())
+	if logHead, err = sums.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog()); err != nil {
+		return err
+	}
+	fmt.Printf("  recovery of a new standby from the log: %s (%.0f MiB played of a log now of %.0f MiB, %.0f MiB/s)\n",
+		took.Round(time.Millisecond), played/(1<<20), float64(logHead)/(1<<20), played/(1<<20)/took.Seconds())
 	return nil
 }
 

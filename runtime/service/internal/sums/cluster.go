@@ -16,6 +16,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"
@@ -33,11 +34,13 @@ const pollInterval = 20 * time.Millisecond
 type Cluster struct {
 	// Stack on which the members run.
 	Stack *devstack.Stack
+	// Name of the cluster, the root of its journals and etcd keys.
+	Name string
 	// Shards is the number of shards (and of input journals).
 	Shards int
 	// StateDir holds the members' local state.
 	StateDir string
-	// App run by members started hereafter; nil means App{}.
+	// App run by members started hereafter; nil means App{Output: c.Output()}.
 	App runtime.Application
 	// LeaseTTL of members started hereafter; zero means 3s.
 	LeaseTTL time.Duration
@@ -49,6 +52,17 @@ type Cluster struct {
 	started int
 	live    []*Member // Started, and not yet stopped.
 	conns   map[pb.Endpoint]*grpc.ClientConn
+}
+
+// New returns the cluster name of n shards on stack, applying its journals
+// (with fragments of fragmentLength bytes), and keeping its members' state
+// under stateDir.
+func New(ctx context.Context, stack *devstack.Stack, name string, n int, stateDir string, fragmentLength int64) (*Cluster, error) {
+	var c = &Cluster{Stack: stack, Name: name, Shards: n, StateDir: stateDir}
+	if _, err := specs.ApplyJournals(ctx, stack.Journals(), "journals of cluster "+name, []byte(c.journals(fragmentLength))); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Member is a running member of the cluster.
@@ -72,12 +86,12 @@ func (c *Cluster) Start(id string) (*Member, error) {
 
 	var app = c.App
 	if app == nil {
-		app = App{}
+		app = App{Output: c.Output()}
 	}
 	var svc, err = service.New(service.Config{
 		App:           app,
 		Etcd:          c.Stack.Etcd(),
-		Prefix:        Prefix,
+		Prefix:        c.Prefix(),
 		Journals:      c.Stack.Journals(),
 		ID:            id,
 		LeaseTTL:      orDefault(c.LeaseTTL, 3*time.Second),
@@ -166,7 +180,7 @@ func (c *Cluster) Close() {
 func (c *Cluster) ApplyShards(ctx context.Context, m *Member, edit func(*pc.ShardSpec)) error {
 	var req = new(pc.ApplyRequest)
 	for i := range c.Shards {
-		var spec = ShardSpec(i)
+		var spec = c.ShardSpec(i)
 		if edit != nil {
 			edit(spec)
 		}
@@ -228,7 +242,7 @@ func (c *Cluster) PrimaryOf(ctx context.Context, id pc.ShardID) (*Member, error)
 // through its source's current write head.
 func (c *Cluster) WaitCaughtUp(ctx context.Context) error {
 	for i := range c.Shards {
-		var head, err = WriteHead(ctx, c.Stack.Journals(), Input(i))
+		var head, err = WriteHead(ctx, c.Stack.Journals(), c.Input(i))
 		if err != nil {
 			return err
 		}
@@ -251,11 +265,11 @@ func (c *Cluster) WaitReadThrough(ctx context.Context, i int, offset pb.Offset) 
 		if err != nil {
 			return err
 		}
-		resp, err := sc.Stat(ctx, &pc.StatRequest{Shard: ShardID(i), ReadThrough: pb.Offsets{Input(i): offset}})
+		resp, err := sc.Stat(ctx, &pc.StatRequest{Shard: ShardID(i), ReadThrough: pb.Offsets{c.Input(i): offset}})
 		if err == nil && resp.Status == pc.Status_OK {
 			return nil
 		} else if ctx.Err() != nil {
-			return fmt.Errorf("shard %s did not read %s through %d: %w", ShardID(i), Input(i), offset, ctx.Err())
+			return fmt.Errorf("shard %s did not read %s through %d: %w", ShardID(i), c.Input(i), offset, ctx.Err())
 		}
 		// The primary moved, or stopped: look for it again.
 		if err = sleep(ctx, pollInterval); err != nil {
@@ -287,6 +301,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 type Feed struct {
 	pub    *message.Publisher
 	shards int
+	input  func(int) pb.Journal
 	// Pad is the size of the Pad of each message published hereafter.
 	Pad int
 
@@ -296,11 +311,13 @@ type Feed struct {
 	cond chan struct{} // Closed and replaced as n grows.
 }
 
-// NewFeed returns a Feed to the inputs of shards through jc.
-func NewFeed(ctx context.Context, jc pb.RoutedJournalClient, shards int) *Feed {
+// NewFeed returns a Feed to the cluster's inputs, which publishes until ctx
+// is done.
+func (c *Cluster) NewFeed(ctx context.Context) *Feed {
 	return &Feed{
-		pub:    message.NewPublisher(client.NewAppendService(ctx, jc), nil),
-		shards: shards,
+		pub:    message.NewPublisher(client.NewAppendService(ctx, c.Stack.Journals()), nil),
+		shards: c.Shards,
+		input:  c.Input,
 		want:   make(map[string]int64),
 		cond:   make(chan struct{}),
 	}
@@ -329,7 +346,7 @@ func (f *Feed) Publish(n int) error {
 			}
 			m.Pad = pad
 		}
-		var journal = Input(i % f.shards)
+		var journal = f.input(i % f.shards)
 		var aa, err = f.pub.PublishCommitted(func(message.Mappable) (pb.Journal, string, error) {
 			return journal, ContentType, nil
 		}, m)
@@ -418,7 +435,7 @@ func (f *Feed) Flow(batch int) (stop func() error) {
 // StoreSums plays shard i's recovery log into a new directory under dir,
 // opens its store and returns the sums it holds. Members must be stopped.
 func (c *Cluster) StoreSums(ctx context.Context, i int) (map[string]int64, error) {
-	var spec = ShardSpec(i)
+	var spec = c.ShardSpec(i)
 	var hints, err = recoverylog.FetchHints(ctx, c.Stack.Etcd(), spec.HintPrimaryKey(), 1)
 	if err != nil {
 		return nil, err
@@ -470,14 +487,15 @@ func (c *Cluster) AllStoreSums(ctx context.Context) (map[string]int64, error) {
 	return all, nil
 }
 
-// OutputSums reads Output through its write head, read-committed, and
+// OutputSums reads the output through its write head, read-committed, and
 // returns the sums of the additions it holds and their number.
-func OutputSums(ctx context.Context, jc pb.RoutedJournalClient) (map[string]int64, int, error) {
-	var head, err = WriteHead(ctx, jc, Output)
+func (c *Cluster) OutputSums(ctx context.Context) (map[string]int64, int, error) {
+	var jc = c.Stack.Journals()
+	var head, err = WriteHead(ctx, jc, c.Output())
 	if err != nil {
 		return nil, 0, err
 	}
-	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: Output, EndOffset: head})
+	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: c.Output(), EndOffset: head})
 	var it = message.NewReadCommittedIter(rr, App{}.NewMessage, message.NewSequencer(nil, nil, 1024))
 	var sums = make(map[string]int64)
 	var n int
@@ -486,7 +504,7 @@ func OutputSums(ctx context.Context, jc pb.RoutedJournalClient) (map[string]int6
 		if errors.Is(err, io.EOF) {
 			return sums, n, nil
 		} else if err != nil {
-			return nil, 0, fmt.Errorf("reading %s: %w", Output, err)
+			return nil, 0, fmt.Errorf("reading %s: %w", c.Output(), err)
 		}
 		if message.GetFlags(env.Message.GetUUID()) == message.Flag_ACK_TXN {
 			continue

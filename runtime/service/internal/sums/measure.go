@@ -48,7 +48,7 @@ func (c *Cluster) MeasureThroughput(ctx context.Context, n int, edit func(*pc.Sh
 	}
 	var feedCtx, stopFeed = context.WithCancel(ctx)
 	defer stopFeed()
-	var feed = NewFeed(feedCtx, c.Stack.Journals(), c.Shards)
+	var feed = c.NewFeed(feedCtx)
 	for left := n; left > 0; left -= min(left, 10000) {
 		if err := feed.Publish(min(left, 10000)); err != nil {
 			return out, err
@@ -56,7 +56,7 @@ func (c *Cluster) MeasureThroughput(ctx context.Context, n int, edit func(*pc.Sh
 	}
 
 	var began = time.Now()
-	var read, err = ReadAll(ctx, c.Stack.Journals(), c.Shards)
+	var read, err = c.ReadInputs(ctx)
 	if err != nil {
 		return out, err
 	} else if read != n {
@@ -75,18 +75,18 @@ func (c *Cluster) MeasureThroughput(ctx context.Context, n int, edit func(*pc.Sh
 	return out, nil
 }
 
-// ReadAll reads and decodes the messages of the inputs of shards through
-// their write heads, read-uncommitted, and returns their number.
-func ReadAll(ctx context.Context, jc pb.RoutedJournalClient, shards int) (int, error) {
+// ReadInputs reads and decodes the messages of the inputs through their
+// write heads, read-uncommitted, and returns their number.
+func (c *Cluster) ReadInputs(ctx context.Context) (int, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var total int
 	var errs []error
-	for i := range shards {
+	for i := range c.Shards {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var n, err = readInput(ctx, jc, Input(i))
+			var n, err = readInput(ctx, c.Stack.Journals(), c.Input(i))
 			mu.Lock()
 			defer mu.Unlock()
 			total += n

@@ -1,5 +1,7 @@
 // Package sums is the consumer application, journals and in-process
-// cluster of members that runtime/service's tests and benchmarks run.
+// cluster of members that runtime/service's tests and benchmarks run. Each
+// Cluster has a name, under which its journals and etcd keys live, so that
+// clusters share a stack.
 //
 // The application keeps a sum per key in a RocksDB store recorded into each
 // shard's recovery log, and publishes each addition onward to an output
@@ -19,19 +21,12 @@ import (
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/labels"
 	"go.gazette.dev/core/message"
 )
 
-// Journal names and the etcd prefix of the application.
-const (
-	Prefix         = "/gazette/consumers/sums"
-	HintPrefix     = "/gazette/hints"
-	InputPrefix    = "sums/input/"
-	Output         = pb.Journal("sums/output")
-	RecoveryPrefix = "sums/recovery"
-	DeadLetters    = pb.Journal("sums/dead-letters")
-	ContentType    = "application/x-ndjson"
-)
+// ContentType of the application's journals.
+const ContentType = labels.ContentType_JSONLines
 
 // Add adds Value to the sum of Key. Pad, if set, is stored under a key of
 // its own, to grow the shard's state.
@@ -53,7 +48,9 @@ func (m *Add) NewAcknowledgement(pb.Journal) message.Message { return new(Add) }
 
 // App keeps a sum per key in a RocksDB store recorded into the shard's
 // recovery log, and publishes each Add it consumes to Output.
-type App struct{}
+type App struct {
+	Output pb.Journal
+}
 
 var _ runtime.Application = App{}
 
@@ -71,7 +68,7 @@ func (App) NewMessage(*pb.JournalSpec) (message.Message, error) { return new(Add
 
 // ConsumeMessage adds the message to its key's sum, stores its Pad, and
 // publishes the addition onward.
-func (App) ConsumeMessage(_ runtime.Shard, st runtime.Store, env message.Envelope, pub *message.Publisher) error {
+func (a App) ConsumeMessage(_ runtime.Shard, st runtime.Store, env message.Envelope, pub *message.Publisher) error {
 	var m = env.Message.(*Add)
 	var kv = st.(runtime.KVStore).KV()
 	var v, _, err = kv.Get([]byte(m.Key))
@@ -90,30 +87,40 @@ func (App) ConsumeMessage(_ runtime.Shard, st runtime.Store, env message.Envelop
 			return err
 		}
 	}
-	_, err = pub.PublishUncommitted(ToOutput, &Add{Key: m.Key, Value: m.Value})
+	_, err = pub.PublishUncommitted(func(message.Mappable) (pb.Journal, string, error) {
+		return a.Output, ContentType, nil
+	}, &Add{Key: m.Key, Value: m.Value})
 	return err
 }
 
 // FinalizeTxn has nothing to do: the sums are written as they change.
 func (App) FinalizeTxn(runtime.Shard, runtime.Store, *message.Publisher) error { return nil }
 
-// ToOutput maps messages to the Output journal.
-func ToOutput(message.Mappable) (pb.Journal, string, error) { return Output, ContentType, nil }
-
-// Input is the source journal of shard i.
-func Input(i int) pb.Journal { return pb.Journal(fmt.Sprintf("%spart-%d", InputPrefix, i)) }
-
 // ShardID is the ID of shard i.
 func ShardID(i int) pc.ShardID { return pc.ShardID(fmt.Sprintf("shard-%d", i)) }
 
+// Prefix is the etcd prefix of the cluster's shards and members.
+func (c *Cluster) Prefix() string { return "/gazette/consumers/" + c.Name }
+
+// Input is the source journal of shard i.
+func (c *Cluster) Input(i int) pb.Journal {
+	return pb.Journal(fmt.Sprintf("%s/input/part-%d", c.Name, i))
+}
+
+// Output is the journal the application publishes to.
+func (c *Cluster) Output() pb.Journal { return pb.Journal(c.Name + "/output") }
+
+// DeadLetters is a journal for shards to record undecodable messages into.
+func (c *Cluster) DeadLetters() pb.Journal { return pb.Journal(c.Name + "/dead-letters") }
+
 // ShardSpec is the spec of shard i, which reads Input(i) and has one hot
 // standby.
-func ShardSpec(i int) *pc.ShardSpec {
+func (c *Cluster) ShardSpec(i int) *pc.ShardSpec {
 	return &pc.ShardSpec{
 		Id:                ShardID(i),
-		Sources:           []pc.ShardSpec_Source{{Journal: Input(i)}},
-		RecoveryLogPrefix: RecoveryPrefix,
-		HintPrefix:        HintPrefix,
+		Sources:           []pc.ShardSpec_Source{{Journal: c.Input(i)}},
+		RecoveryLogPrefix: c.Name + "/recovery",
+		HintPrefix:        "/gazette/hints/" + c.Name,
 		HintBackups:       2,
 		MinTxnDuration:    time.Millisecond,
 		MaxTxnDuration:    100 * time.Millisecond,
@@ -121,13 +128,13 @@ func ShardSpec(i int) *pc.ShardSpec {
 	}
 }
 
-// Journals returns the YAML of the journals of n shards: their inputs and
-// recovery logs, the output and the dead-letter journal, with fragments of
-// fragmentLength bytes.
-func Journals(n int, fragmentLength int64) string {
+// journals returns the YAML of the cluster's journals: the inputs and
+// recovery logs of its shards, the output and the dead-letter journal,
+// with fragments of fragmentLength bytes.
+func (c *Cluster) journals(fragmentLength int64) string {
 	var b strings.Builder
 	// Children are in name order, as journal hierarchies need.
-	fmt.Fprintf(&b, `name: sums/
+	fmt.Fprintf(&b, `name: %s/
 replication: 1
 fragment:
   length: %d
@@ -139,27 +146,27 @@ children:
     labels:
       - name: content-type
         value: %s
-  - name: %s
+  - name: %s/input/
     labels:
       - name: content-type
         value: %s
     children:
-`, fragmentLength, DeadLetters, ContentType, InputPrefix, ContentType)
-	for i := range n {
-		fmt.Fprintf(&b, "      - name: %s\n", Input(i))
+`, c.Name, fragmentLength, c.DeadLetters(), ContentType, c.Name, ContentType)
+	for i := range c.Shards {
+		fmt.Fprintf(&b, "      - name: %s\n", c.Input(i))
 	}
 	fmt.Fprintf(&b, `  - name: %s
     labels:
       - name: content-type
         value: %s
-  - name: %s/
+  - name: %s/recovery/
     labels:
       - name: content-type
         value: application/x-gazette-recoverylog
     children:
-`, Output, ContentType, RecoveryPrefix)
-	for i := range n {
-		fmt.Fprintf(&b, "      - name: %s/%s\n", RecoveryPrefix, ShardID(i))
+`, c.Output(), ContentType, c.Name)
+	for i := range c.Shards {
+		fmt.Fprintf(&b, "      - name: %s\n", c.ShardSpec(i).RecoveryLog())
 	}
 	return b.String()
 }
