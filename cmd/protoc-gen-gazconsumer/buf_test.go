@@ -43,7 +43,8 @@ func run(t *testing.T, dir, name string, args ...string) []byte {
 }
 
 // TestBufGenerateClean checks that `buf generate` with the repository's
-// buf.gen.yaml reproduces every committed generated file.
+// buf.gen.yaml reproduces every committed generated file, the example's
+// included.
 func TestBufGenerateClean(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs buf")
@@ -52,11 +53,13 @@ func TestBufGenerateClean(t *testing.T) {
 	out := t.TempDir()
 	run(t, "../..", buf, "generate", "-o", out)
 	n := 0
+	generated := map[string]bool{}
 	err := filepath.WalkDir(out, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		rel, _ := filepath.Rel(out, path)
+		generated[filepath.ToSlash(rel)] = true
 		got, _ := os.ReadFile(path)
 		committed, err := os.ReadFile(filepath.Join("../..", rel))
 		if err != nil {
@@ -72,6 +75,13 @@ func TestBufGenerateClean(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("buf generated nothing")
+	}
+	for _, want := range []string{"proto/gazconsumer/v1/options.pb.go", "example/gen/bank/v1/bank.pb.go",
+		"example/gen/bank/v1/bank_gazconsumer.pb.go", "example/gen/bank/v1/ledger_gazconsumer.pb.go",
+		"example/gen/bank/v1/leaderboard_gazconsumer.pb.go"} {
+		if !generated[want] {
+			t.Errorf("buf generate did not generate %s", want)
+		}
 	}
 }
 
