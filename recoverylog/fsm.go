@@ -34,6 +34,14 @@ type node struct {
 	links    []string
 	segments []*Segment
 	size     int64
+	rebase   *rebasing // Re-recording in progress, if any.
+}
+
+// rebasing is a Rebase of a node whose writes haven't yet covered its size.
+type rebasing struct {
+	seq     uint64 // Of the Rebase op.
+	covered int64  // Bytes from offset zero re-recorded so far.
+	size    int64
 }
 
 // FSM is the state machine of a recovery log's valid history. It checks that
@@ -141,7 +149,7 @@ func (f *FSM) Apply(op *Op, opBytes []byte, begin, end int64) (bool, error) {
 func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 	var touch = func(fn Fnode) {
 		var n = f.nodes[fn]
-		if l := len(n.segments); l != 0 {
+		if l := len(n.segments); l != 0 && op.GetRebase() == nil {
 			var s = n.segments[l-1]
 			if s.Author == op.Author && begin-s.EndOffset <= segmentGap {
 				s.LastSeq, s.EndOffset = op.Seq, end
@@ -162,10 +170,10 @@ func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 	}
 	// live returns the node fn, or whether its op is skipped during replay of hints.
 	var live = func(fn Fnode) (*node, bool, error) {
-		if n, ok := f.nodes[fn]; ok {
-			return n, false, nil
-		} else if f.hinted != nil && f.hinted[fn] == nil {
+		if f.skipHinted(fn, op.Seq) {
 			return nil, true, nil
+		} else if n, ok := f.nodes[fn]; ok {
+			return n, false, nil
 		}
 		return nil, false, fmt.Errorf("node %d is not live", fn)
 	}
@@ -173,7 +181,7 @@ func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 	switch k := op.Kind.(type) {
 	case *Op_Create:
 		var fn = Fnode(op.Seq)
-		if f.hinted != nil && f.hinted[fn] == nil {
+		if f.skipHinted(fn, op.Seq) {
 			return false, nil
 		} else if !validPath(k.Create.Path) {
 			return false, fmt.Errorf("create of invalid path %q", k.Create.Path)
@@ -196,6 +204,47 @@ func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 		}
 		n.size = max(n.size, k.Write.Offset+k.Write.Length)
 		touch(Fnode(k.Write.Fnode))
+		if r := n.rebase; r != nil && k.Write.Offset == r.covered {
+			r.covered += k.Write.Length
+			n.rebased()
+		} else if r != nil {
+			n.rebase = nil // Not a re-recording: the node's earlier ops stay needed.
+		}
+		return true, nil
+
+	case *Op_Rebase:
+		var fn = Fnode(k.Rebase.Fnode)
+		var n, skip, err = live(fn)
+		if skip {
+			return false, nil
+		} else if k.Rebase.Size < 0 || len(k.Rebase.Links) == 0 {
+			return false, fmt.Errorf("rebase of node %d with %d links and size %d", fn, len(k.Rebase.Links), k.Rebase.Size)
+		}
+		var links = slices.Sorted(slices.Values(k.Rebase.Links))
+		if err != nil && f.hinted != nil && f.hinted[fn].Segments[0].FirstSeq == op.Seq {
+			// The hints begin the node here: create it.
+			for _, l := range links {
+				if !validPath(l) {
+					return false, fmt.Errorf("rebase of node %d at invalid path %q", fn, l)
+				} else if other, ok := f.links[l]; ok {
+					return false, fmt.Errorf("rebase of node %d at %q, which links node %d", fn, l, other)
+				}
+			}
+			n = &node{links: links}
+			f.nodes[fn] = n
+			for _, l := range links {
+				f.links[l] = fn
+			}
+		} else if err != nil {
+			return false, err
+		} else if got := slices.Sorted(slices.Values(n.links)); !slices.Equal(got, links) || n.size != k.Rebase.Size {
+			return false, fmt.Errorf("rebase of node %d linked at %q with %d bytes, but it's linked at %q with %d bytes",
+				fn, links, k.Rebase.Size, got, n.size)
+		}
+		n.size = max(n.size, k.Rebase.Size)
+		n.rebase = &rebasing{seq: op.Seq, size: k.Rebase.Size}
+		touch(fn)
+		n.rebased()
 		return true, nil
 
 	case *Op_Link:
@@ -209,7 +258,7 @@ func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 		} else if _, ok := f.props[k.Link.Path]; ok && f.hinted == nil {
 			return false, fmt.Errorf("link of %q, which is a property", k.Link.Path)
 		}
-		n.links = append(n.links, k.Link.Path)
+		n.links, n.rebase = append(n.links, k.Link.Path), nil
 		f.links[k.Link.Path] = Fnode(k.Link.Fnode)
 		touch(Fnode(k.Link.Fnode))
 		return true, nil
@@ -223,6 +272,7 @@ func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 			return false, fmt.Errorf("unlink of %q, which doesn't link node %d", k.Unlink.Path, fn)
 		}
 		delete(f.links, k.Unlink.Path)
+		n.rebase = nil
 		n.links = slices.DeleteFunc(n.links, func(l string) bool { return l == k.Unlink.Path })
 		if len(n.links) == 0 {
 			delete(f.nodes, fn) // Dead; its segments are no longer needed.
@@ -252,6 +302,34 @@ func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 	default:
 		return false, fmt.Errorf("op of unknown kind")
 	}
+}
+
+// rebased completes n's Rebase once its writes cover its size: the
+// segments before the Rebase's are no longer needed.
+func (n *node) rebased() {
+	var r = n.rebase
+	if r == nil || r.covered < r.size {
+		return
+	}
+	n.rebase = nil
+	for i, s := range n.segments {
+		if s.FirstSeq == r.seq {
+			n.segments = n.segments[i:]
+			return
+		}
+	}
+	// The Rebase's segment was merged with an earlier one: keep them all.
+}
+
+// skipHinted reports whether, replaying hints, an op with seq of node fn is
+// to be skipped: the node isn't live at the hints' end, or its hinted
+// segments begin after the op (at a Rebase).
+func (f *FSM) skipHinted(fn Fnode, seq uint64) bool {
+	if f.hinted == nil {
+		return false
+	}
+	var ln = f.hinted[fn]
+	return ln == nil || seq < ln.Segments[0].FirstSeq
 }
 
 // Hints summarize the FSM's history for a player, which reads from log only
@@ -310,7 +388,7 @@ func validateHints(h *Hints) error {
 		if len(ln.Links) == 0 || len(ln.Segments) == 0 {
 			return fmt.Errorf("hints of %s: node %d has %d links and %d segments", h.Log, ln.Fnode, len(ln.Links), len(ln.Segments))
 		}
-		if ln.Segments[0].FirstSeq != ln.Fnode {
+		if ln.Segments[0].FirstSeq < ln.Fnode {
 			return fmt.Errorf("hints of %s: node %d's first segment begins at seq %d", h.Log, ln.Fnode, ln.Segments[0].FirstSeq)
 		}
 		for _, s := range ln.Segments {

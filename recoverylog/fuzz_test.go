@@ -91,6 +91,8 @@ func FuzzFSMOps(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	f.Add([]byte{0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 7, 7, 7, 8, 9, 1, 1, 0, 0})
 	f.Add(bytes.Repeat([]byte{0, 17, 1, 33, 1, 200, 4, 3}, 40))
+	// Rebases, complete and not, among writes, links and unlinks.
+	f.Add([]byte{0, 0, 1, 9, 0, 1, 2, 5, 0x40, 0, 1, 7, 3, 4, 0x40, 1, 0x40, 4, 2, 8, 4, 0, 0x40, 0, 1, 1})
 
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		var paths = []string{"a", "b", "d/c", "d/e"}
@@ -119,6 +121,27 @@ func FuzzFSMOps(f *testing.F) {
 				c = other
 			}
 			var fn, name = live(arg)
+			if code&0x40 != 0 {
+				// Rebase a live node of main as a Recorder does; an odd arg
+				// leaves it unfinished, as a recorder which fails midway.
+				var size, ok = fsm.Size(Fnode(fn))
+				if !ok {
+					continue
+				}
+				main.add(t, &Op{Kind: &Op_Rebase{Rebase: &Rebase{Fnode: fn, Links: fsm.Links(Fnode(fn)), Size: size}}}, nil)
+				for off := int64(0); off < size; off += 3000 {
+					if arg&1 == 1 && off+3000 >= size {
+						break
+					}
+					main.write(t, fn, off, string(bytes.Repeat([]byte{arg}, int(min(3000, size-off)))))
+				}
+				var at = int64(len(log))
+				log = append(log, main.take()...)
+				if err := applyAll(fsm, log, at, int64(len(log))); err != nil {
+					t.Fatalf("rebase of live node %d: %v", fn, err)
+				}
+				continue
+			}
 			switch code & 0x7 {
 			case 0:
 				c.add(t, create(paths[int(arg)%len(paths)]), nil)

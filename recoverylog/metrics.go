@@ -14,6 +14,10 @@ var (
 		Name: "gazconsumer_recoverylog_played_bytes_total",
 		Help: "Bytes of ops and data played by recovery log players.",
 	})
+	rebasedBytes = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "gazconsumer_recoverylog_rebased_bytes_total",
+		Help: "Bytes of live files re-recorded at the head of recovery logs by log compaction.",
+	})
 	recordedBytes = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "gazconsumer_recoverylog_recorded_bytes_total",
 		Help: "Bytes of ops and data written by recovery log recorders.",

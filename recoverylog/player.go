@@ -348,6 +348,27 @@ func (p *Player) play(f *frame) error {
 			return err
 		}
 		p.files[Fnode(f.op.Seq)] = file
+	case *Op_Rebase:
+		var fn = Fnode(k.Rebase.Fnode)
+		if p.files[fn] != nil {
+			return nil // The node is rebuilt already: its content is re-written in place.
+		}
+		// Hints begin the node here.
+		var links = p.fsm.Links(fn)
+		var file, err = p.createFile(links[0])
+		if err != nil {
+			return err
+		}
+		p.files[fn] = file
+		for _, l := range links[1:] {
+			var target = p.localPath(l)
+			if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+				err = os.Link(file.Name(), target)
+			}
+			if err != nil {
+				return fmt.Errorf("linking node %d: %w", fn, err)
+			}
+		}
 	case *Op_Write:
 		var file = p.files[Fnode(k.Write.Fnode)]
 		if _, err = file.WriteAt(f.data, k.Write.Offset); err != nil {

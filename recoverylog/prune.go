@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.gazette.dev/core/broker/client"
+	"go.gazette.dev/core/broker/fragment"
 	pb "go.gazette.dev/core/broker/protocol"
 )
 
@@ -50,4 +51,28 @@ func Prunable(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal
 		}
 	}
 	return out, nil
+}
+
+// Prune deletes from their stores the fragments of journal that no player of
+// any of hints reads (see Prunable), and returns them. Pass every generation
+// of hints which may still be used. Fragments which aren't persisted to a
+// store yet are left to a later Prune. The process must have registered the
+// providers of the fragment stores (stores.RegisterProviders), as brokers
+// and gazctl do.
+func Prune(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal, hints ...*Hints) ([]pb.Fragment, error) {
+	var prunable, err = Prunable(ctx, jc, journal, hints...)
+	if err != nil {
+		return nil, err
+	}
+	var removed []pb.Fragment
+	for _, f := range prunable {
+		if f.BackingStore == "" {
+			continue // Not persisted yet.
+		}
+		if err = fragment.Remove(ctx, f); err != nil {
+			return removed, fmt.Errorf("pruning %s fragment [%d, %d) from %s: %w", journal, f.Begin, f.End, f.BackingStore, err)
+		}
+		removed = append(removed, f)
+	}
+	return removed, nil
 }

@@ -46,6 +46,7 @@ type Op struct {
 	//	*Op_Unlink
 	//	*Op_Property
 	//	*Op_Fence
+	//	*Op_Rebase
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -163,6 +164,15 @@ func (x *Op) GetFence() *Fence {
 	return nil
 }
 
+func (x *Op) GetRebase() *Rebase {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_Rebase); ok {
+			return x.Rebase
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -191,6 +201,10 @@ type Op_Fence struct {
 	Fence *Fence `protobuf:"bytes,9,opt,name=fence,proto3,oneof"`
 }
 
+type Op_Rebase struct {
+	Rebase *Rebase `protobuf:"bytes,10,opt,name=rebase,proto3,oneof"`
+}
+
 func (*Op_Create) isOp_Kind() {}
 
 func (*Op_Write) isOp_Kind() {}
@@ -202,6 +216,8 @@ func (*Op_Unlink) isOp_Kind() {}
 func (*Op_Property) isOp_Kind() {}
 
 func (*Op_Fence) isOp_Kind() {}
+
+func (*Op_Rebase) isOp_Kind() {}
 
 // Create makes a new, empty file node linked at path. The node's id (its
 // fnode) is the seq of its Create op.
@@ -487,6 +503,72 @@ func (x *Property) GetRemove() bool {
 	return false
 }
 
+// Rebase begins a re-recording of live node fnode at the head of the log:
+// Write ops of its whole content, [0, size), follow it in order. Once they
+// have, the node's ops before the Rebase are no longer needed to rebuild it,
+// and hints give the Rebase as the start of the node's first segment, so that
+// older log content may be pruned. Links are the node's names at the Rebase.
+// A player of hints which begin the node at a Rebase creates the node there.
+type Rebase struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fnode         uint64                 `protobuf:"varint,1,opt,name=fnode,proto3" json:"fnode,omitempty"`
+	Links         []string               `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
+	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rebase) Reset() {
+	*x = Rebase{}
+	mi := &file_recoverylog_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rebase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rebase) ProtoMessage() {}
+
+func (x *Rebase) ProtoReflect() protoreflect.Message {
+	mi := &file_recoverylog_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rebase.ProtoReflect.Descriptor instead.
+func (*Rebase) Descriptor() ([]byte, []int) {
+	return file_recoverylog_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Rebase) GetFnode() uint64 {
+	if x != nil {
+		return x.Fnode
+	}
+	return 0
+}
+
+func (x *Rebase) GetLinks() []string {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+func (x *Rebase) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 // Fence hands the log over to the op's author: from it on, only that author's
 // ops are valid.
 type Fence struct {
@@ -497,7 +579,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_recoverylog_proto_msgTypes[6]
+	mi := &file_recoverylog_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +591,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_recoverylog_proto_msgTypes[6]
+	mi := &file_recoverylog_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +604,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_recoverylog_proto_rawDescGZIP(), []int{6}
+	return file_recoverylog_proto_rawDescGZIP(), []int{7}
 }
 
 // Segment is a byte range [first_offset, end_offset) of the log that holds
@@ -542,7 +624,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_recoverylog_proto_msgTypes[7]
+	mi := &file_recoverylog_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +636,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_recoverylog_proto_msgTypes[7]
+	mi := &file_recoverylog_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +649,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_recoverylog_proto_rawDescGZIP(), []int{7}
+	return file_recoverylog_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Segment) GetAuthor() uint32 {
@@ -626,7 +708,7 @@ type LiveNode struct {
 
 func (x *LiveNode) Reset() {
 	*x = LiveNode{}
-	mi := &file_recoverylog_proto_msgTypes[8]
+	mi := &file_recoverylog_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +720,7 @@ func (x *LiveNode) String() string {
 func (*LiveNode) ProtoMessage() {}
 
 func (x *LiveNode) ProtoReflect() protoreflect.Message {
-	mi := &file_recoverylog_proto_msgTypes[8]
+	mi := &file_recoverylog_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +733,7 @@ func (x *LiveNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveNode.ProtoReflect.Descriptor instead.
 func (*LiveNode) Descriptor() ([]byte, []int) {
-	return file_recoverylog_proto_rawDescGZIP(), []int{8}
+	return file_recoverylog_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LiveNode) GetFnode() uint64 {
@@ -702,7 +784,7 @@ type Hints struct {
 
 func (x *Hints) Reset() {
 	*x = Hints{}
-	mi := &file_recoverylog_proto_msgTypes[9]
+	mi := &file_recoverylog_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +796,7 @@ func (x *Hints) String() string {
 func (*Hints) ProtoMessage() {}
 
 func (x *Hints) ProtoReflect() protoreflect.Message {
-	mi := &file_recoverylog_proto_msgTypes[9]
+	mi := &file_recoverylog_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +809,7 @@ func (x *Hints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hints.ProtoReflect.Descriptor instead.
 func (*Hints) Descriptor() ([]byte, []int) {
-	return file_recoverylog_proto_rawDescGZIP(), []int{9}
+	return file_recoverylog_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Hints) GetLog() string {
@@ -783,7 +865,7 @@ var File_recoverylog_proto protoreflect.FileDescriptor
 
 const file_recoverylog_proto_rawDesc = "" +
 	"\n" +
-	"\x11recoverylog.proto\x12\x1agazconsumer.recoverylog.v1\"\xc0\x03\n" +
+	"\x11recoverylog.proto\x12\x1agazconsumer.recoverylog.v1\"\xfe\x03\n" +
 	"\x02Op\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bchecksum\x18\x02 \x01(\aR\bchecksum\x12\x16\n" +
@@ -793,7 +875,9 @@ const file_recoverylog_proto_rawDesc = "" +
 	"\x04link\x18\x06 \x01(\v2 .gazconsumer.recoverylog.v1.LinkH\x00R\x04link\x12<\n" +
 	"\x06unlink\x18\a \x01(\v2\".gazconsumer.recoverylog.v1.UnlinkH\x00R\x06unlink\x12B\n" +
 	"\bproperty\x18\b \x01(\v2$.gazconsumer.recoverylog.v1.PropertyH\x00R\bproperty\x129\n" +
-	"\x05fence\x18\t \x01(\v2!.gazconsumer.recoverylog.v1.FenceH\x00R\x05fenceB\x06\n" +
+	"\x05fence\x18\t \x01(\v2!.gazconsumer.recoverylog.v1.FenceH\x00R\x05fence\x12<\n" +
+	"\x06rebase\x18\n" +
+	" \x01(\v2\".gazconsumer.recoverylog.v1.RebaseH\x00R\x06rebaseB\x06\n" +
 	"\x04kind\"\x1c\n" +
 	"\x06Create\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"n\n" +
@@ -812,7 +896,11 @@ const file_recoverylog_proto_rawDesc = "" +
 	"\bProperty\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\fR\acontent\x12\x16\n" +
-	"\x06remove\x18\x03 \x01(\bR\x06remove\"\a\n" +
+	"\x06remove\x18\x03 \x01(\bR\x06remove\"H\n" +
+	"\x06Rebase\x12\x14\n" +
+	"\x05fnode\x18\x01 \x01(\x04R\x05fnode\x12\x14\n" +
+	"\x05links\x18\x02 \x03(\tR\x05links\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\"\a\n" +
 	"\x05Fence\"\xc2\x01\n" +
 	"\aSegment\x12\x16\n" +
 	"\x06author\x18\x01 \x01(\aR\x06author\x12\x1b\n" +
@@ -855,7 +943,7 @@ func file_recoverylog_proto_rawDescGZIP() []byte {
 	return file_recoverylog_proto_rawDescData
 }
 
-var file_recoverylog_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_recoverylog_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_recoverylog_proto_goTypes = []any{
 	(*Op)(nil),       // 0: gazconsumer.recoverylog.v1.Op
 	(*Create)(nil),   // 1: gazconsumer.recoverylog.v1.Create
@@ -863,11 +951,12 @@ var file_recoverylog_proto_goTypes = []any{
 	(*Link)(nil),     // 3: gazconsumer.recoverylog.v1.Link
 	(*Unlink)(nil),   // 4: gazconsumer.recoverylog.v1.Unlink
 	(*Property)(nil), // 5: gazconsumer.recoverylog.v1.Property
-	(*Fence)(nil),    // 6: gazconsumer.recoverylog.v1.Fence
-	(*Segment)(nil),  // 7: gazconsumer.recoverylog.v1.Segment
-	(*LiveNode)(nil), // 8: gazconsumer.recoverylog.v1.LiveNode
-	(*Hints)(nil),    // 9: gazconsumer.recoverylog.v1.Hints
-	nil,              // 10: gazconsumer.recoverylog.v1.Hints.PropertiesEntry
+	(*Rebase)(nil),   // 6: gazconsumer.recoverylog.v1.Rebase
+	(*Fence)(nil),    // 7: gazconsumer.recoverylog.v1.Fence
+	(*Segment)(nil),  // 8: gazconsumer.recoverylog.v1.Segment
+	(*LiveNode)(nil), // 9: gazconsumer.recoverylog.v1.LiveNode
+	(*Hints)(nil),    // 10: gazconsumer.recoverylog.v1.Hints
+	nil,              // 11: gazconsumer.recoverylog.v1.Hints.PropertiesEntry
 }
 var file_recoverylog_proto_depIdxs = []int32{
 	1,  // 0: gazconsumer.recoverylog.v1.Op.create:type_name -> gazconsumer.recoverylog.v1.Create
@@ -875,15 +964,16 @@ var file_recoverylog_proto_depIdxs = []int32{
 	3,  // 2: gazconsumer.recoverylog.v1.Op.link:type_name -> gazconsumer.recoverylog.v1.Link
 	4,  // 3: gazconsumer.recoverylog.v1.Op.unlink:type_name -> gazconsumer.recoverylog.v1.Unlink
 	5,  // 4: gazconsumer.recoverylog.v1.Op.property:type_name -> gazconsumer.recoverylog.v1.Property
-	6,  // 5: gazconsumer.recoverylog.v1.Op.fence:type_name -> gazconsumer.recoverylog.v1.Fence
-	7,  // 6: gazconsumer.recoverylog.v1.LiveNode.segments:type_name -> gazconsumer.recoverylog.v1.Segment
-	8,  // 7: gazconsumer.recoverylog.v1.Hints.live_nodes:type_name -> gazconsumer.recoverylog.v1.LiveNode
-	10, // 8: gazconsumer.recoverylog.v1.Hints.properties:type_name -> gazconsumer.recoverylog.v1.Hints.PropertiesEntry
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	7,  // 5: gazconsumer.recoverylog.v1.Op.fence:type_name -> gazconsumer.recoverylog.v1.Fence
+	6,  // 6: gazconsumer.recoverylog.v1.Op.rebase:type_name -> gazconsumer.recoverylog.v1.Rebase
+	8,  // 7: gazconsumer.recoverylog.v1.LiveNode.segments:type_name -> gazconsumer.recoverylog.v1.Segment
+	9,  // 8: gazconsumer.recoverylog.v1.Hints.live_nodes:type_name -> gazconsumer.recoverylog.v1.LiveNode
+	11, // 9: gazconsumer.recoverylog.v1.Hints.properties:type_name -> gazconsumer.recoverylog.v1.Hints.PropertiesEntry
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_recoverylog_proto_init() }
@@ -898,6 +988,7 @@ func file_recoverylog_proto_init() {
 		(*Op_Unlink)(nil),
 		(*Op_Property)(nil),
 		(*Op_Fence)(nil),
+		(*Op_Rebase)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -905,7 +996,7 @@ func file_recoverylog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_recoverylog_proto_rawDesc), len(file_recoverylog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -3,6 +3,9 @@ package rocks
 import (
 	"fmt"
 	"strconv"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/recoverylog"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/linxGnu/grocksdb"
@@ -30,10 +33,42 @@ type Options struct {
 	BlockCacheBytes uint64
 	// Compression of SST files: "none", "snappy", "lz4" or "zstd".
 	Compression string
+	// LogCompaction is the policy by which the store keeps its recovery
+	// log's needed span close to its live state (see
+	// recoverylog.Recorder.Compact); zero-valued, it's
+	// recoverylog.DefaultCompaction. A negative Ratio disables it.
+	LogCompaction recoverylog.Compaction
+	// LogCompactionInterval is how often the policy is checked; zero means
+	// DefaultLogCompactionInterval.
+	LogCompactionInterval time.Duration
 	// Tune, if set, further adjusts the RocksDB options before the database
 	// opens. The recorded Env, WAL recycling and CreateIfMissing are set
 	// after it and may not be changed.
 	Tune func(*grocksdb.Options)
+}
+
+// DefaultLogCompactionInterval is how often a store checks whether its
+// recovery log needs compaction.
+const DefaultLogCompactionInterval = 30 * time.Second
+
+// Defaults of RocksDB options which keep the recovery log small: RocksDB
+// rolls its MANIFEST and info LOG past these sizes, and keeps few old LOGs,
+// so that long-lived files don't pin old log content.
+const (
+	DefaultMaxManifestFileSize = 4 << 20
+	DefaultMaxInfoLogFileSize  = 1 << 20
+	DefaultKeepInfoLogFiles    = 2
+)
+
+func (o Options) logCompaction() (recoverylog.Compaction, time.Duration) {
+	var c, every = o.LogCompaction, o.LogCompactionInterval
+	if c == (recoverylog.Compaction{}) {
+		c = recoverylog.DefaultCompaction
+	}
+	if every == 0 {
+		every = DefaultLogCompactionInterval
+	}
+	return c, every
 }
 
 // OptionsFromLabels returns Options set from a shard's labels.

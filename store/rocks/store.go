@@ -2,6 +2,7 @@ package rocks
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,10 +10,13 @@ import (
 	"os"
 	"runtime/cgo"
 	"sync"
+	"time"
 
+	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/linxGnu/grocksdb"
 	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 )
 
@@ -44,6 +48,14 @@ type Store struct {
 	getBuf  []byte         // Value last returned by Get from the database.
 	closing chan struct{}  // Closed by Destroy.
 	commits sync.WaitGroup // Background commits.
+	tasks   sync.WaitGroup // Other background tasks (log compaction).
+}
+
+// logCompacter is implemented by a FileRecorder which can compact its log,
+// as *recoverylog.Recorder does.
+type logCompacter interface {
+	Compact(context.Context, recoverylog.Compaction) (recoverylog.CompactResult, error)
+	Journal() pb.Journal
 }
 
 // commit is a transaction's writes on their way to the database.
@@ -91,6 +103,9 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	s.opts.SetBlockBasedTableFactory(s.bbto)
 	s.opts.SetCompression(compression)
 	s.opts.SetInfoLogLevel(grocksdb.WarnInfoLogLevel)
+	s.opts.SetMaxManifestFileSize(DefaultMaxManifestFileSize)
+	s.opts.SetMaxLogFileSize(DefaultMaxInfoLogFileSize)
+	s.opts.SetKeepLogFileNum(DefaultKeepInfoLogFiles)
 	if o.Tune != nil {
 		o.Tune(s.opts)
 	}
@@ -106,7 +121,41 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
+	if lc, ok := rec.(logCompacter); ok {
+		var policy, every = o.logCompaction()
+		if policy.Ratio > 0 {
+			s.tasks.Go(func() { s.compactLog(lc, policy, every) })
+		}
+	}
 	return s, nil
+}
+
+// compactLog compacts the recovery log by policy every interval, until the
+// store is destroyed. A failure is logged: if the recorder failed, commits
+// fail too.
+func (s *Store) compactLog(lc logCompacter, policy recoverylog.Compaction, every time.Duration) {
+	var ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.closing
+		cancel()
+	}()
+	var ticker = time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+		case <-s.closing:
+			return
+		}
+		var res, err = lc.Compact(ctx, policy)
+		if err != nil && ctx.Err() == nil {
+			slog.Warn("compacting recovery log", "journal", lc.Journal(), "dir", s.dir, "err", err)
+		} else if res.Files != 0 {
+			slog.Info("compacted recovery log", "journal", lc.Journal(), "dir", s.dir,
+				"span", res.Span, "liveBytes", res.LiveBytes, "files", res.Files, "bytes", res.Bytes)
+		}
+	}
 }
 
 // DB is the underlying database, for tuning and inspection (flushes,
@@ -351,6 +400,7 @@ func (s *Store) writesIn(start, end []byte) []entry {
 func (s *Store) Destroy() {
 	close(s.closing)
 	s.commits.Wait()
+	s.tasks.Wait()
 	s.release()
 	if err := os.RemoveAll(s.dir); err != nil {
 		slog.Warn("removing store files", "dir", s.dir, "err", err)
