@@ -150,7 +150,7 @@ func (s *Stack) start(ctx context.Context) error {
 	logrusslog.Install(s.opts.LogLevel)
 	registerProcessGlobals(s.opts.Zone)
 
-	var fragments = filepath.Join(s.opts.Dir, "fragments")
+	var fragments = s.FragmentsRoot()
 	if err := os.MkdirAll(fragments, 0o750); err != nil {
 		return fmt.Errorf("devstack: creating fragment store root: %w", err)
 	}
@@ -363,6 +363,11 @@ func (s *Stack) Brokers() []*Broker { return s.brokers }
 
 // Dir is the stack's absolute data directory.
 func (s *Stack) Dir() string { return s.opts.Dir }
+
+// FragmentsRoot is the root directory of the stack's file:// fragment
+// store. Clients which read fragments directly (ReadRequest.DoNotProxy)
+// open the URLs brokers sign under it: see client.InstallFileTransport.
+func (s *Stack) FragmentsRoot() string { return filepath.Join(s.opts.Dir, "fragments") }
 
 // Close stops the brokers (handing off or persisting their journals), then
 // the persister, then etcd. It returns once every goroutine of the stack has

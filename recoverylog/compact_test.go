@@ -85,12 +85,30 @@ func TestCompactionThenPrune(t *testing.T) {
 		}
 	}
 
-	// Prune what neither generation after the compaction needs.
+	// Prune what neither generation after the compaction needs, once the
+	// brokers have persisted it.
+	var prunable []pb.Fragment
+	for persisted := false; !persisted; {
+		if prunable, err = Prunable(ctx, stack.Journals(), journal, after1, after2); err != nil {
+			t.Fatal(err)
+		}
+		persisted = len(prunable) != 0 && prunable[len(prunable)-1].BackingStore != ""
+		for _, f := range prunable {
+			persisted = persisted && f.BackingStore != ""
+		}
+		if !persisted {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("prunable fragments %v were never persisted", prunable)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
 	removed, err := Prune(ctx, stack.Journals(), journal, after1, after2)
 	if err != nil {
 		t.Fatal(err)
-	} else if len(removed) == 0 {
-		t.Fatal("nothing was pruned")
+	} else if len(removed) != len(prunable) {
+		t.Fatalf("pruned %d fragments of %d prunable", len(removed), len(prunable))
 	}
 	var needed = NeededFrom(after1, after2)
 	for _, f := range removed {
@@ -107,6 +125,16 @@ func TestCompactionThenPrune(t *testing.T) {
 			sameTree(t, m.dir, dir)
 		}
 	}
+	// Also when reading persisted fragments straight from the store.
+	defer client.InstallFileTransport(stack.FragmentsRoot())()
+	var direct = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xC8)
+	direct.DoNotProxy = true
+	direct.FinishAtWriteHead()
+	if _, err = direct.Play(ctx, after2); err != nil {
+		t.Fatalf("playback reading fragments directly: %v", err)
+	}
+	sameTree(t, m.dir, direct.dir)
+
 	// Playback from the log's start, or from hints before the compaction,
 	// now fails: their content is gone.
 	for _, h := range []*Hints{nil, before} {

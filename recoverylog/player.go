@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -20,6 +21,13 @@ import (
 // reads to the log's write head and fences the log, so that its author
 // becomes the one writer of the log.
 type Player struct {
+	// DoNotProxy reads persisted fragments of the log straight from their
+	// fragment stores, through the URLs brokers sign, rather than through
+	// the brokers: about twice as fast, and what Gazette's own players do.
+	// The process must be able to open those URLs: for file:// stores, see
+	// client.InstallFileTransport. Set it before Play.
+	DoNotProxy bool
+
 	jc      pb.RoutedJournalClient
 	journal pb.Journal
 	dir     string
@@ -31,7 +39,8 @@ type Player struct {
 
 	fsm       *FSM
 	files     map[Fnode]*os.File
-	bytesRead int64
+	bytesRead atomic.Int64
+	offset    atomic.Int64 // Log offset through which ops were read.
 }
 
 // NewPlayer returns a Player of journal into dir, which hands the log over
@@ -59,7 +68,13 @@ func (p *Player) FinishAtWriteHead() { p.finishOnce.Do(func() { close(p.finishCh
 func (p *Player) Tailing() <-chan struct{} { return p.tailingCh }
 
 // BytesRead is the number of log bytes Play has read.
-func (p *Player) BytesRead() int64 { return p.bytesRead }
+// It may be called while Play runs.
+func (p *Player) BytesRead() int64 { return p.bytesRead.Load() }
+
+// Offset is the log offset through which Play has read ops: during the
+// replay of hints, within their segments; then, of the log after them. It
+// may be called while Play runs.
+func (p *Player) Offset() int64 { return p.offset.Load() }
 
 // Play plays the log into the player's directory, which must be empty, from
 // hints or, if hints is nil, from the log's start. It returns once
@@ -138,7 +153,7 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 		}
 		if p.fsm.Author() == p.author && p.fsm.NextSeq() == seq+1 && p.fsm.NextOffset() == resp.Commit.End {
 			slog.Info("recovery log fenced", "journal", p.journal, "author", p.author,
-				"offset", resp.Commit.Begin, "seq", seq, "bytesRead", p.bytesRead)
+				"offset", resp.Commit.Begin, "seq", seq, "bytesRead", p.bytesRead.Load())
 			return p.fsm, nil
 		}
 		// Another op took our Fence's seq: fence again after it.
@@ -242,10 +257,11 @@ type source struct {
 // open starts a read of the log from offset through end (if non-zero).
 func (p *Player) open(ctx context.Context, offset, end int64, block bool) *source {
 	var rr = client.NewRetryReader(ctx, p.jc, pb.ReadRequest{
-		Journal:   p.journal,
-		Offset:    offset,
-		EndOffset: end,
-		Block:     block,
+		Journal:    p.journal,
+		Offset:     offset,
+		EndOffset:  end,
+		Block:      block,
+		DoNotProxy: p.DoNotProxy,
 	})
 	var limit int64
 	if end != 0 {
@@ -288,7 +304,8 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) e
 	for {
 		var err = dec.next(&f)
 		if err == nil {
-			p.bytesRead += f.end - f.begin
+			p.bytesRead.Add(f.end - f.begin)
+			p.offset.Store(f.end)
 			if end != 0 && f.end > end {
 				return fmt.Errorf("%w: journal %s offset %d: op %d ends at %d, past the range end %d",
 					ErrCorrupt, p.journal, f.begin, f.op.Seq, f.end, end)

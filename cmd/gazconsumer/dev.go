@@ -108,6 +108,7 @@ func devEnv(s *devstack.Stack) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "export BROKER_ADDRESS=%s\n", s.Brokers()[0].Endpoint())
 	fmt.Fprintf(&b, "export BROKER_CACHE_SIZE=256\n")
+	fmt.Fprintf(&b, "export BROKER_FILE_ROOT=%s\n", s.FragmentsRoot())
 	fmt.Fprintf(&b, "export ETCD_ADDRESS=%s\n", s.EtcdURL())
 	return b.String()
 }

@@ -98,6 +98,9 @@ fragment:
 		return err
 	}
 	defer stack.Close()
+	// Read persisted fragments directly from the store, as players do in
+	// production (and Gazette's own players do).
+	defer client.InstallFileTransport(stack.FragmentsRoot())()
 
 	// Build the store.
 	var built = filepath.Join(dir, "built")
@@ -142,6 +145,7 @@ fragment:
 	}
 	start = time.Now()
 	var p = recoverylog.NewPlayer(stack.Journals(), journal, recovered, 0xB2)
+	p.DoNotProxy = true
 	p.FinishAtWriteHead()
 	fsm, err := p.Play(ctx, hints)
 	if err != nil {
@@ -288,7 +292,7 @@ func check(s *rocks.Store, keys, valueLen int) error {
 // discards them.
 func readRaw(ctx context.Context, jc pb.RoutedJournalClient, from, end, n int64) (time.Duration, error) {
 	var start = time.Now()
-	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: journal, Offset: from, EndOffset: min(end, from+n)})
+	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: journal, Offset: from, EndOffset: min(end, from+n), DoNotProxy: true})
 	defer rr.Cancel()
 	if _, err := io.Copy(io.Discard, rr); err != nil && err != io.EOF {
 		return 0, fmt.Errorf("reading %s: %w", journal, err)

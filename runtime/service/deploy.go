@@ -27,6 +27,7 @@ type Flags struct {
 	EtcdLeaseTTL    time.Duration
 	BrokerAddress   string
 	BrokerCacheSize int
+	FileRoot        string
 	Zone, ID        string
 	Host, Port      string
 	ShardLimit      uint
@@ -41,6 +42,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.StringVar(&f.EtcdPrefix, "etcd.prefix", env("ETCD_PREFIX", "/gazette/consumers/"+appName), "etcd prefix of the application's shards and members (env ETCD_PREFIX)")
 	fs.DurationVar(&f.EtcdLeaseTTL, "etcd.lease", envDuration("ETCD_LEASE_TTL", 20*time.Second), "time-to-live of the member's etcd lease: how long the shards of a member that died stay assigned to it (env ETCD_LEASE_TTL)")
 	fs.StringVar(&f.BrokerAddress, "broker.address", env("BROKER_ADDRESS", "http://localhost:8080"), "Gazette broker endpoint (env BROKER_ADDRESS)")
+	fs.StringVar(&f.FileRoot, "broker.file-root", env("BROKER_FILE_ROOT", ""), "filesystem path which roots the brokers' file:// fragment URLs: if set, recovery logs are read from fragments directly, not through brokers (env BROKER_FILE_ROOT)")
 	fs.IntVar(&f.BrokerCacheSize, "broker.cache.size", envInt("BROKER_CACHE_SIZE", 256), "size of the route cache of journals; 0 proxies every request (env BROKER_CACHE_SIZE)")
 	fs.StringVar(&f.Zone, "consumer.zone", env("CONSUMER_ZONE", "local"), "availability zone of this member (env CONSUMER_ZONE)")
 	fs.StringVar(&f.ID, "consumer.id", env("CONSUMER_ID", ""), "unique ID of this member; generated if empty (env CONSUMER_ID)")
@@ -95,6 +97,9 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		return fmt.Errorf("--broker.address: %w", err)
 	}
 	defer conn.Close()
+	if f.FileRoot != "" {
+		defer client.InstallFileTransport(f.FileRoot)()
+	}
 
 	var appCtx, stopApp = context.WithCancel(context.Background())
 	defer stopApp()
@@ -114,6 +119,8 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		ShardLimit: uint32(f.ShardLimit),
 		LeaseTTL:   f.EtcdLeaseTTL,
 		StateDir:   f.StateDir,
+
+		DirectFragmentReads: f.FileRoot != "",
 	})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"go.gazette.dev/core/broker/client"
 )
 
 // testStack is the one stack of the test process: each test works under
@@ -25,6 +26,8 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		defer testStack.Close()
+		// Players read persisted fragments of recovery logs directly.
+		defer client.InstallFileTransport(testStack.FragmentsRoot())()
 		return m.Run()
 	}()
 	if code == 0 {

@@ -2,9 +2,10 @@ package service
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -116,37 +117,35 @@ func (r *lagReporter) report(lag int64) {
 	r.last, r.at = lag, now
 }
 
-// recoveryProgress follows the playback of a recovery log through the read
-// responses of its journal, and sets the shard's recovery gauges.
+// recoveryProgress follows the playback of a recovery log, and sets the
+// shard's recovery gauges: bytes played, from the player, and bytes still to
+// play, to the write head that the log's read responses report.
 type recoveryProgress struct {
 	shard string
-
-	mu     sync.Mutex
-	bytes  int64     // Content read.
-	offset pb.Offset // Through which content was read.
-	head   pb.Offset // Write head, as last reported.
+	head  atomic.Int64 // Write head, as last reported.
 }
 
 func newRecoveryProgress(id pc.ShardID) *recoveryProgress {
 	return &recoveryProgress{shard: id.String()}
 }
 
-func (p *recoveryProgress) observe(resp *pb.ReadResponse) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if resp.Status != pb.Status_OK {
-		return
+// follow sets the gauges from player until done closes.
+func (p *recoveryProgress) follow(player *recoverylog.Player, done <-chan struct{}) {
+	var ticker = time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		recoveryPlayedBytes.WithLabelValues(p.shard).Set(float64(player.BytesRead()))
+		recoveryRemainingBytes.WithLabelValues(p.shard).Set(float64(max(0, p.head.Load()-player.Offset())))
+		select {
+		case <-ticker.C:
+		case <-done:
+			return
+		}
 	}
-	var end = resp.Offset + int64(len(resp.Content))
-	p.bytes += int64(len(resp.Content))
-	p.offset = max(p.offset, end)
-	p.head = max(p.head, resp.WriteHead)
-	recoveryPlayedBytes.WithLabelValues(p.shard).Set(float64(p.bytes))
-	recoveryRemainingBytes.WithLabelValues(p.shard).Set(float64(max(0, p.head-p.offset)))
 }
 
-// journalClient returns a client of jc whose reads of journal tell p of
-// their progress.
+// journalClient returns a client of jc whose reads of journal tell p of the
+// write head.
 func (p *recoveryProgress) journalClient(jc pb.RoutedJournalClient, journal pb.Journal) pb.RoutedJournalClient {
 	return progressClient{RoutedJournalClient: jc, journal: journal, p: p}
 }
@@ -186,4 +185,10 @@ func (s progressStream) Recv() (*pb.ReadResponse, error) {
 		s.p.observe(resp)
 	}
 	return resp, err
+}
+
+func (p *recoveryProgress) observe(resp *pb.ReadResponse) {
+	if resp.Status == pb.Status_OK && resp.WriteHead > p.head.Load() {
+		p.head.Store(resp.WriteHead)
+	}
 }

@@ -80,6 +80,11 @@ type Config struct {
 	// HintsInterval is how often a primary stores recovery-log hints;
 	// zero means 10s.
 	HintsInterval time.Duration
+	// DirectFragmentReads has recovery logs played from persisted
+	// fragments read straight from their stores (recoverylog.Player's
+	// DoNotProxy), rather than through the brokers. The process must be
+	// able to open the URLs brokers sign: see Flags.FileRoot.
+	DirectFragmentReads bool
 }
 
 // Service is a running member of a consumer application.

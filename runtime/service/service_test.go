@@ -32,6 +32,7 @@ func newCluster(t testing.TB, n int) *sums.Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	c.DirectFragmentReads = true // TestMain installs the file transport.
 	return c
 }
 

@@ -193,12 +193,14 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 
 	var progress = newRecoveryProgress(spec.Id)
 	var player = recoverylog.NewPlayer(progress.journalClient(s.svc.cfg.Journals, recLog), recLog, dir, s.author())
+	player.DoNotProxy = s.svc.cfg.DirectFragmentReads
 	var done = make(chan struct{})
 	var fsm *recoverylog.FSM
 	go func() {
 		defer close(done)
 		fsm, err = player.Play(s.ctx, hints)
 	}()
+	go progress.follow(player, done)
 
 	select {
 	case <-player.Tailing():

@@ -47,6 +47,10 @@ type Cluster struct {
 	// Handoff is how long a member stopping hands its shards off; zero
 	// means 30s.
 	Handoff time.Duration
+	// DirectFragmentReads of members started hereafter (see
+	// service.Config): the process must have installed a file transport
+	// of the stack's fragments root.
+	DirectFragmentReads bool
 
 	mu      sync.Mutex
 	started int
@@ -97,6 +101,8 @@ func (c *Cluster) Start(id string) (*Member, error) {
 		LeaseTTL:      orDefault(c.LeaseTTL, 3*time.Second),
 		StateDir:      dir,
 		HintsInterval: 200 * time.Millisecond,
+
+		DirectFragmentReads: c.DirectFragmentReads,
 	})
 	if err != nil {
 		return nil, err
