@@ -1,0 +1,681 @@
+// Command bench measures gazconsumer against Gazette's own consumer
+// framework and against the physical limit, side by side on the same
+// journals, and prints the table of docs/benchmarks.md.
+//
+// It starts one in-process stack (etcd and a Gazette broker, package
+// devstack) and fills its input partitions once. Then, -reps times and in a
+// rotating order:
+//
+//   - raw: a process reads and decodes every message of the partitions
+//     through the broker client (the limit);
+//   - ours: the consumer generated from proto/bench/v1/sums.proto (command
+//     summer: runtime/service, store/rocks) keeps per-key sums in RocksDB
+//     over 4 shards; timed from applying its shards until each has read
+//     through its partition's write head;
+//   - anchor: the same consumer hand-written on go.gazette.dev/core/consumer
+//     with consumer/store-rocksdb (command anchor), timed the same way.
+//
+// For recovery, each side builds a store of -state bytes recorded into a
+// log of its own (commands ours-recovery and anchor-recovery); then, -reps
+// times, each plays its log back from its hints into a new directory, and a
+// process reads each log raw from its start to its write head.
+//
+// Every figure comes from its own process, so that the two sides, whose
+// RocksDB bindings cannot link into one binary, run alike; the stack runs
+// in this one. Ratios are taken within each repetition, then their median
+// is reported, which holds up on a noisy machine. Run it with `make bench`;
+// `-messages 100000 -state 64MiB -reps 1` is a quick look.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/bench/v1"
+	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
+	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
+	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/specs"
+	"go.gazette.dev/core/auth"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/message"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// config is the command's flags.
+type config struct {
+	bin        string
+	dir        string
+	messages   int
+	partitions int
+	keys       int
+	reps       int
+	state      int64
+	valueLen   int
+	skip       string
+	profileDir string
+	timeout    time.Duration
+}
+
+func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "raw" || os.Args[1] == "rawlog") {
+		if err := rawMain(os.Args[1], os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+		return
+	}
+	var c config
+	var state string
+	flag.StringVar(&c.bin, "bin", "", "directory of the commands summer, anchor, ours-recovery and anchor-recovery (default: this command's)")
+	flag.StringVar(&c.dir, "dir", "", "work directory of the stack and stores (default: a temporary one, removed after)")
+	flag.IntVar(&c.messages, "messages", 1_000_000, "messages of the throughput measure")
+	flag.IntVar(&c.partitions, "partitions", 4, "input partitions, and shards of each consumer")
+	flag.IntVar(&c.keys, "keys", 10_000, "distinct keys of the messages")
+	flag.IntVar(&c.reps, "reps", 3, "repetitions of each measure; medians are reported")
+	flag.StringVar(&state, "state", "1GiB", "state of the recovery measure's store (e.g. 64MiB, 1GiB)")
+	flag.IntVar(&c.valueLen, "value", 1024, "bytes of each value of the recovery measure's store")
+	flag.StringVar(&c.skip, "skip", "", "measures to skip: throughput, recovery")
+	flag.StringVar(&c.profileDir, "profile", "", "directory to write CPU profiles of the consumers and playbacks to (of the last repetition)")
+	flag.DurationVar(&c.timeout, "timeout", time.Hour, "limit of the whole run")
+	flag.Parse()
+	slog.SetLogLoggerLevel(slog.LevelWarn)
+
+	var err error
+	if c.state, err = parseBytes(state); err != nil {
+		fatal(err)
+	}
+	if c.bin == "" {
+		var exe, err = os.Executable()
+		if err != nil {
+			fatal(err)
+		}
+		c.bin = filepath.Dir(exe)
+	}
+	if c.dir == "" {
+		if c.dir, err = os.MkdirTemp("", "gazconsumer-bench-"); err != nil {
+			fatal(err)
+		}
+		defer os.RemoveAll(c.dir)
+	}
+	if c.profileDir != "" {
+		if c.profileDir, err = filepath.Abs(c.profileDir); err == nil {
+			err = os.MkdirAll(c.profileDir, 0o755)
+		}
+		if err != nil {
+			fatal(err)
+		}
+	}
+	var ctx, cancel = context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	if err = run(ctx, c); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+// Sides of the consumer measures.
+var sides = []string{"ours", "anchor"}
+
+func run(ctx context.Context, c config) error {
+	var runs []workload.Run
+	for rep := range c.reps {
+		for _, side := range sides {
+			runs = append(runs, workload.Run{Side: side, Rep: rep + 1})
+		}
+	}
+	// A fixed etcd port: with port 0, the stack's etcd advertises
+	// 127.0.0.1:0 as its client URL, which Gazette's consumer adopts when it
+	// syncs its endpoints (mainboilerplate.EtcdConfig.MustDial).
+	var etcdPort, err = freePort()
+	if err != nil {
+		return err
+	}
+	stack, err := devstack.Start(ctx, devstack.Options{
+		Dir:           filepath.Join(c.dir, "stack"),
+		EtcdPort:      etcdPort,
+		UnsafeNoFsync: true,
+		LogLevel:      slog.LevelWarn,
+	})
+	if err != nil {
+		return err
+	}
+	defer stack.Close()
+	var yaml = workload.JournalsYAML(c.partitions, runs, sides)
+	if _, err = specs.ApplyJournals(ctx, stack.Journals(), "bench journals", []byte(yaml)); err != nil {
+		return err
+	}
+	var env = stackEnv{
+		etcd:   stack.EtcdURL(),
+		broker: string(stack.Brokers()[0].Endpoint()),
+		jc:     stack.Journals(),
+	}
+	fmt.Printf("gazconsumer bench: %d cores; stack in %s\n", runtime.NumCPU(), c.dir)
+
+	if !strings.Contains(c.skip, "throughput") {
+		if err = throughput(ctx, c, env); err != nil {
+			return fmt.Errorf("throughput: %w", err)
+		}
+	}
+	if !strings.Contains(c.skip, "recovery") {
+		if err = recovery(ctx, c, env); err != nil {
+			return fmt.Errorf("recovery: %w", err)
+		}
+	}
+	return nil
+}
+
+// stackEnv is how commands reach the stack.
+type stackEnv struct {
+	etcd, broker string
+	jc           pb.RoutedJournalClient
+}
+
+// sample is one measure of one repetition.
+type sample struct {
+	seconds    float64 // Wall time.
+	cpuSeconds float64 // User and system time of the measured process.
+	startup    float64 // Consumers: seconds until every shard was primary.
+}
+
+func throughput(ctx context.Context, c config, env stackEnv) error {
+	fmt.Printf("\nfilling %d partitions with %d messages over %d keys...\n", c.partitions, c.messages, c.keys)
+	var began = time.Now()
+	heads, err := fill(ctx, env.jc, c)
+	if err != nil {
+		return err
+	}
+	var totalBytes int64
+	for _, h := range heads {
+		totalBytes += h
+	}
+	fmt.Printf("  filled in %s: %.1f MB, %.1f bytes a message with framing\n",
+		time.Since(began).Round(time.Millisecond), float64(totalBytes)/1e6, float64(totalBytes)/float64(c.messages))
+
+	var measures = []string{"raw", "ours", "anchor"}
+	var got = make(map[string][]sample)
+	for rep := 1; rep <= c.reps; rep++ {
+		for k := range measures {
+			var m = measures[(k+rep-1)%len(measures)]
+			var s sample
+			var err error
+			var prof = c.profile(rep, m+"-consume.pprof")
+			if m == "raw" {
+				s, err = rawRead(ctx, c, env, heads, prof)
+			} else {
+				s, err = consume(ctx, c, env, workload.Run{Side: m, Rep: rep}, heads, prof)
+			}
+			if err != nil {
+				return fmt.Errorf("%s, repetition %d: %w", m, rep, err)
+			}
+			fmt.Printf("  rep %d %-6s %8.3fs  %10.0f msgs/s  cpu %6.2fs\n", rep, m, s.seconds, float64(c.messages)/s.seconds, s.cpuSeconds)
+			got[m] = append(got[m], s)
+		}
+	}
+
+	fmt.Printf("\nthroughput: %d messages (%.1f MB) in %d partitions, %d keys, RocksDB state; median of %d\n",
+		c.messages, float64(totalBytes)/1e6, c.partitions, c.keys, c.reps)
+	fmt.Printf("  %-34s %11s %8s %9s %10s %9s\n", "", "msgs/s", "MB/s", "time", "start-up", "cpu")
+	for _, row := range []struct{ m, label string }{
+		{"raw", "raw read+decode (the limit)"},
+		{"anchor", "anchor: Gazette consumer+rocksdb"},
+		{"ours", "ours: gazconsumer"},
+	} {
+		var secs = median(got[row.m], func(s sample) float64 { return s.seconds })
+		var startup = "-"
+		if row.m != "raw" {
+			startup = fmt.Sprintf("%.2fs", median(got[row.m], func(s sample) float64 { return s.startup }))
+		}
+		fmt.Printf("  %-34s %11.0f %8.1f %8.2fs %10s %8.2fs\n", row.label, float64(c.messages)/secs,
+			float64(totalBytes)/1e6/secs, secs, startup, median(got[row.m], func(s sample) float64 { return s.cpuSeconds }))
+	}
+	// Rates are inverse to times: ours/anchor rate = anchor time / ours time.
+	fmt.Printf("  ratio ours/anchor (msgs/s): %5.2f   (goal ≥ 1.2)\n", medianRatio(got["anchor"], got["ours"], seconds))
+	fmt.Printf("  ratio ours/raw    (msgs/s): %5.2f   (goal ≥ 0.5)\n", medianRatio(got["raw"], got["ours"], seconds))
+	fmt.Printf("  ratio anchor/raw  (msgs/s): %5.2f\n", medianRatio(got["raw"], got["anchor"], seconds))
+	fmt.Printf("  cpu ours/anchor (consumer process): %5.2f\n", medianRatio(got["ours"], got["anchor"], cpuSeconds))
+	return nil
+}
+
+func seconds(s sample) float64    { return s.seconds }
+func cpuSeconds(s sample) float64 { return s.cpuSeconds }
+
+// profile is the path of a CPU profile of rep, if profiles are asked for
+// and rep is the last repetition.
+func (c config) profile(rep int, name string) string {
+	if c.profileDir == "" || rep != c.reps {
+		return ""
+	}
+	return filepath.Join(c.profileDir, name)
+}
+
+// fill publishes c.messages Adds of c.keys keys over the partitions (key k
+// to partition k mod partitions), committed, and returns the partitions'
+// write heads.
+func fill(ctx context.Context, jc pb.RoutedJournalClient, c config) ([]int64, error) {
+	var pub = message.NewPublisher(client.NewAppendService(ctx, jc), nil)
+	var keys = make([]string, c.keys)
+	for k := range keys {
+		keys[k] = fmt.Sprintf("key-%06d", k)
+	}
+	var rng = rand.New(rand.NewPCG(1, 2))
+	var last = make([]*client.AsyncAppend, c.partitions)
+	var msg benchv1.Add
+	for range c.messages {
+		var k = rng.IntN(c.keys)
+		var journal = workload.Input(k % c.partitions)
+		msg.Key, msg.Value = keys[k], rng.Int64N(1000)
+		var aa, err = pub.PublishCommitted(func(message.Mappable) (pb.Journal, string, error) {
+			return journal, workload.ContentType, nil
+		}, &msg)
+		if err != nil {
+			return nil, fmt.Errorf("publishing to %s: %w", journal, err)
+		}
+		last[k%c.partitions] = aa
+	}
+	var heads = make([]int64, c.partitions)
+	for i, aa := range last {
+		if aa == nil {
+			return nil, fmt.Errorf("no message was published to %s", workload.Input(i))
+		} else if err := aa.Err(); err != nil {
+			return nil, fmt.Errorf("appending to %s: %w", workload.Input(i), err)
+		}
+		heads[i] = aa.Response().Commit.End
+	}
+	return heads, nil
+}
+
+// rawRead reads and decodes the partitions in a process of its own.
+func rawRead(ctx context.Context, c config, env stackEnv, heads []int64, prof string) (sample, error) {
+	var args = []string{"raw", "-broker", env.broker}
+	for i, h := range heads {
+		args = append(args, "-journal", fmt.Sprintf("%s=%d", workload.Input(i), h))
+	}
+	var exe, err = os.Executable()
+	if err != nil {
+		return sample{}, err
+	}
+	var res rawResult
+	ps, err := runJSON(ctx, exec.CommandContext(ctx, exe, args...), prof, &res)
+	if err != nil {
+		return sample{}, err
+	} else if res.Messages != int64(c.messages) {
+		return sample{}, fmt.Errorf("read %d messages, not the %d published", res.Messages, c.messages)
+	}
+	return sample{seconds: res.Seconds, cpuSeconds: cpuOf(ps)}, nil
+}
+
+// consume runs a consumer of side in a process of its own, applies its
+// shards and times them until they have read through heads.
+func consume(ctx context.Context, c config, env stackEnv, r workload.Run, heads []int64, prof string) (_ sample, err error) {
+	p, err := freePort()
+	if err != nil {
+		return sample{}, err
+	}
+	var port = strconv.Itoa(p)
+	var state = filepath.Join(c.dir, "consumers", r.String())
+	if err = os.MkdirAll(state, 0o755); err != nil {
+		return sample{}, err
+	}
+	defer os.RemoveAll(state)
+	var cmd *exec.Cmd
+	switch r.Side {
+	case "ours":
+		cmd = exec.Command(filepath.Join(c.bin, "summer"),
+			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
+			"--consumer.host", "127.0.0.1", "--consumer.port", port, "--consumer.id", r.String(),
+			"--consumer.state-dir", state, "--log.level", "warn")
+	case "anchor":
+		cmd = exec.Command(filepath.Join(c.bin, "anchor"), "serve",
+			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
+			"--broker.cache.size", "256", "--consumer.host", "127.0.0.1", "--consumer.port", port,
+			"--consumer.id", r.String(), "--log.level", "warn")
+	}
+	cmd.Env = append(os.Environ(), "TMPDIR="+state) // Gazette plays recovery logs into a temporary directory.
+	if prof != "" {
+		cmd.Env = append(cmd.Env, profile.Env+"="+prof)
+	}
+	// Its logs go to a file, shown if the run fails.
+	logs, err := os.Create(filepath.Join(c.dir, r.String()+".log"))
+	if err != nil {
+		return sample{}, err
+	}
+	defer logs.Close()
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err = cmd.Start(); err != nil {
+		return sample{}, err
+	}
+	defer func() {
+		if err != nil {
+			if b, rerr := os.ReadFile(logs.Name()); rerr == nil {
+				fmt.Fprintf(os.Stderr, "--- logs of %s:\n%s--- end of logs of %s\n", r, tail(b, 4096), r)
+			}
+		}
+	}()
+	var exited = make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var stopped bool
+	defer func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return sample{}, err
+	}
+	defer conn.Close()
+	var sc = pc.NewAuthShardClient(pc.NewShardClient(conn), auth.NewNoopAuth())
+
+	// Wait for the member to serve, then apply its shards and time them.
+	for {
+		if _, err = sc.List(ctx, &pc.ListRequest{}); err == nil {
+			break
+		}
+		select {
+		case err = <-exited:
+			stopped = true
+			return sample{}, fmt.Errorf("%s exited before serving: %v", r, err)
+		case <-ctx.Done():
+			return sample{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var req = new(pc.ApplyRequest)
+	for i := range heads {
+		req.Changes = append(req.Changes, pc.ApplyRequest_Change{Upsert: r.ShardSpec(i), ExpectModRevision: 0})
+	}
+	var began = time.Now()
+	resp, err := sc.Apply(ctx, req)
+	if err != nil {
+		return sample{}, fmt.Errorf("applying the shards of %s: %w", r, err)
+	} else if resp.Status != pc.Status_OK {
+		return sample{}, fmt.Errorf("applying the shards of %s: %s", r, resp.Status)
+	}
+	var primary = make(chan time.Duration, 1)
+	var watchCtx, stopWatch = context.WithCancel(ctx)
+	defer stopWatch()
+	go watchPrimaries(watchCtx, sc, len(heads), began, primary)
+	for i, head := range heads {
+		if err = waitReadThrough(ctx, sc, workload.ShardID(i), workload.Input(i), head, exited); err != nil {
+			stopped = err != nil && strings.Contains(err.Error(), "exited")
+			return sample{}, fmt.Errorf("%s: %w", r, err)
+		}
+	}
+	var s = sample{seconds: time.Since(began).Seconds()}
+	stopWatch()
+	s.startup = (<-primary).Seconds()
+
+	// Delete the shards, which a lone Gazette member does not release, and
+	// stop the member as a deployment would, with SIGTERM.
+	var del = new(pc.ApplyRequest)
+	for i := range heads {
+		del.Changes = append(del.Changes, pc.ApplyRequest_Change{Delete: workload.ShardID(i), ExpectModRevision: -1})
+	}
+	if resp, err = sc.Apply(ctx, del); err == nil && resp.Status != pc.Status_OK {
+		err = errors.New(resp.Status.String())
+	}
+	if err != nil {
+		return s, fmt.Errorf("deleting the shards of %s: %w", r, err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err = <-exited:
+		stopped = true
+		if err != nil {
+			return s, fmt.Errorf("%s exited on SIGTERM: %w", r, err)
+		}
+	case <-time.After(time.Minute):
+		return s, fmt.Errorf("%s did not exit within a minute of SIGTERM", r)
+	}
+	s.cpuSeconds = cpuOf(cmd.ProcessState)
+	return s, nil
+}
+
+// watchPrimaries sends how long after began every one of n shards was
+// listed as primary, or zero if ctx ends first.
+func watchPrimaries(ctx context.Context, sc pc.ShardClient, n int, began time.Time, out chan<- time.Duration) {
+	for {
+		if resp, err := sc.List(ctx, &pc.ListRequest{}); err == nil {
+			var primaries int
+			for _, s := range resp.Shards {
+				if s.Route.Primary != -1 && s.Status[s.Route.Primary].Code == pc.ReplicaStatus_PRIMARY {
+					primaries++
+				}
+			}
+			if primaries == n {
+				out <- time.Since(began)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			out <- 0
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitReadThrough waits until shard's primary has read journal through
+// offset.
+func waitReadThrough(ctx context.Context, sc pc.ShardClient, shard pc.ShardID, journal pb.Journal, offset int64, exited <-chan error) error {
+	for {
+		var resp, err = sc.Stat(ctx, &pc.StatRequest{Shard: shard, ReadThrough: pb.Offsets{journal: offset}})
+		if err == nil && resp.Status == pc.Status_OK {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("exited while shard %s read %s: %v", shard, journal, err)
+		case <-ctx.Done():
+			return fmt.Errorf("shard %s did not read %s through %d: %w", shard, journal, offset, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func recovery(ctx context.Context, c config, env stackEnv) error {
+	var st = workload.State{Keys: int(c.state / int64(c.valueLen)), ValueLen: c.valueLen, TxnLen: 1000, Rewrites: 0.25}
+	var stateArgs = []string{"-keys", strconv.Itoa(st.Keys), "-value", strconv.Itoa(st.ValueLen),
+		"-txn", strconv.Itoa(st.TxnLen), "-rewrites", strconv.FormatFloat(st.Rewrites, 'g', -1, 64)}
+	var cmdOf = map[string]string{"ours": "ours-recovery", "anchor": "anchor-recovery"}
+	var hintsOf = func(side string) string { return filepath.Join(c.dir, side+".hints") }
+
+	fmt.Printf("\nrecovery: building %d keys of %d bytes (%.0f MiB) in each side's store...\n",
+		st.Keys, st.ValueLen, float64(int64(st.Keys)*int64(st.ValueLen))/(1<<20))
+	var built = make(map[string]workload.Built)
+	for _, side := range sides {
+		var dir = filepath.Join(c.dir, side+"-built")
+		var b workload.Built
+		var cmd = exec.CommandContext(ctx, filepath.Join(c.bin, cmdOf[side]), append([]string{"build",
+			"-broker", env.broker, "-log", workload.StateLog(side).String(), "-dir", dir, "-hints", hintsOf(side)}, stateArgs...)...)
+		if _, err := runJSON(ctx, cmd, "", &b); err != nil {
+			return fmt.Errorf("building %s's store: %w", side, err)
+		}
+		_ = os.RemoveAll(dir)
+		built[side] = b
+		fmt.Printf("  %-6s built in %6.1fs: live files %6.0f MiB, log %6.0f MiB\n", side, b.Seconds,
+			float64(b.LiveBytes)/(1<<20), float64(b.LogBytes)/(1<<20))
+	}
+
+	var measures = []string{"ours", "anchor", "raw-ours", "raw-anchor"}
+	var got = make(map[string][]sample)
+	var read = make(map[string]int64)
+	for rep := 1; rep <= c.reps; rep++ {
+		for k := range measures {
+			var m = measures[(k+rep-1)%len(measures)]
+			var s sample
+			var err error
+			var prof = c.profile(rep, m+"-playback.pprof")
+			if side, ok := strings.CutPrefix(m, "raw-"); ok {
+				var res rawResult
+				var exe, _ = os.Executable()
+				var ps *os.ProcessState
+				ps, err = runJSON(ctx, exec.CommandContext(ctx, exe, "rawlog", "-broker", env.broker,
+					"-journal", fmt.Sprintf("%s=%d", workload.StateLog(side), built[side].LogBytes)), prof, &res)
+				s = sample{seconds: res.Seconds, cpuSeconds: cpuOf(ps)}
+				read[m] = res.Bytes
+			} else {
+				var p workload.Played
+				var args = []string{"play", "-broker", env.broker, "-log", workload.StateLog(m).String(),
+					"-dir", filepath.Join(c.dir, m+"-played"), "-hints", hintsOf(m)}
+				if rep == 1 {
+					args = append(args, "-check")
+				}
+				var ps *os.ProcessState
+				ps, err = runJSON(ctx, exec.CommandContext(ctx, filepath.Join(c.bin, cmdOf[m]), append(args, stateArgs...)...), prof, &p)
+				if err == nil && rep == 1 && !p.Checked {
+					err = errors.New("the played store was not checked")
+				}
+				s = sample{seconds: p.Seconds, cpuSeconds: cpuOf(ps)}
+				read[m] = p.BytesRead
+			}
+			if err != nil {
+				return fmt.Errorf("%s, repetition %d: %w", m, rep, err)
+			}
+			fmt.Printf("  rep %d %-10s %8.2fs\n", rep, m, s.seconds)
+			got[m] = append(got[m], s)
+		}
+	}
+
+	fmt.Printf("\nrecovery: a store of %d keys of %d bytes (%.0f MiB), played from its hints; median of %d\n",
+		st.Keys, st.ValueLen, float64(int64(st.Keys)*int64(st.ValueLen))/(1<<20), c.reps)
+	fmt.Printf("  %-34s %10s %10s %10s %9s %8s\n", "", "live MiB", "log MiB", "read MiB", "time", "MB/s")
+	var mib = func(n int64) string {
+		if n < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", float64(n)/(1<<20))
+	}
+	for _, row := range []struct{ m, side, label string }{
+		{"raw-anchor", "anchor", "raw read of the anchor's log"},
+		{"anchor", "anchor", "anchor: Gazette playback"},
+		{"raw-ours", "ours", "raw read of our log"},
+		{"ours", "ours", "ours: gazconsumer playback"},
+	} {
+		var secs = median(got[row.m], seconds)
+		var b = built[row.side]
+		var live = "-"
+		if !strings.HasPrefix(row.m, "raw-") {
+			live = mib(b.LiveBytes)
+		}
+		fmt.Printf("  %-34s %10s %10s %10s %8.2fs %8.0f\n", row.label, live, mib(b.LogBytes), mib(read[row.m]), secs,
+			float64(b.LiveBytes)/1e6/secs)
+	}
+	fmt.Printf("  (MB/s: live state recovered per second)\n")
+	fmt.Printf("  ratio ours/anchor (playback time):          %5.2f   (goal ≤ 1.0)\n", medianRatio(got["ours"], got["anchor"], seconds))
+	fmt.Printf("  ratio ours/raw read of our log (time):      %5.2f\n", medianRatio(got["ours"], got["raw-ours"], seconds))
+	fmt.Printf("  ratio anchor/raw read of its log (time):    %5.2f\n", medianRatio(got["anchor"], got["raw-anchor"], seconds))
+	return nil
+}
+
+// runJSON runs cmd, with a CPU profile to prof if set, and decodes the
+// last line of its output into v.
+func runJSON(ctx context.Context, cmd *exec.Cmd, prof string, v any) (*os.ProcessState, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if prof != "" {
+		cmd.Env = append(os.Environ(), profile.Env+"="+prof)
+	}
+	if err := cmd.Run(); err != nil {
+		return cmd.ProcessState, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	var lines = bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	if err := json.Unmarshal(lines[len(lines)-1], v); err != nil {
+		return cmd.ProcessState, fmt.Errorf("%s printed %q: %w", cmd.Args[0], out.String(), err)
+	}
+	return cmd.ProcessState, ctx.Err()
+}
+
+func cpuOf(ps *os.ProcessState) float64 {
+	if ps == nil {
+		return 0
+	}
+	return (ps.UserTime() + ps.SystemTime()).Seconds()
+}
+
+// tail is the last n bytes of b.
+func tail(b []byte, n int) []byte { return b[max(0, len(b)-n):] }
+
+// median of f over samples.
+func median(samples []sample, f func(sample) float64) float64 {
+	var v = make([]float64, len(samples))
+	for i, s := range samples {
+		v[i] = f(s)
+	}
+	return medianOf(v)
+}
+
+// medianRatio is the median over repetitions of f(num)/f(den).
+func medianRatio(num, den []sample, f func(sample) float64) float64 {
+	var v = make([]float64, min(len(num), len(den)))
+	for i := range v {
+		v[i] = f(num[i]) / f(den[i])
+	}
+	return medianOf(v)
+}
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// freePort returns a free port of the loopback interface.
+func freePort() (int, error) {
+	var l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// parseBytes parses a size such as 1GiB, 64MiB, 512KiB or 1000.
+func parseBytes(s string) (int64, error) {
+	for _, u := range []struct {
+		suffix string
+		scale  int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}} {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			var n, err = strconv.ParseFloat(num, 64)
+			if err != nil || n <= 0 {
+				return 0, fmt.Errorf("size %q: want a positive size such as 64MiB or 1GiB", s)
+			}
+			return int64(n * float64(u.scale)), nil
+		}
+	}
+	return 0, fmt.Errorf("size %q: want a size such as 64MiB or 1GiB", s)
+}
+

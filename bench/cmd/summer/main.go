@@ -1,0 +1,53 @@
+// Command summer serves consumer bench.v1.Summer as a member of its
+// consumer group. The consumer is declared in bench/v1/sums.proto.
+//
+// protoc-gen-gazconsumer wrote this file once, and never overwrites it: it is
+// yours to edit.
+//
+// It is configured as Gazette's consumers are, by flags or the environment:
+// --etcd.address (ETCD_ADDRESS), --broker.address (BROKER_ADDRESS),
+// --consumer.port (CONSUMER_PORT), and more (run it with -help). Its shards
+// are applied with gazctl, against the address the member serves on:
+// `gazctl shards apply --consumer.address http://HOST:PORT --specs FILE`.
+// SIGTERM or Ctrl-C hands its shards to other members and stops it.
+//
+// The benchmark added one thing to the scaffold: if BENCH_CPUPROFILE names a
+// file, a CPU profile of the whole run is written to it.
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/bench/v1"
+	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
+	"github.com/gazconsumer/gazconsumer/bench/internal/summer"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/store/rocks"
+)
+
+func main() {
+	defer profile.Start()()
+	var flags service.Flags
+	flags.Register(flag.CommandLine, "summer")
+	var level slog.Level
+	flag.TextVar(&level, "log.level", slog.LevelInfo, "log level: debug, info, warn or error")
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	err := service.Serve(ctx, flags, func(d service.Deps) (runtime.Application, error) {
+		return benchv1.NewSummerApplication(summer.NewSummerHandler(), rocks.Opener{}, d.Partitions)
+	})
+	if err != nil {
+		slog.Error("summer stopped", "err", err)
+		os.Exit(1)
+	}
+}
