@@ -22,7 +22,7 @@ func newShardsCmd() *cobra.Command {
 		Use:   "shards",
 		Short: "Inspect the shards of a gazconsumer application",
 	}
-	cmd.AddCommand(newHintsCmd())
+	cmd.AddCommand(newHintsCmd(), newRecoveryCmd())
 	return cmd
 }
 
@@ -44,37 +44,24 @@ gazconsumer's hints, so the Shard API points here.)`,
 			return runHints(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
+	f.register(cmd)
+	return cmd
+}
+
+// register adds the flags naming a shard to cmd.
+func (f *hintsFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.etcd, "etcd", envOr("ETCD_ADDRESS", "http://127.0.0.1:2379"), "etcd endpoint (env ETCD_ADDRESS)")
 	cmd.Flags().StringVar(&f.prefix, "prefix", os.Getenv("CONSUMER_PREFIX"), "etcd prefix of the consumer application, e.g. /gazette/consumers/orders (env CONSUMER_PREFIX)")
 	cmd.Flags().StringVar(&f.shard, "shard", "", "shard ID")
 	_ = cmd.MarkFlagRequired("shard")
-	return cmd
 }
 
 func runHints(ctx context.Context, out io.Writer, f hintsFlags) error {
-	if f.prefix == "" {
-		return fmt.Errorf("--prefix is required")
-	}
-	var etcd, err = clientv3.New(clientv3.Config{Endpoints: []string{f.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	var spec, etcd, err = loadShard(ctx, f)
 	if err != nil {
-		return fmt.Errorf("connecting to etcd %s: %w", f.etcd, err)
+		return err
 	}
 	defer etcd.Close()
-
-	var ks = service.NewKeySpace(f.prefix)
-	var key = allocator.ItemKey(ks, f.shard)
-	resp, err := etcd.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("reading shard spec %s: %w", key, err)
-	} else if len(resp.Kvs) == 0 {
-		return fmt.Errorf("shard %s: no spec at %s", f.shard, key)
-	}
-	var spec pc.ShardSpec
-	if err = spec.Unmarshal(resp.Kvs[0].Value); err != nil {
-		return fmt.Errorf("decoding shard spec %s: %w", key, err)
-	} else if spec.RecoveryLogPrefix == "" {
-		return fmt.Errorf("shard %s has no recovery log", f.shard)
-	}
 
 	gens, err := recoverylog.FetchHints(ctx, etcd, spec.HintPrimaryKey(), int(spec.HintBackups)+1)
 	if err != nil {
@@ -92,6 +79,43 @@ func runHints(ctx context.Context, out io.Writer, f hintsFlags) error {
 		fmt.Fprintf(out, "# generation %d\n%s\n", g, b)
 	}
 	return nil
+}
+
+// loadShard connects to etcd and reads the spec of the shard f names, which
+// must have a recovery log. The caller closes the client.
+func loadShard(ctx context.Context, f hintsFlags) (*pc.ShardSpec, *clientv3.Client, error) {
+	if f.prefix == "" {
+		return nil, nil, fmt.Errorf("--prefix is required")
+	}
+	var etcd, err = clientv3.New(clientv3.Config{Endpoints: []string{f.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to etcd %s: %w", f.etcd, err)
+	}
+	var spec, serr = shardSpec(ctx, etcd, f)
+	if serr != nil {
+		etcd.Close()
+		return nil, nil, serr
+	}
+	return spec, etcd, nil
+}
+
+func shardSpec(ctx context.Context, etcd *clientv3.Client, f hintsFlags) (*pc.ShardSpec, error) {
+
+	var ks = service.NewKeySpace(f.prefix)
+	var key = allocator.ItemKey(ks, f.shard)
+	resp, err := etcd.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading shard spec %s: %w", key, err)
+	} else if len(resp.Kvs) == 0 {
+		return nil, fmt.Errorf("shard %s: no spec at %s", f.shard, key)
+	}
+	var spec pc.ShardSpec
+	if err = spec.Unmarshal(resp.Kvs[0].Value); err != nil {
+		return nil, fmt.Errorf("decoding shard spec %s: %w", key, err)
+	} else if spec.RecoveryLogPrefix == "" {
+		return nil, fmt.Errorf("shard %s has no recovery log", f.shard)
+	}
+	return &spec, nil
 }
 
 func envOr(name, fallback string) string {

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"go.gazette.dev/core/allocator"
+	"go.gazette.dev/core/broker/client"
 	pc "go.gazette.dev/core/consumer/protocol"
 )
 
@@ -54,5 +58,117 @@ func TestShardsHintsPrintsStoredGenerations(t *testing.T) {
 	flags.shard = "missing"
 	if err = runHints(ctx, &out, flags); err == nil || !strings.Contains(err.Error(), "shard missing: no spec at "+prefix) {
 		t.Fatalf("hints of a missing shard: %v", err)
+	}
+}
+
+func TestShardsRecoveryReportsAndPrunes(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stack = devstacktest.StartT(t, devstacktest.Journals("recovery", 1, 32<<10))
+	var spec = &pc.ShardSpec{
+		Id: "00", RecoveryLogPrefix: "recovery", HintPrefix: "/gazette/hints",
+		HintBackups: 1, MaxTxnDuration: time.Second,
+	}
+	const prefix = "/gazette/consumers/bank"
+	if _, err := stack.Etcd().Put(ctx, allocator.ItemKey(service.NewKeySpace(prefix), "00"), spec.MarshalString()); err != nil {
+		t.Fatal(err)
+	}
+	var flags = recoveryFlags{
+		hintsFlags: hintsFlags{etcd: stack.EtcdURL(), prefix: prefix, shard: "00"},
+		broker:     string(stack.Brokers()[0].Endpoint()),
+		fileRoot:   stack.FragmentsRoot(),
+	}
+	// A store's directory, recorded: an old file stays live while others
+	// come and go, then the log is compacted.
+	var dir = t.TempDir()
+	var p = recoverylog.NewPlayer(stack.Journals(), spec.RecoveryLog(), dir, 0xA1)
+	p.FinishAtWriteHead()
+	var fsm, err = p.Play(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recoverylog.NewRecorder(spec.RecoveryLog(), fsm, 0xA1, dir, client.NewAppendService(ctx, stack.Journals()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer // The log is ready: it's fenced.
+	if err = runRecovery(ctx, &out, flags); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(out.String(), "none stored") {
+		t.Fatalf("without hints, printed:\n%s", &out)
+	}
+	var write = func(name string, data []byte) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var fn, err = rec.NewWritableFile(name)
+		if err == nil {
+			err = rec.Append(fn, data)
+		}
+		if err == nil {
+			err = rec.Close(fn)
+		}
+		if err == nil {
+			err = rec.SyncAll(ctx) // An append of its own: fragments roll between appends.
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("IDENTITY", []byte("old and live"))
+	for i := range 20 {
+		var name = fmt.Sprintf("%06d.sst", i)
+		write(name, bytes.Repeat([]byte{byte(i)}, 40<<10))
+		if i != 19 {
+			if err = os.Remove(filepath.Join(dir, name)); err == nil {
+				err = rec.Delete(name)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err = rec.Compact(ctx, recoverylog.Compaction{Ratio: 1.5}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // Two generations, both after the compaction.
+		var h, err = rec.Hints(ctx)
+		if err == nil {
+			err = recoverylog.StoreHints(ctx, stack.Etcd(), spec.HintPrimaryKey(), h, 2)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Report, once the brokers have persisted the prunable fragments.
+	var prunable = regexp.MustCompile(`prunable\s+(\d+) fragments`)
+	for {
+		out.Reset()
+		if err = runRecovery(ctx, &out, flags); err != nil {
+			t.Fatal(err)
+		}
+		if m := prunable.FindStringSubmatch(out.String()); m != nil && m[1] != "0" && !strings.Contains(out.String(), "not persisted") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no persisted prunable fragments:\n%s", &out)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for _, want := range []string{"live state", "in 2 files", "hinted segments", "needed from", "prunable        21 fragments"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, &out)
+		}
+	}
+	var n = prunable.FindStringSubmatch(out.String())[1]
+	flags.prune = true
+	out.Reset()
+	if err = runRecovery(ctx, &out, flags); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(out.String(), "pruned "+n+" fragments") {
+		t.Fatalf("prune printed:\n%s", &out)
 	}
 }

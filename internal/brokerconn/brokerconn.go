@@ -6,11 +6,27 @@ import (
 	"crypto/tls"
 	"fmt"
 	"math"
+	"sync"
 
 	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/balancer"
 )
+
+var dispatcherOnce sync.Once
+
+// RegisterDispatcher installs Gazette's gRPC dispatcher balancer, which Dial
+// dials connections with, unless the process already has (as a process
+// running a devstack does). zone is the process's zone, whose brokers the
+// dispatcher prefers. Call it before Dial.
+func RegisterDispatcher(zone string) {
+	dispatcherOnce.Do(func() {
+		if balancer.Get(pb.DispatcherGRPCBalancerName) == nil {
+			pb.RegisterGRPCDispatcher(zone)
+		}
+	})
+}
 
 // Dial returns a journal client of the broker at ep, which routes with
 // router, and the connection to close when done. The connection uses

@@ -87,7 +87,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 	if err = ep.Validate(); err != nil {
 		return fmt.Errorf("--broker.address: %w", err)
 	}
-	registerDispatcher(f.Zone) // Before dialing: brokers are dialed through it.
+	brokerconn.RegisterDispatcher(f.Zone) // Before dialing: brokers are dialed through it.
 	var router pb.DispatchRouter = pb.NoopDispatchRouter{}
 	if f.BrokerCacheSize > 0 {
 		router = client.NewRouteCache(f.BrokerCacheSize, time.Minute)

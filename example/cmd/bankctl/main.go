@@ -22,13 +22,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	pb "go.gazette.dev/core/broker/protocol"
+	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 )
 
 func main() {
 	// Brokers are dialed through Gazette's dispatcher, which sends requests
 	// straight to a journal's brokers.
-	pb.RegisterGRPCDispatcher("local")
+	brokerconn.RegisterDispatcher("local")
 
 	var ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
