@@ -8,7 +8,7 @@ export PATH := $(TOOLS):$(PATH)
 # Packages whose tests exercise concurrency, run again under the race detector.
 RACE_PKGS := ./devstack/... ./recoverylog/... ./store/rocks/... ./runtime/...
 
-.PHONY: all setup generate build test race vet demo bench clean
+.PHONY: all setup generate build test race vet demo bench bench-recovery clean
 
 all: build
 
@@ -43,6 +43,11 @@ demo: generate build
 ## bench: the benchmarks, printing their ratios.
 bench: setup
 	go test -run '^$$' -bench . -benchtime 1x ./...
+
+## bench-recovery: recovery of a shard with 1 GiB of live state, against its
+## live bytes and an fsync'd write of them (a few minutes; not part of test).
+bench-recovery: setup
+	go run ./internal/recoverybench
 
 clean:
 	rm -rf bin .gazconsumer
