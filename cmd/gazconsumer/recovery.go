@@ -13,10 +13,7 @@ import (
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/broker/stores"
-	"go.gazette.dev/core/broker/stores/azure"
 	"go.gazette.dev/core/broker/stores/fs"
-	"go.gazette.dev/core/broker/stores/gcs"
-	"go.gazette.dev/core/broker/stores/s3"
 )
 
 type recoveryFlags struct {
@@ -34,7 +31,8 @@ func newRecoveryCmd() *cobra.Command {
 hints hold), the bytes a replica recovering it would read (the hinted segments,
 then the log after the hints), and the fragments of its recovery log which no
 stored generation of hints needs: those pruning may delete. With --prune, it
-deletes them from their fragment stores.
+deletes them from their fragment stores: file:// stores, rooted at --file-root
+(cloud stores are left to their own tooling, with the fragments listed).
 
 Log compaction (store/rocks, recoverylog.Recorder.Compact) keeps what a recovery
 reads close to the live state, so that older fragments become prunable.`,
@@ -120,25 +118,26 @@ func runRecovery(ctx context.Context, out io.Writer, f recoveryFlags) error {
 		return err
 	}
 
+	for _, fr := range prunable {
+		if fr.BackingStore != "" && fr.BackingStore.URL().Scheme != "file" {
+			return fmt.Errorf("--prune deletes fragments of file:// stores only, not of %s: delete the fragments listed above with its own tooling", fr.BackingStore)
+		}
+	}
+	if f.fileRoot == "" {
+		return fmt.Errorf("--prune needs --file-root, the root of the file:// fragment store")
+	}
 	registerStores(f.fileRoot)
 	removed, err := recoverylog.Prune(ctx, jc, log, kept...)
 	fmt.Fprintf(out, "pruned %d fragments\n", len(removed))
 	return err
 }
 
-// registerStores registers the providers of fragment stores, as gazctl
-// does, with file:// stores rooted at fileRoot.
+// registerStores registers the provider of file:// fragment stores, rooted
+// at fileRoot. (Those of cloud stores would add their SDKs' large module
+// graphs to every module which uses this command as a tool.)
 func registerStores(fileRoot string) {
-	if fileRoot != "" {
-		fs.FileSystemStoreRoot = fileRoot
-	}
-	stores.RegisterProviders(map[string]stores.Constructor{
-		"azure":    azure.NewAccount,
-		"azure-ad": azure.NewAD,
-		"file":     fs.New,
-		"gs":       gcs.New,
-		"s3":       s3.New,
-	})
+	fs.FileSystemStoreRoot = fileRoot
+	stores.RegisterProviders(map[string]stores.Constructor{"file": fs.New})
 }
 
 // humanBytes formats n bytes for people.
