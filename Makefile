@@ -8,7 +8,7 @@ export PATH := $(TOOLS):$(PATH)
 # Packages whose tests exercise concurrency, run again under the race detector.
 RACE_PKGS := ./devstack/... ./recoverylog/... ./store/rocks/... ./runtime/...
 
-.PHONY: all setup generate build test race vet demo bench bench-recovery clean
+.PHONY: all setup generate build test race vet demo bench bench-go bench-consumers bench-recovery clean
 
 all: build
 
@@ -40,9 +40,21 @@ test: setup
 demo: generate build
 	@./scripts/demo.sh
 
-## bench: the benchmarks, printing their ratios.
-bench: setup
+## bench: every benchmark: the packages' Go benchmarks (bench-go), then
+## gazconsumer against Gazette's own consumer and a raw read (bench-consumers).
+bench: bench-go bench-consumers
+
+## bench-go: the packages' Go benchmarks, printing their ratios.
+bench-go: setup
 	go test -run '^$$' -bench . -benchtime 1x ./...
+
+## bench-consumers: gazconsumer against a consumer written on Gazette's own
+## framework and against a raw read of the same journals: throughput and
+## recovery, side by side (module bench/, docs/benchmarks.md; several
+## minutes; not part of test). BENCH_FLAGS adds flags of bench/cmd/bench,
+## e.g. BENCH_FLAGS='-messages 100000 -state 64MiB -reps 1' for a quick look.
+bench-consumers: setup
+	cd bench && go build -o bin/ ./cmd/... && bin/bench $(BENCH_FLAGS)
 
 ## bench-recovery: recovery of a shard with 1 GiB of live state, against its
 ## live bytes and an fsync'd write of them (a few minutes; not part of test).

@@ -5,7 +5,10 @@ go 1.26.0
 require (
 	github.com/gazconsumer/gazconsumer v0.0.0
 	github.com/gogo/protobuf v1.3.2
+	github.com/jgraettinger/gorocksdb v0.0.0-20250815051509-2d5c1f160b80
+	github.com/sirupsen/logrus v1.9.4
 	go.gazette.dev/core v0.103.0
+	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -41,7 +44,6 @@ require (
 	github.com/hashicorp/golang-lru v1.0.2 // indirect
 	github.com/jessevdk/go-flags v1.6.1 // indirect
 	github.com/jgraettinger/cockroach-encoding v1.1.0 // indirect
-	github.com/jgraettinger/gorocksdb v0.0.0-20250815051509-2d5c1f160b80 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/klauspost/compress v1.18.7 // indirect
 	github.com/linxGnu/grocksdb v1.7.14 // indirect
@@ -52,7 +54,6 @@ require (
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.17.0 // indirect
 	github.com/satori/go.uuid v1.2.0 // indirect
-	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/soheilhy/cmux v0.1.5 // indirect
 	github.com/spf13/afero v1.15.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
@@ -86,7 +87,6 @@ require (
 	google.golang.org/genproto v0.0.0-20260128011058-8636f8732409 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
-	google.golang.org/grpc v1.83.2 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect

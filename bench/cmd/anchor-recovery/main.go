@@ -24,6 +24,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	rocks "github.com/jgraettinger/gorocksdb"
+	log "github.com/sirupsen/logrus"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -39,6 +40,7 @@ func main() {
 	if err != nil {
 		cli.Fatal(name, err)
 	}
+	log.SetLevel(log.WarnLevel) // Gazette logs every file of a playback at info.
 	pb.RegisterGRPCDispatcher("local")
 	var ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()

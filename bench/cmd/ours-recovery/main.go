@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -37,6 +38,7 @@ func main() {
 	if err != nil {
 		cli.Fatal(name, err)
 	}
+	slog.SetLogLoggerLevel(slog.LevelWarn)
 	pb.RegisterGRPCDispatcher("local")
 	jc, conn, err := brokerconn.Dial(pb.Endpoint(f.Broker), pb.NoopDispatchRouter{})
 	if err != nil {

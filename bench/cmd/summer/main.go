@@ -11,8 +11,11 @@
 // `gazctl shards apply --consumer.address http://HOST:PORT --specs FILE`.
 // SIGTERM or Ctrl-C hands its shards to other members and stops it.
 //
-// The benchmark added one thing to the scaffold: if BENCH_CPUPROFILE names a
-// file, a CPU profile of the whole run is written to it.
+// The benchmark added two things to the scaffold: --summer.aggregate runs
+// the handler summer.Aggregator, which sums in memory within a transaction
+// as Gazette's examples do, in place of summer.Handler's Get and Put of a
+// row per message; and if BENCH_CPUPROFILE names a file, a CPU profile of
+// the whole run is written to it.
 package main
 
 import (
@@ -35,6 +38,7 @@ func main() {
 	defer profile.Start()()
 	var flags service.Flags
 	flags.Register(flag.CommandLine, "summer")
+	var aggregate = flag.Bool("summer.aggregate", false, "sum in memory within a transaction, writing each row once as it finalizes")
 	var level slog.Level
 	flag.TextVar(&level, "log.level", slog.LevelInfo, "log level: debug, info, warn or error")
 	flag.Parse()
@@ -44,7 +48,11 @@ func main() {
 	defer stop()
 
 	err := service.Serve(ctx, flags, func(d service.Deps) (runtime.Application, error) {
-		return benchv1.NewSummerApplication(summer.NewSummerHandler(), rocks.Opener{}, d.Partitions)
+		var handler benchv1.SummerHandler = summer.NewSummerHandler()
+		if *aggregate {
+			handler = summer.NewAggregator()
+		}
+		return benchv1.NewSummerApplication(handler, rocks.Opener{}, d.Partitions)
 	})
 	if err != nil {
 		slog.Error("summer stopped", "err", err)

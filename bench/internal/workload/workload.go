@@ -6,6 +6,7 @@
 package workload
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -44,6 +45,9 @@ func ShardID(i int) pc.ShardID { return pc.ShardID(fmt.Sprintf("shard-%02d", i))
 type Run struct {
 	Side string
 	Rep  int
+	// MinTxn and MaxTxn bound the durations of the shards' transactions;
+	// a zero MaxTxn means a second.
+	MinTxn, MaxTxn time.Duration
 }
 
 func (r Run) String() string { return fmt.Sprintf("%s-%d", r.Side, r.Rep) }
@@ -52,7 +56,7 @@ func (r Run) String() string { return fmt.Sprintf("%s-%d", r.Side, r.Rep) }
 func (r Run) EtcdPrefix() string { return "/gazette/consumers/bench-" + r.String() }
 
 // ShardSpec is the spec of the run's shard of partition i: both sides run
-// the same, with no standby, transactions of at most a second, and the
+// the same, with no standby, transactions bounded by MinTxn and MaxTxn, and the
 // run's own recovery logs and hints.
 func (r Run) ShardSpec(i int) *pc.ShardSpec {
 	return &pc.ShardSpec{
@@ -61,7 +65,8 @@ func (r Run) ShardSpec(i int) *pc.ShardSpec {
 		RecoveryLogPrefix: RecoveryPrefix + r.String(),
 		HintPrefix:        "/gazette/hints/bench-" + r.String(),
 		HintBackups:       1,
-		MaxTxnDuration:    time.Second,
+		MinTxnDuration:    r.MinTxn,
+		MaxTxnDuration:    cmp.Or(r.MaxTxn, time.Second),
 	}
 }
 
