@@ -12,6 +12,8 @@
 //     summer: runtime/service, store/rocks) keeps per-key sums in RocksDB
 //     over 4 shards; timed from applying its shards until each has read
 //     through its partition's write head;
+//   - ours-agg: the same command with --summer.aggregate, whose handler sums
+//     in memory within a transaction as the anchor does;
 //   - anchor: the same consumer hand-written on go.gazette.dev/core/consumer
 //     with consumer/store-rocksdb (command anchor), timed the same way.
 //
@@ -34,9 +36,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -731,4 +733,3 @@ func parseBytes(s string) (int64, error) {
 	}
 	return 0, fmt.Errorf("size %q: want a size such as 64MiB or 1GiB", s)
 }
-
