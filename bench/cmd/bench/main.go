@@ -119,11 +119,11 @@ func main() {
 		}
 		c.bin = filepath.Dir(exe)
 	}
-	if c.dir == "" {
+	var temporary = c.dir == ""
+	if temporary {
 		if c.dir, err = os.MkdirTemp("", "gazconsumer-bench-"); err != nil {
 			fatal(err)
 		}
-		defer os.RemoveAll(c.dir)
 	}
 	if c.profileDir != "" {
 		if c.profileDir, err = filepath.Abs(c.profileDir); err == nil {
@@ -134,8 +134,12 @@ func main() {
 		}
 	}
 	var ctx, cancel = context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	if err = run(ctx, c); err != nil {
+	err = run(ctx, c)
+	cancel()
+	if temporary {
+		_ = os.RemoveAll(c.dir)
+	}
+	if err != nil {
 		fatal(err)
 	}
 }
