@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -260,7 +261,18 @@ func (s *Stack) startEtcd(ctx context.Context) error {
 		}
 	}
 
-	var client = url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(s.opts.EtcdPort)}
+	// etcd advertises its client URL to its clients, which sync their
+	// endpoints to it: it must name the port, not 0.
+	var port = s.opts.EtcdPort
+	if port == 0 {
+		var l, err = net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("devstack: choosing etcd's port: %w", err)
+		}
+		port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	var client = url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
 	var peer = url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}

@@ -108,6 +108,13 @@ func TestStartAppendReadClose(t *testing.T) {
 	if !strings.HasPrefix(s.EtcdURL(), "http://127.0.0.1:") {
 		t.Fatalf("etcd URL %q is not on loopback", s.EtcdURL())
 	}
+	// Clients which sync their endpoints (as Gazette's consumers do) use
+	// the URLs etcd advertises: they must be the one it serves.
+	if members, err := s.Etcd().MemberList(context.Background()); err != nil {
+		t.Fatal(err)
+	} else if got := members.Members[0].ClientURLs; len(got) != 1 || got[0] != s.EtcdURL() {
+		t.Fatalf("etcd advertises client URLs %q, not %q", got, s.EtcdURL())
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
