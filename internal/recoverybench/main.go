@@ -18,18 +18,17 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/broker/client"
@@ -65,7 +64,7 @@ func main() {
 		*dir = d
 	}
 	cpuProfile, compactEvery = *profile, *every
-	if err := run(context.Background(), *dir, *keys, *valueLen, *txnLen, *rewrites, *compactAt); err != nil {
+	if err := run(context.Background(), *dir, benchstate.State{Keys: *keys, ValueLen: *valueLen, TxnLen: *txnLen, Rewrites: *rewrites}, *compactAt); err != nil {
 		fatal(err)
 	}
 }
@@ -84,7 +83,7 @@ var (
 	compactEvery time.Duration
 )
 
-func run(ctx context.Context, dir string, keys, valueLen, txnLen int, rewrites, compactAt float64) error {
+func run(ctx context.Context, dir string, st benchstate.State, compactAt float64) error {
 	var stack, err = devstacktest.Start(ctx, `
 name: recoverybench/log
 replication: 1
@@ -117,7 +116,7 @@ fragment:
 		return err
 	}
 	var start = time.Now()
-	if err = write(store, keys, valueLen, txnLen, rewrites); err != nil {
+	if err = write(store, st); err != nil {
 		return err
 	}
 	var writeTime = time.Since(start)
@@ -167,7 +166,7 @@ fragment:
 		return err
 	}
 	var openTime = time.Since(start)
-	if err = check(store, keys, valueLen); err != nil {
+	if err = check(store, st); err != nil {
 		store.Destroy()
 		return err
 	}
@@ -185,7 +184,7 @@ fragment:
 		return err
 	}
 
-	fmt.Printf("state: %d keys of %d bytes, written in %v (%.1f MB/s)\n", keys, valueLen, writeTime.Round(time.Millisecond),
+	fmt.Printf("state: %d keys of %d bytes, written in %v (%.1f MB/s)\n", st.Keys, st.ValueLen, writeTime.Round(time.Millisecond),
 		float64(stats.LiveBytes)/writeTime.Seconds()/1e6)
 	fmt.Printf("%-34s %12s\n", "", "bytes")
 	fmt.Printf("%-34s %12d\n", "live state (files of the hints)", stats.LiveBytes)
@@ -220,33 +219,16 @@ func newRecorder(ctx context.Context, jc pb.RoutedJournalClient, dir string, aut
 	return recoverylog.NewRecorder(journal, fsm, author, dir, client.NewAppendService(ctx, jc))
 }
 
-func key(b []byte, i int) []byte { return binary.BigEndian.AppendUint64(append(b[:0], 'k'), uint64(i)) }
-
-// value of key i: its index, then pseudo-random bytes seeded by it, which
-// don't compress.
-func value(b []byte, i, n int) []byte {
-	b = binary.BigEndian.AppendUint64(b[:0], uint64(i))
-	var rng = rand.NewChaCha8([32]byte{0: byte(i), 1: byte(i >> 8), 2: byte(i >> 16), 3: byte(i >> 24)})
-	for len(b) < n {
-		b = binary.LittleEndian.AppendUint64(b, rng.Uint64())
-	}
-	return b[:n]
-}
-
-// write puts keys distinct keys in a random order, then rewrites a fraction
-// of them, in pipelined transactions of txnLen Puts.
-func write(s *rocks.Store, keys, valueLen, txnLen int, rewrites float64) error {
-	var order = rand.New(rand.NewPCG(7, 11)).Perm(keys)
-	for i := range int(float64(keys) * rewrites) {
-		order = append(order, order[i*7919%keys])
-	}
+// write puts st into s, in pipelined transactions.
+func write(s *rocks.Store, st benchstate.State) error {
+	var order = st.Order()
 	var k, v []byte
 	var prev client.OpFuture
 	for i, n := range order {
-		if err := s.Put(key(k, n), value(v, n, valueLen)); err != nil {
+		if err := s.Put(benchstate.Key(k, n), benchstate.Value(v, n, st.ValueLen)); err != nil {
 			return err
 		}
-		if (i+1)%txnLen != 0 && i != len(order)-1 {
+		if (i+1)%st.TxnLen != 0 && i != len(order)-1 {
 			continue
 		}
 		if prev != nil {
@@ -264,28 +246,13 @@ func write(s *rocks.Store, keys, valueLen, txnLen int, rewrites float64) error {
 	return nil
 }
 
-// check that s holds every key with its value.
-func check(s *rocks.Store, keys, valueLen int) error {
-	var n int
-	var want []byte
-	var bad error
-	var err = s.Scan(nil, nil, func(k, v []byte) bool {
-		want = value(want, n, valueLen)
-		if string(k) != string(key(nil, n)) || string(v) != string(want) {
-			bad = fmt.Errorf("recovered key %x (value of %d bytes), want key %x", k, len(v), key(nil, n))
-			return false
-		}
-		n++
-		return true
-	})
-	if err != nil {
+// check that s holds every key of st with its value.
+func check(s *rocks.Store, st benchstate.State) error {
+	var c = st.NewChecker()
+	if err := s.Scan(nil, nil, c.Next); err != nil {
 		return err
-	} else if bad != nil {
-		return bad
-	} else if n != keys {
-		return fmt.Errorf("recovered %d keys, want %d", n, keys)
 	}
-	return nil
+	return c.Err()
 }
 
 // readRaw reads n bytes of the log from offset from (or through end), and

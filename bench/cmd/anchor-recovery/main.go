@@ -6,7 +6,7 @@
 //	anchor-recovery build -broker URL -log JOURNAL -dir DIR -hints FILE
 //	anchor-recovery play  -broker URL -log JOURNAL -dir DIR -hints FILE [-check]
 //
-// build writes the state of workload.State into a new store in DIR through
+// build writes the state of benchstate.State into a new store in DIR through
 // transactions committed as Gazette's consumer commits them, then writes
 // the log's FSMHints to FILE as JSON (as Gazette stores them in etcd). play
 // plays the log from those hints into DIR through its write head. Each
@@ -23,6 +23,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/bench/internal/cli"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
+	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	rocks "github.com/jgraettinger/gorocksdb"
 	log "github.com/sirupsen/logrus"
 	"go.gazette.dev/core/broker/client"
@@ -81,7 +82,7 @@ func build(ctx context.Context, ajc client.AsyncJournalClient, f cli.Flags) erro
 	var prev client.OpFuture
 	var order = f.State.Order()
 	for i, n := range order {
-		store.WriteBatch.Put(workload.Key(k, n), workload.Value(v, n, f.State.ValueLen))
+		store.WriteBatch.Put(benchstate.Key(k, n), benchstate.Value(v, n, f.State.ValueLen))
 		if (i+1)%f.State.TxnLen != 0 && i != len(order)-1 {
 			continue
 		}

@@ -55,6 +55,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/specs"
 	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"
@@ -557,7 +558,7 @@ func waitReadThrough(ctx context.Context, sc pc.ShardClient, shard pc.ShardID, j
 }
 
 func recovery(ctx context.Context, c config, env stackEnv) error {
-	var st = workload.State{Keys: int(c.state / int64(c.valueLen)), ValueLen: c.valueLen, TxnLen: 1000, Rewrites: 0.25}
+	var st = benchstate.State{Keys: int(c.state / int64(c.valueLen)), ValueLen: c.valueLen, TxnLen: 1000, Rewrites: 0.25}
 	var stateArgs = []string{"-keys", strconv.Itoa(st.Keys), "-value", strconv.Itoa(st.ValueLen),
 		"-txn", strconv.Itoa(st.TxnLen), "-rewrites", strconv.FormatFloat(st.Rewrites, 'g', -1, 64)}
 	var cmdOf = map[string]string{"ours": "ours-recovery", "anchor": "anchor-recovery"}

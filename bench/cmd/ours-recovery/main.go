@@ -5,7 +5,7 @@
 //	ours-recovery build -broker URL -log JOURNAL -dir DIR -hints FILE
 //	ours-recovery play  -broker URL -log JOURNAL -dir DIR -hints FILE [-check]
 //
-// build writes the state of workload.State into a new store in DIR through
+// build writes the state of benchstate.State into a new store in DIR through
 // pipelined transactions, then writes the log's hints to FILE. play plays
 // the log from those hints into DIR (which must not exist) through its write
 // head, as a shard recovering it does. Each prints a JSON line of its
@@ -22,6 +22,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/bench/internal/cli"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
+	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
@@ -87,7 +88,7 @@ func build(ctx context.Context, jc pb.RoutedJournalClient, f cli.Flags) error {
 	var prev client.OpFuture
 	var order = f.State.Order()
 	for i, n := range order {
-		if err = store.Put(workload.Key(k, n), workload.Value(v, n, f.State.ValueLen)); err != nil {
+		if err = store.Put(benchstate.Key(k, n), benchstate.Value(v, n, f.State.ValueLen)); err != nil {
 			return err
 		}
 		if (i+1)%f.State.TxnLen != 0 && i != len(order)-1 {
@@ -166,7 +167,7 @@ func play(ctx context.Context, jc pb.RoutedJournalClient, f cli.Flags) error {
 }
 
 // checkKV checks the keys and values of kv.
-func checkKV(kv *rocks.ReadOnly, s workload.State) error {
+func checkKV(kv *rocks.ReadOnly, s benchstate.State) error {
 	var c = s.NewChecker()
 	if err := kv.Scan([]byte("k"), []byte("l"), c.Next); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
+	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 )
 
 // Flags of a recovery command: `CMD build|play [flags]`.
@@ -19,7 +19,7 @@ type Flags struct {
 	Dir    string
 	Hints  string
 	Check  bool
-	State  workload.State
+	State  benchstate.State
 }
 
 // Parse parses the command's arguments, args[0] being build or play.
