@@ -126,13 +126,7 @@ func (r *Recorder) Rebase(fn Fnode) (int64, error) {
 			return 0, fmt.Errorf("rebasing %s of %s: reading %d bytes at %d of %d: %w",
 				links[0], r.journal, len(chunk), offset, size, err)
 		}
-		var op = &Op{Kind: &Op_Write{Write: &Write{
-			Fnode:      uint64(fn),
-			Offset:     offset,
-			Length:     int64(len(chunk)),
-			DataCrc32C: crc32Of(chunk),
-		}}}
-		if err = r.record(op, chunk); err != nil {
+		if err = r.recordWrites(fn, chunk, offset); err != nil {
 			return 0, err
 		}
 		offset += int64(len(chunk))

@@ -241,6 +241,12 @@ func (r *Recorder) writeLocked(fn Fnode, data []byte, offset int64) error {
 	if r.err != nil {
 		return r.err
 	}
+	return r.recordWrites(fn, data, offset)
+}
+
+// recordWrites records data written at offset of live node fn, as Write ops
+// of at most MaxWriteLen bytes. r.mu must be held.
+func (r *Recorder) recordWrites(fn Fnode, data []byte, offset int64) error {
 	for len(data) != 0 {
 		var n = min(len(data), MaxWriteLen)
 		var op = &Op{Kind: &Op_Write{Write: &Write{
