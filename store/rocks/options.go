@@ -16,6 +16,9 @@ import (
 const (
 	// LabelBlockCacheBytes is the size of the block cache, in bytes.
 	LabelBlockCacheBytes = "gazconsumer.dev/rocks-block-cache-bytes"
+	// LabelRowCacheBytes is the size of the row cache, in bytes; negative
+	// disables it.
+	LabelRowCacheBytes = "gazconsumer.dev/rocks-row-cache-bytes"
 	// LabelCompression is the compression of SST files: none, snappy, lz4
 	// or zstd.
 	LabelCompression = "gazconsumer.dev/rocks-compression"
@@ -24,6 +27,7 @@ const (
 // Default option values.
 const (
 	DefaultBlockCacheBytes = 64 << 20
+	DefaultRowCacheBytes   = 32 << 20
 	DefaultCompression     = "lz4"
 )
 
@@ -31,6 +35,11 @@ const (
 type Options struct {
 	// BlockCacheBytes is the capacity of the LRU block cache.
 	BlockCacheBytes uint64
+	// RowCacheBytes bounds the store's cache of rows as the database holds
+	// them (values, and keys known to be absent), which serves a Get of a
+	// key read or written recently without a call into RocksDB. Zero means
+	// DefaultRowCacheBytes; negative disables the cache.
+	RowCacheBytes int64
 	// Compression of SST files: "none", "snappy", "lz4" or "zstd".
 	Compression string
 	// LogCompaction is the policy by which the store keeps its recovery
@@ -60,6 +69,13 @@ const (
 	DefaultKeepInfoLogFiles    = 2
 )
 
+func (o Options) rowCacheBytes() int64 {
+	if o.RowCacheBytes == 0 {
+		return DefaultRowCacheBytes
+	}
+	return o.RowCacheBytes
+}
+
 func (o Options) logCompaction() (recoverylog.Compaction, time.Duration) {
 	var c, every = o.LogCompaction, o.LogCompactionInterval
 	if c == (recoverylog.Compaction{}) {
@@ -80,6 +96,13 @@ func OptionsFromLabels(labels pb.LabelSet) (Options, error) {
 			return o, fmt.Errorf("label %s: %w", LabelBlockCacheBytes, err)
 		}
 		o.BlockCacheBytes = n
+	}
+	if v := labels.ValueOf(LabelRowCacheBytes); v != "" {
+		var n, err = strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return o, fmt.Errorf("label %s: %w", LabelRowCacheBytes, err)
+		}
+		o.RowCacheBytes = n
 	}
 	o.Compression = labels.ValueOf(LabelCompression)
 	if _, err := o.compression(); err != nil {
@@ -126,6 +149,9 @@ func (o Opener) OpenStore(shard runtime.Shard, rec runtime.Recorder) (runtime.St
 	var opts = o.Options
 	if labeled.BlockCacheBytes != 0 {
 		opts.BlockCacheBytes = labeled.BlockCacheBytes
+	}
+	if labeled.RowCacheBytes != 0 {
+		opts.RowCacheBytes = labeled.RowCacheBytes
 	}
 	if labeled.Compression != "" {
 		opts.Compression = labeled.Compression

@@ -79,11 +79,23 @@ func FuzzStoreModel(f *testing.F) {
 		op(1, get), op(2, get), op(3, get), op(0, scan), op(1, scan), op(1, finish),
 		op(1, get), op(2, get), op(0, scan), op(2, put), op(1, commit), op(1, del), op(0, scan),
 		op(1, get), op(2, get), op(1, commit), op(0, scan), op(1, get)})
+	// A key read (cached), then rewritten, deleted and read back across
+	// commits: with the smallest row cache, and with the default one.
+	var rewrites = []byte{op(1, get), op(1, put), op(1, commit), op(1, finish), op(1, get), op(2, get),
+		op(1, put), op(1, commit), op(1, finish), op(1, get), op(1, del), op(1, commit), op(1, finish), op(1, get)}
+	f.Add(rewrites)
+	f.Add(append([]byte{op(0, get)}, rewrites...))
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Add(bytes.Repeat([]byte{0x10, 0x21, 0x42, 0x83, 0x05, 0x16}, 40))
 	f.Add(bytes.Repeat([]byte{0x00, 0x31, 0x04, 0x05, 0x52, 0x03, 0x05, 0x61}, 30))
 	f.Fuzz(func(t *testing.T, program []byte) {
-		var s, err = Open(t.TempDir(), &nopRecorder{}, Options{})
+		// The program's first byte sizes the row cache: none, one or two
+		// rows a generation (so that generations turn over), or the default.
+		var rowCache int64
+		if len(program) != 0 {
+			rowCache = []int64{-1, 150, 400, 0}[program[0]%4]
+		}
+		var s, err = Open(t.TempDir(), &nopRecorder{}, Options{RowCacheBytes: rowCache})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,8 @@ type Store struct {
 
 	txn     *overlay       // Writes of the current transaction.
 	pending *commit        // Commit in flight, if any.
-	getBuf  []byte         // Value last returned by Get from the database.
+	rows    *rowCache      // Rows as of the last settled commit; nil if disabled.
+	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
 	closing chan struct{}  // Closed by Destroy.
 	commits sync.WaitGroup // Background commits.
 	tasks   sync.WaitGroup // Other background tasks (log compaction).
@@ -116,6 +117,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	s.ro = grocksdb.NewDefaultReadOptions()
 	s.wo = grocksdb.NewDefaultWriteOptions() // Durability comes from the recorder's Barrier.
 	s.txn = newOverlay()
+	s.rows = newRowCache(o.rowCacheBytes())
 
 	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
 		s.release()
@@ -159,8 +161,13 @@ func (s *Store) compactLog(lc logCompacter, policy recoverylog.Compaction, every
 }
 
 // DB is the underlying database, for tuning and inspection (flushes,
-// compactions, properties). Writes made directly to it bypass transactions.
+// compactions, properties). Writes made directly to it bypass transactions
+// and the store's row cache: Get may not see them until DropRowCache.
 func (s *Store) DB() *grocksdb.DB { return s.db }
+
+// DropRowCache empties the store's cache of database rows (see
+// Options.RowCacheBytes), after writes made directly to DB.
+func (s *Store) DropRowCache() { s.rows.clear() }
 
 // KV returns s: its view of the current transaction.
 func (s *Store) KV() runtime.KV { return s }
@@ -264,6 +271,7 @@ func (s *Store) settle() error {
 	if err := s.pending.err; err != nil {
 		return fmt.Errorf("store %s: a commit failed: %w", s.dir, err)
 	}
+	s.rows.commit(s.pending.ov)
 	s.pending.ov.release()
 	s.pending = nil
 	return nil
@@ -284,16 +292,25 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 			return e.value, !e.deleted, nil
 		}
 	}
+	if r, ok := s.rows.get(key); ok {
+		return r.value, !r.absent, nil
+	}
 	var v, err = s.db.Get(s.ro, key)
 	if err != nil {
 		return nil, false, fmt.Errorf("store %s: get: %w", s.dir, err)
 	}
 	defer v.Free()
 	if !v.Exists() {
+		s.rows.put(key, nil, true)
 		return nil, false, nil
 	}
-	s.getBuf = append(s.getBuf[:0], v.Data()...)
-	return s.getBuf, true, nil
+	if s.rows == nil {
+		s.getBuf = append(s.getBuf[:0], v.Data()...)
+		return s.getBuf, true, nil
+	}
+	var value = append([]byte(nil), v.Data()...)
+	s.rows.put(key, value, false)
+	return value, true, nil
 }
 
 // Put sets key to value within the current transaction.

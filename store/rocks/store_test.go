@@ -12,6 +12,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/linxGnu/grocksdb"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -250,9 +251,48 @@ func TestKVSemantics(t *testing.T) {
 	}
 }
 
+// Get serves committed rows, and keys known absent, from the row cache:
+// a write made directly to the database is not seen until the cache is
+// dropped. With the cache disabled, it's seen at once.
+func TestRowCache(t *testing.T) {
+	for _, capacity := range []int64{0, -1} {
+		var a = openRecorded(t, newLog(t), 0xA1, Options{RowCacheBytes: capacity})
+		var s = a.store
+		_ = s.Put([]byte("k"), []byte("committed"))
+		await(t, s.StartCommit(nil, checkpointAt(1), nil))
+		if _, ok, err := s.Get([]byte("absent")); ok || err != nil {
+			t.Fatalf("Get(absent): %v %v", ok, err)
+		}
+		if v, ok, err := s.Get([]byte("k")); string(v) != "committed" || !ok || err != nil {
+			t.Fatalf("Get(k): %q %v %v", v, ok, err)
+		}
+		var wo = grocksdb.NewDefaultWriteOptions()
+		for _, k := range []string{"k", "absent"} {
+			if err := s.DB().Put(wo, []byte(k), []byte("direct")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wo.Destroy()
+		var want = "committed"
+		if capacity < 0 {
+			want = "direct"
+		}
+		if v, _, _ := s.Get([]byte("k")); string(v) != want {
+			t.Fatalf("row cache %d: Get(k) after a direct write = %q, want %q", capacity, v, want)
+		}
+		s.DropRowCache()
+		for _, k := range []string{"k", "absent"} {
+			if v, ok, _ := s.Get([]byte(k)); string(v) != "direct" || !ok {
+				t.Fatalf("row cache %d: Get(%s) after DropRowCache = %q %v", capacity, k, v, ok)
+			}
+		}
+		s.Destroy()
+	}
+}
+
 func TestOptionsFromLabels(t *testing.T) {
-	var o, err = OptionsFromLabels(pb.MustLabelSet(LabelBlockCacheBytes, "1024", LabelCompression, "zstd"))
-	if err != nil || o.BlockCacheBytes != 1024 || o.Compression != "zstd" {
+	var o, err = OptionsFromLabels(pb.MustLabelSet(LabelBlockCacheBytes, "1024", LabelCompression, "zstd", LabelRowCacheBytes, "-1"))
+	if err != nil || o.BlockCacheBytes != 1024 || o.Compression != "zstd" || o.RowCacheBytes != -1 {
 		t.Fatalf("got %+v, %v", o, err)
 	}
 	if _, err = OptionsFromLabels(pb.MustLabelSet(LabelCompression, "brotli")); err == nil {
