@@ -1,24 +1,28 @@
 package rocks
 
 import (
-	"bytes"
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/google/btree"
 )
 
-// overlay holds the writes of one transaction, ordered by key, until they
-// are written to the database in one batch. RocksDB's own indexed batch
+// overlay holds the writes of one transaction until they are written to
+// the database in one batch. RocksDB's own indexed batch
 // (WriteBatchWithIndex) decodes a record of its batch on every comparison
-// of its index, and costs some microseconds per Put; the overlay is an
-// in-memory B-tree, and its batch is encoded once, at commit.
+// of its index, and costs some microseconds per Put. An overlay is a map of
+// its entries, for Puts and Gets, and an ordered index of its keys (a
+// B-tree), for scans and the batch: a key enters the index once, when the
+// overlay is next read in order, however often it's rewritten.
 //
 // An overlay is written by the shard's goroutine until its transaction
-// commits; after that it is only read, possibly concurrently, which the
-// B-tree allows.
+// commits, when freeze brings its index up to date; after that it is only
+// read, possibly concurrently.
 type overlay struct {
-	tree  *btree.BTreeG[entry]
-	bytes int // Of the keys and values of the entries.
+	rows      map[string]entry
+	index     *btree.BTreeG[string] // Keys of rows, but those of unindexed.
+	unindexed []string              // Keys added to rows since the index was last updated.
+	bytes     int                   // Of the keys and values of the entries.
 }
 
 // entry is a key written by a transaction: its value, or its deletion.
@@ -27,13 +31,14 @@ type entry struct {
 	deleted    bool
 }
 
-func entryLess(a, b entry) bool { return bytes.Compare(a.key, b.key) < 0 }
-
-// overlayFreeList recycles the nodes of committed overlays.
-var overlayFreeList = btree.NewFreeListG[entry](1024)
+// overlayFreeList recycles the index nodes of committed overlays.
+var overlayFreeList = btree.NewFreeListG[string](1024)
 
 func newOverlay() *overlay {
-	return &overlay{tree: btree.NewWithFreeListG(32, entryLess, overlayFreeList)}
+	return &overlay{
+		rows:  make(map[string]entry),
+		index: btree.NewWithFreeListG(32, func(a, b string) bool { return a < b }, overlayFreeList),
+	}
 }
 
 // put records key as set to value, or as deleted. It copies both.
@@ -42,29 +47,51 @@ func (o *overlay) put(key, value []byte, deleted bool) {
 	copy(b, key)
 	copy(b[len(key):], value)
 	var e = entry{key: b[:len(key):len(key)], value: b[len(key):], deleted: deleted}
-	if old, ok := o.tree.ReplaceOrInsert(e); ok {
+	// The entry's key is never modified: the map's key string shares it.
+	var k = unsafe.String(unsafe.SliceData(e.key), len(e.key))
+	if old, ok := o.rows[k]; ok {
 		o.bytes -= len(old.key) + len(old.value)
+	} else {
+		o.unindexed = append(o.unindexed, k)
 	}
+	o.rows[k] = e
 	o.bytes += len(key) + len(value)
 }
 
 // get returns the entry of key, if the overlay has one.
 func (o *overlay) get(key []byte) (entry, bool) {
-	return o.tree.Get(entry{key: key})
+	var e, ok = o.rows[string(key)]
+	return e, ok
+}
+
+// len is the number of keys written.
+func (o *overlay) len() int { return len(o.rows) }
+
+// freeze brings the index up to date. The overlay is not written after.
+func (o *overlay) freeze() {
+	if len(o.unindexed) == 0 {
+		return // Up to date: don't write, as frozen overlays are read concurrently.
+	}
+	for _, k := range o.unindexed {
+		o.index.ReplaceOrInsert(k)
+	}
+	o.unindexed = nil
 }
 
 // ascend calls fn with each entry in [start, end), in order, until fn
 // returns false. A nil end means no upper bound.
 func (o *overlay) ascend(start, end []byte, fn func(entry) bool) {
+	o.freeze()
+	var visit = func(k string) bool { return fn(o.rows[k]) }
 	if end == nil {
-		o.tree.AscendGreaterOrEqual(entry{key: start}, fn)
+		o.index.AscendGreaterOrEqual(string(start), visit)
 	} else {
-		o.tree.AscendRange(entry{key: start}, entry{key: end}, fn)
+		o.index.AscendRange(string(start), string(end), visit)
 	}
 }
 
-// release returns the overlay's nodes to the free list.
-func (o *overlay) release() { o.tree.Clear(true) }
+// release returns the overlay's index nodes to the free list.
+func (o *overlay) release() { o.index.Clear(true) }
 
 // RocksDB's WriteBatch representation (db/write_batch.cc): a 12-byte header
 // of a fixed64 sequence number (assigned by the database on write) and a
@@ -84,7 +111,7 @@ func (o *overlay) appendBatch(b []byte, extraKey, extraValue []byte) []byte {
 	var start = len(b)
 	b = append(b, make([]byte, batchHeaderLen)...)
 	var count uint32
-	o.tree.Ascend(func(e entry) bool {
+	o.ascend(nil, nil, func(e entry) bool {
 		b, count = appendRecord(b, e.key, e.value, e.deleted), count+1
 		return true
 	})
@@ -97,7 +124,7 @@ func (o *overlay) appendBatch(b []byte, extraKey, extraValue []byte) []byte {
 
 // batchLen bounds the length of the overlay's batch with an extra Put.
 func (o *overlay) batchLen(extra int) int {
-	return batchHeaderLen + o.bytes + (o.tree.Len()+1)*batchRecordSlop + extra
+	return batchHeaderLen + o.bytes + (o.len()+1)*batchRecordSlop + extra
 }
 
 func appendRecord(b []byte, key, value []byte, deleted bool) []byte {

@@ -58,11 +58,10 @@ func (c *rowCache) get(key []byte) (cachedRow, bool) {
 
 // put caches the row of key, which the database holds. The cache retains
 // value, which must not be modified after.
-func (c *rowCache) put(key []byte, value []byte, absent bool) {
+func (c *rowCache) put(k string, value []byte, absent bool) {
 	if c == nil {
 		return
 	}
-	var k = string(key)
 	if old, ok := c.cur[k]; ok {
 		c.curBytes -= len(k) + len(old.value) + rowOverhead
 	} else {
@@ -90,10 +89,9 @@ func (c *rowCache) commit(o *overlay) {
 	if c == nil {
 		return
 	}
-	o.tree.Ascend(func(e entry) bool {
-		c.put(e.key, e.value, e.deleted)
-		return true
-	})
+	for k, e := range o.rows {
+		c.put(k, e.value, e.deleted)
+	}
 }
 
 // clear drops every cached row.

@@ -201,6 +201,7 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	if err != nil {
 		return client.FinishedOperation(fmt.Errorf("store %s: encoding checkpoint: %w", s.dir, err))
 	}
+	s.txn.freeze() // Read concurrently from here.
 	var c = &commit{ov: s.txn, checkpoint: b, done: make(chan struct{})}
 	var prev = s.pending
 	s.txn, s.pending = newOverlay(), c
@@ -301,7 +302,7 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	}
 	defer v.Free()
 	if !v.Exists() {
-		s.rows.put(key, nil, true)
+		s.rows.put(string(key), nil, true)
 		return nil, false, nil
 	}
 	if s.rows == nil {
@@ -309,7 +310,7 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 		return s.getBuf, true, nil
 	}
 	var value = append([]byte(nil), v.Data()...)
-	s.rows.put(key, value, false)
+	s.rows.put(string(key), value, false)
 	return value, true, nil
 }
 

@@ -28,7 +28,7 @@ const (
 	pathIO        = "io"
 	pathBufio     = "bufio"
 	pathTime      = "time"
-	pathProto     = "google.golang.org/protobuf/proto"
+	pathSync      = "sync"
 	pathProtojson = "google.golang.org/protobuf/encoding/protojson"
 	pathTimestamp = "google.golang.org/protobuf/types/known/timestamppb"
 	pathMessage   = "go.gazette.dev/core/message"
@@ -37,6 +37,7 @@ const (
 	pathPC        = "go.gazette.dev/core/consumer/protocol"
 	pathRuntime   = "github.com/gazconsumer/gazconsumer/runtime"
 	pathKeyenc    = "github.com/gazconsumer/gazconsumer/keyenc"
+	pathCodec     = "github.com/gazconsumer/gazconsumer/runtime/codec"
 	pathGCv1      = "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
 

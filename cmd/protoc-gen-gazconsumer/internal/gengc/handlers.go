@@ -83,7 +83,9 @@ func genConsumer(jf *jen.File, c *consumer) {
 	jf.Line()
 
 	// Transaction.
-	jf.Commentf("%s is the transaction within which a %s handler runs.", txnT, handlerT)
+	jf.Commentf("%s is the transaction within which a %s handler runs. A shard's", txnT, handlerT)
+	jf.Comment("handlers share one for the whole transaction, set anew for each call: a handler")
+	jf.Comment("may not keep it past its return.")
 	fields := []jen.Code{
 		jen.Comment("Shard being consumed."),
 		jen.Id("Shard").Qual(pathRuntime, "Shard"),
@@ -111,6 +113,7 @@ func genConsumer(jf *jen.File, c *consumer) {
 	appFields := []jen.Code{
 		jen.Id("handler").Id(handlerT),
 		jen.Id("stores").Qual(pathRuntime, "StoreOpener"),
+		jen.Id("txns").Qual(pathSync, "Map").Comment("Of each runtime.Store, its *"+txnT+", from BeginTxn to FinishTxn."),
 	}
 	for _, p := range c.publishes {
 		appFields = append(appFields, jen.Id(mappingField(p)).Qual(pathMessage, "MappingFunc"))
@@ -203,11 +206,27 @@ func genConsumer(jf *jen.File, c *consumer) {
 		}
 	}
 	newTxn = append(newTxn, jen.Return(jen.Id("tx"), jen.Nil()))
-	jf.Comment("newTxn returns the transaction of a handler call.")
+	jf.Comment("newTxn returns a new transaction of store.")
 	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("newTxn").Params(
 		jen.Id("shard").Qual(pathRuntime, "Shard"), jen.Id("store").Qual(pathRuntime, "Store"),
 		jen.Id("env").Qual(pathMessage, "Envelope"), jen.Id("pub").Op("*").Qual(pathMessage, "Publisher"),
 	).Params(jen.Op("*").Id(txnT), jen.Error()).Block(newTxn...)
+	jf.Line()
+
+	jf.Comment("txnOf returns the transaction of store, which BeginTxn began, set for a")
+	jf.Comment("handler call on env.")
+	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("txnOf").Params(
+		jen.Id("shard").Qual(pathRuntime, "Shard"), jen.Id("store").Qual(pathRuntime, "Store"),
+		jen.Id("env").Qual(pathMessage, "Envelope"), jen.Id("pub").Op("*").Qual(pathMessage, "Publisher"),
+	).Params(jen.Op("*").Id(txnT), jen.Error()).Block(
+		jen.If(jen.List(jen.Id("v"), jen.Id("ok")).Op(":=").Id("a").Dot("txns").Dot("Load").Call(jen.Id("store")), jen.Id("ok")).Block(
+			jen.Id("tx").Op(":=").Id("v").Assert(jen.Op("*").Id(txnT)),
+			jen.List(jen.Id("tx").Dot("Envelope"), jen.Id("tx").Dot("pub")).Op("=").List(jen.Id("env"), jen.Id("pub")),
+			jen.Return(jen.Id("tx"), jen.Nil()),
+		),
+		jen.Comment("Called outside of BeginTxn and FinishTxn, as a test may."),
+		jen.Return(jen.Id("a").Dot("newTxn").Call(jen.Id("shard"), jen.Id("store"), jen.Id("env"), jen.Id("pub"))),
+	)
 	jf.Line()
 
 	// ConsumeMessage.
@@ -231,7 +250,7 @@ func genConsumer(jf *jen.File, c *consumer) {
 		jen.Id("shard").Qual(pathRuntime, "Shard"), jen.Id("store").Qual(pathRuntime, "Store"),
 		jen.Id("env").Qual(pathMessage, "Envelope"), jen.Id("pub").Op("*").Qual(pathMessage, "Publisher"),
 	).Error().Block(
-		jen.List(jen.Id("tx"), jen.Err()).Op(":=").Id("a").Dot("newTxn").Call(jen.Id("shard"), jen.Id("store"), jen.Id("env"), jen.Id("pub")),
+		jen.List(jen.Id("tx"), jen.Err()).Op(":=").Id("a").Dot("txnOf").Call(jen.Id("shard"), jen.Id("store"), jen.Id("env"), jen.Id("pub")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
 		jen.Switch(jen.Id("msg").Op(":=").Id("env").Dot("Message").Assert(jen.Type())).Block(cases...),
 	)
@@ -239,20 +258,26 @@ func genConsumer(jf *jen.File, c *consumer) {
 
 	jf.Var().Id("_").Qual(pathRuntime, "BeginFinisher").Op("=").Parens(jen.Op("*").Id(appT)).Parens(jen.Nil())
 	jf.Line()
-	jf.Comment("BeginTxn calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.")
+	jf.Comment("BeginTxn begins the transaction of store, in which handlers are called, and")
+	jf.Comment("calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.")
 	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("BeginTxn").Params(
 		jen.Id("shard").Qual(pathRuntime, "Shard"), jen.Id("store").Qual(pathRuntime, "Store"),
 	).Error().Block(
+		jen.List(jen.Id("tx"), jen.Err()).Op(":=").Id("a").Dot("newTxn").Call(jen.Id("shard"), jen.Id("store"), jen.Qual(pathMessage, "Envelope").Values(), jen.Nil()),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+		jen.Id("a").Dot("txns").Dot("Store").Call(jen.Id("store"), jen.Id("tx")),
 		jen.If(jen.List(jen.Id("bf"), jen.Id("ok")).Op(":=").Id("a").Dot("handler").Assert(jen.Qual(pathRuntime, "BeginFinisher")), jen.Id("ok")).Block(
 			jen.Return(jen.Id("bf").Dot("BeginTxn").Call(jen.Id("shard"), jen.Id("store"))),
 		),
 		jen.Return(jen.Nil()),
 	)
 	jf.Line()
-	jf.Comment("FinishTxn calls the handler's FinishTxn, if the handler is a runtime.BeginFinisher.")
+	jf.Comment("FinishTxn ends the transaction of store, and calls the handler's FinishTxn,")
+	jf.Comment("if the handler is a runtime.BeginFinisher.")
 	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("FinishTxn").Params(
 		jen.Id("shard").Qual(pathRuntime, "Shard"), jen.Id("store").Qual(pathRuntime, "Store"), jen.Id("err").Error(),
 	).Error().Block(
+		jen.Id("a").Dot("txns").Dot("Delete").Call(jen.Id("store")),
 		jen.If(jen.List(jen.Id("bf"), jen.Id("ok")).Op(":=").Id("a").Dot("handler").Assert(jen.Qual(pathRuntime, "BeginFinisher")), jen.Id("ok")).Block(
 			jen.Return(jen.Id("bf").Dot("FinishTxn").Call(jen.Id("shard"), jen.Id("store"), jen.Id("err"))),
 		),
@@ -265,7 +290,7 @@ func genConsumer(jf *jen.File, c *consumer) {
 	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("FinalizeTxn").Params(
 		jen.Id("shard").Qual(pathRuntime, "Shard"), jen.Id("store").Qual(pathRuntime, "Store"), jen.Id("pub").Op("*").Qual(pathMessage, "Publisher"),
 	).Error().Block(
-		jen.List(jen.Id("tx"), jen.Err()).Op(":=").Id("a").Dot("newTxn").Call(jen.Id("shard"), jen.Id("store"), jen.Qual(pathMessage, "Envelope").Values(), jen.Id("pub")),
+		jen.List(jen.Id("tx"), jen.Err()).Op(":=").Id("a").Dot("txnOf").Call(jen.Id("shard"), jen.Id("store"), jen.Qual(pathMessage, "Envelope").Values(), jen.Id("pub")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
 		jen.If(jen.Err().Op(":=").Id("a").Dot("handler").Dot("FinalizeTxn").Call(jen.Id("tx")), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit("shard %s: "+full+".FinalizeTxn: %w"), jen.Id("shard").Dot("Spec").Call().Dot("Id"), jen.Err())),

@@ -40,14 +40,14 @@ func genMessageMethods(jf *jen.File, j *journalMsg) {
 	jf.Comment("ProtoSize returns the size of the protobuf encoding of the message, for")
 	jf.Comment("Gazette's protobuf fixed framing.")
 	jf.Func().Params(recv.Clone()).Id("ProtoSize").Params().Int().Block(
-		jen.Return(jen.Qual(pathProto, "Size").Call(jen.Id("x"))),
+		jen.Return(jen.Qual(pathCodec, "Size").Call(jen.Id("x"))),
 	)
 	jf.Line()
 
 	jf.Comment("MarshalTo writes the protobuf encoding of the message into b, which holds")
 	jf.Comment("exactly ProtoSize bytes, for Gazette's protobuf fixed framing.")
 	jf.Func().Params(recv.Clone()).Id("MarshalTo").Params(jen.Id("b").Index().Byte()).Params(jen.Int(), jen.Error()).Block(
-		jen.List(jen.Id("out"), jen.Err()).Op(":=").Qual(pathProto, "MarshalOptions").Values().Dot("MarshalAppend").Call(
+		jen.List(jen.Id("out"), jen.Err()).Op(":=").Qual(pathCodec, "Append").Call(
 			jen.Id("b").Index(jen.Empty(), jen.Lit(0)), jen.Id("x")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Lit(0), jen.Qual(pathFmt, "Errorf").Call(jen.Lit("marshaling "+string(j.msg.Desc.FullName())+": %w"), jen.Err())),
@@ -63,7 +63,7 @@ func genMessageMethods(jf *jen.File, j *journalMsg) {
 	jf.Comment("Unmarshal replaces the message with the protobuf encoding b, for Gazette's")
 	jf.Comment("protobuf fixed framing. The message does not retain b.")
 	jf.Func().Params(recv.Clone()).Id("Unmarshal").Params(jen.Id("b").Index().Byte()).Error().Block(
-		jen.Return(jen.Qual(pathProto, "Unmarshal").Call(jen.Id("b"), jen.Id("x"))),
+		jen.Return(jen.Qual(pathCodec, "Unmarshal").Call(jen.Id("b"), jen.Id("x"))),
 	)
 	jf.Line()
 

@@ -117,12 +117,15 @@ func genTable(jf *jen.File, t *table) {
 
 	jf.Commentf("%s is table %q of a store: %s rows ordered by", tableT, t.name, row)
 	jf.Commentf("%s. Its reads see the writes of the current transaction.", keyDoc(t))
-	jf.Type().Id(tableT).Struct(jen.Id("kv").Qual(pathRuntime, "KV"))
+	jf.Type().Id(tableT).Struct(
+		jen.Id("kv").Qual(pathRuntime, "KV"),
+		jen.Id("buf").Op("*").Index().Byte().Comment("Scratch of the keys and values of point operations."),
+	)
 	jf.Line()
 
 	jf.Commentf("New%s returns table %q of the store view kv.", tableT, t.name)
 	jf.Func().Id("New" + tableT).Params(jen.Id("kv").Qual(pathRuntime, "KV")).Id(tableT).Block(
-		jen.Return(jen.Id(tableT).Values(jen.Dict{jen.Id("kv"): jen.Id("kv")})),
+		jen.Return(jen.Id(tableT).Values(jen.Dict{jen.Id("kv"): jen.Id("kv"), jen.Id("buf"): jen.New(jen.Index().Byte())})),
 	)
 	jf.Line()
 
@@ -137,23 +140,32 @@ func genTable(jf *jen.File, t *table) {
 	)
 	jf.Line()
 
-	jf.Comment("encode returns the store key of the first n fields of k.")
+	jf.Comment("encode returns the store key of the first n fields of k, in a new slice: a")
+	jf.Comment("scan's bounds outlive the point operations of its callback.")
 	jf.Func().Params(recv.Clone()).Id("encode").Params(jen.Id("k").Id(keyT), jen.Id("n").Int()).Index().Byte().Block(
 		jen.Id("b").Op(":=").Make(jen.Index().Byte(), jen.Lit(0), jen.Len(jen.Id(prefix)).Op("+").Lit(32)),
 		jen.Return(jen.Id("k").Dot("appendTo").Call(jen.Append(jen.Id("b"), jen.Id(prefix).Op("...")), jen.Id("n"))),
 	)
 	jf.Line()
 
+	jf.Comment("key returns the store key of k in the table's scratch buffer, valid until the")
+	jf.Comment("table's next point operation. (KV does not retain the keys passed to it.)")
+	jf.Func().Params(recv.Clone()).Id("key").Params(jen.Id("k").Id(keyT)).Index().Byte().Block(
+		jen.Op("*").Id("t").Dot("buf").Op("=").Id("k").Dot("appendTo").Call(jen.Append(jen.Parens(jen.Op("*").Id("t").Dot("buf")).Index(jen.Empty(), jen.Lit(0)), jen.Id(prefix).Op("...")), jen.Lit(n)),
+		jen.Return(jen.Op("*").Id("t").Dot("buf")),
+	)
+	jf.Line()
+
 	jf.Comment("Get returns the row having key, and whether there is one.")
 	jf.Func().Params(recv.Clone()).Id("Get").Params(jen.Id("key").Id(keyT)).Params(jen.Op("*").Id(row), jen.Bool(), jen.Error()).Block(
-		jen.List(jen.Id("v"), jen.Id("found"), jen.Err()).Op(":=").Id("t").Dot("kv").Dot("Get").Call(jen.Id("t").Dot("encode").Call(jen.Id("key"), jen.Lit(n))),
+		jen.List(jen.Id("v"), jen.Id("found"), jen.Err()).Op(":=").Id("t").Dot("kv").Dot("Get").Call(jen.Id("t").Dot("key").Call(jen.Id("key"))),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Nil(), jen.False(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"getting %v: %w"), jen.Id("key"), jen.Err())),
 		).Else().If(jen.Op("!").Id("found")).Block(
 			jen.Return(jen.Nil(), jen.False(), jen.Nil()),
 		),
 		jen.Id("r").Op(":=").New(jen.Id(row)),
-		jen.If(jen.Err().Op(":=").Qual(pathProto, "Unmarshal").Call(jen.Id("v"), jen.Id("r")), jen.Err().Op("!=").Nil()).Block(
+		jen.If(jen.Err().Op(":=").Qual(pathCodec, "Unmarshal").Call(jen.Id("v"), jen.Id("r")), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Nil(), jen.False(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"decoding row %v: %w"), jen.Id("key"), jen.Err())),
 		),
 		jen.Return(jen.Id("r"), jen.True(), jen.Nil()),
@@ -162,11 +174,15 @@ func genTable(jf *jen.File, t *table) {
 
 	jf.Comment("Put stores row under the key of its key fields, replacing any row there.")
 	jf.Func().Params(recv.Clone()).Id("Put").Params(jen.Id("row").Op("*").Id(row)).Error().Block(
-		jen.List(jen.Id("v"), jen.Err()).Op(":=").Qual(pathProto, "Marshal").Call(jen.Id("row")),
+		jen.Comment("The value, then the key, in the scratch buffer."),
+		jen.List(jen.Id("b"), jen.Err()).Op(":=").Qual(pathCodec, "Append").Call(jen.Parens(jen.Op("*").Id("t").Dot("buf")).Index(jen.Empty(), jen.Lit(0)), jen.Id("row")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"encoding row: %w"), jen.Err())),
 		),
-		jen.If(jen.Err().Op(":=").Id("t").Dot("kv").Dot("Put").Call(jen.Id("t").Dot("encode").Call(jen.Id("t").Dot("KeyOf").Call(jen.Id("row")), jen.Lit(n)), jen.Id("v")), jen.Err().Op("!=").Nil()).Block(
+		jen.Id("nv").Op(":=").Len(jen.Id("b")),
+		jen.Id("b").Op("=").Id("t").Dot("KeyOf").Call(jen.Id("row")).Dot("appendTo").Call(jen.Append(jen.Id("b"), jen.Id(prefix).Op("...")), jen.Lit(n)),
+		jen.Op("*").Id("t").Dot("buf").Op("=").Id("b"),
+		jen.If(jen.Err().Op(":=").Id("t").Dot("kv").Dot("Put").Call(jen.Id("b").Index(jen.Id("nv"), jen.Empty()), jen.Id("b").Index(jen.Empty(), jen.Id("nv"))), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"putting %v: %w"), jen.Id("t").Dot("KeyOf").Call(jen.Id("row")), jen.Err())),
 		),
 		jen.Return(jen.Nil()),
@@ -175,7 +191,7 @@ func genTable(jf *jen.File, t *table) {
 
 	jf.Comment("Delete removes the row having key, if there is one.")
 	jf.Func().Params(recv.Clone()).Id("Delete").Params(jen.Id("key").Id(keyT)).Error().Block(
-		jen.If(jen.Err().Op(":=").Id("t").Dot("kv").Dot("Delete").Call(jen.Id("t").Dot("encode").Call(jen.Id("key"), jen.Lit(n))), jen.Err().Op("!=").Nil()).Block(
+		jen.If(jen.Err().Op(":=").Id("t").Dot("kv").Dot("Delete").Call(jen.Id("t").Dot("key").Call(jen.Id("key"))), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"deleting %v: %w"), jen.Id("key"), jen.Err())),
 		),
 		jen.Return(jen.Nil()),
@@ -212,7 +228,7 @@ func genTable(jf *jen.File, t *table) {
 		jen.Var().Id("derr").Error(),
 		jen.Err().Op(":=").Id("t").Dot("kv").Dot("Scan").Call(jen.Id("start"), jen.Id("end"), jen.Func().Params(jen.Id("_"), jen.Id("v").Index().Byte()).Bool().Block(
 			jen.Id("r").Op(":=").New(jen.Id(row)),
-			jen.If(jen.Id("derr").Op("=").Qual(pathProto, "Unmarshal").Call(jen.Id("v"), jen.Id("r")), jen.Id("derr").Op("!=").Nil()).Block(
+			jen.If(jen.Id("derr").Op("=").Qual(pathCodec, "Unmarshal").Call(jen.Id("v"), jen.Id("r")), jen.Id("derr").Op("!=").Nil()).Block(
 				jen.Return(jen.False()),
 			),
 			jen.Return(jen.Id("fn").Call(jen.Id("r"))),

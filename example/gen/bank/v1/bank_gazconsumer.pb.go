@@ -7,11 +7,11 @@ import (
 	"bufio"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
+	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
 	pb "go.gazette.dev/core/broker/protocol"
 	labels "go.gazette.dev/core/labels"
 	message "go.gazette.dev/core/message"
 	protojson "google.golang.org/protobuf/encoding/protojson"
-	proto "google.golang.org/protobuf/proto"
 )
 
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
@@ -38,13 +38,13 @@ func (x *Order) NewAcknowledgement(pb.Journal) message.Message {
 // ProtoSize returns the size of the protobuf encoding of the message, for
 // Gazette's protobuf fixed framing.
 func (x *Order) ProtoSize() int {
-	return proto.Size(x)
+	return codec.Size(x)
 }
 
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Order) MarshalTo(b []byte) (int, error) {
-	out, err := proto.MarshalOptions{}.MarshalAppend(b[:0], x)
+	out, err := codec.Append(b[:0], x)
 	if err != nil {
 		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.Order: %w", err)
 	} else if len(out) != len(b) {
@@ -56,7 +56,7 @@ func (x *Order) MarshalTo(b []byte) (int, error) {
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
 // protobuf fixed framing. The message does not retain b.
 func (x *Order) Unmarshal(b []byte) error {
-	return proto.Unmarshal(b, x)
+	return codec.Unmarshal(b, x)
 }
 
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
@@ -111,13 +111,13 @@ func (x *Payment) NewAcknowledgement(pb.Journal) message.Message {
 // ProtoSize returns the size of the protobuf encoding of the message, for
 // Gazette's protobuf fixed framing.
 func (x *Payment) ProtoSize() int {
-	return proto.Size(x)
+	return codec.Size(x)
 }
 
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Payment) MarshalTo(b []byte) (int, error) {
-	out, err := proto.MarshalOptions{}.MarshalAppend(b[:0], x)
+	out, err := codec.Append(b[:0], x)
 	if err != nil {
 		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.Payment: %w", err)
 	} else if len(out) != len(b) {
@@ -129,7 +129,7 @@ func (x *Payment) MarshalTo(b []byte) (int, error) {
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
 // protobuf fixed framing. The message does not retain b.
 func (x *Payment) Unmarshal(b []byte) error {
-	return proto.Unmarshal(b, x)
+	return codec.Unmarshal(b, x)
 }
 
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
@@ -184,13 +184,13 @@ func (x *BalanceChanged) NewAcknowledgement(pb.Journal) message.Message {
 // ProtoSize returns the size of the protobuf encoding of the message, for
 // Gazette's protobuf fixed framing.
 func (x *BalanceChanged) ProtoSize() int {
-	return proto.Size(x)
+	return codec.Size(x)
 }
 
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *BalanceChanged) MarshalTo(b []byte) (int, error) {
-	out, err := proto.MarshalOptions{}.MarshalAppend(b[:0], x)
+	out, err := codec.Append(b[:0], x)
 	if err != nil {
 		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.BalanceChanged: %w", err)
 	} else if len(out) != len(b) {
@@ -202,7 +202,7 @@ func (x *BalanceChanged) MarshalTo(b []byte) (int, error) {
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
 // protobuf fixed framing. The message does not retain b.
 func (x *BalanceChanged) Unmarshal(b []byte) error {
-	return proto.Unmarshal(b, x)
+	return codec.Unmarshal(b, x)
 }
 
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's

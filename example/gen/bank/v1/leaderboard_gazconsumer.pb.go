@@ -9,11 +9,12 @@ import (
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	runtime "github.com/gazconsumer/gazconsumer/runtime"
+	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	labels "go.gazette.dev/core/labels"
 	message "go.gazette.dev/core/message"
-	proto "google.golang.org/protobuf/proto"
+	"sync"
 	"time"
 )
 
@@ -41,12 +42,16 @@ var gazconsumerStandingTablePrefix = keyenc.AppendString(nil, "gazconsumer.examp
 // StandingTable is table "gazconsumer.example.bank.v1.Standing" of a store: Standing rows ordered by
 // (customer_id, account_id). Its reads see the writes of the current transaction.
 type StandingTable struct {
-	kv runtime.KV
+	kv  runtime.KV
+	buf *[]byte // Scratch of the keys and values of point operations.
 }
 
 // NewStandingTable returns table "gazconsumer.example.bank.v1.Standing" of the store view kv.
 func NewStandingTable(kv runtime.KV) StandingTable {
-	return StandingTable{kv: kv}
+	return StandingTable{
+		buf: new([]byte),
+		kv:  kv,
+	}
 }
 
 // KeyOf returns the key of row.
@@ -57,22 +62,30 @@ func (t StandingTable) KeyOf(row *Standing) StandingKey {
 	}
 }
 
-// encode returns the store key of the first n fields of k.
+// encode returns the store key of the first n fields of k, in a new slice: a
+// scan's bounds outlive the point operations of its callback.
 func (t StandingTable) encode(k StandingKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerStandingTablePrefix)+32)
 	return k.appendTo(append(b, gazconsumerStandingTablePrefix...), n)
 }
 
+// key returns the store key of k in the table's scratch buffer, valid until the
+// table's next point operation. (KV does not retain the keys passed to it.)
+func (t StandingTable) key(k StandingKey) []byte {
+	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerStandingTablePrefix...), 2)
+	return *t.buf
+}
+
 // Get returns the row having key, and whether there is one.
 func (t StandingTable) Get(key StandingKey) (*Standing, bool, error) {
-	v, found, err := t.kv.Get(t.encode(key, 2))
+	v, found, err := t.kv.Get(t.key(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: getting %v: %w", key, err)
 	} else if !found {
 		return nil, false, nil
 	}
 	r := new(Standing)
-	if err := proto.Unmarshal(v, r); err != nil {
+	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: decoding row %v: %w", key, err)
 	}
 	return r, true, nil
@@ -80,11 +93,15 @@ func (t StandingTable) Get(key StandingKey) (*Standing, bool, error) {
 
 // Put stores row under the key of its key fields, replacing any row there.
 func (t StandingTable) Put(row *Standing) error {
-	v, err := proto.Marshal(row)
+	// The value, then the key, in the scratch buffer.
+	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: encoding row: %w", err)
 	}
-	if err := t.kv.Put(t.encode(t.KeyOf(row), 2), v); err != nil {
+	nv := len(b)
+	b = t.KeyOf(row).appendTo(append(b, gazconsumerStandingTablePrefix...), 2)
+	*t.buf = b
+	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: putting %v: %w", t.KeyOf(row), err)
 	}
 	return nil
@@ -92,7 +109,7 @@ func (t StandingTable) Put(row *Standing) error {
 
 // Delete removes the row having key, if there is one.
 func (t StandingTable) Delete(key StandingKey) error {
-	if err := t.kv.Delete(t.encode(key, 2)); err != nil {
+	if err := t.kv.Delete(t.key(key)); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: deleting %v: %w", key, err)
 	}
 	return nil
@@ -124,7 +141,7 @@ func (t StandingTable) scan(start, end []byte, fn func(*Standing) bool) error {
 	var derr error
 	err := t.kv.Scan(start, end, func(_, v []byte) bool {
 		r := new(Standing)
-		if derr = proto.Unmarshal(v, r); derr != nil {
+		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
 		return fn(r)
@@ -165,12 +182,16 @@ var gazconsumerRankTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.b
 // RankTable is table "gazconsumer.example.bank.v1.Rank" of a store: Rank rows ordered by
 // (balance_cents descending, customer_id, account_id). Its reads see the writes of the current transaction.
 type RankTable struct {
-	kv runtime.KV
+	kv  runtime.KV
+	buf *[]byte // Scratch of the keys and values of point operations.
 }
 
 // NewRankTable returns table "gazconsumer.example.bank.v1.Rank" of the store view kv.
 func NewRankTable(kv runtime.KV) RankTable {
-	return RankTable{kv: kv}
+	return RankTable{
+		buf: new([]byte),
+		kv:  kv,
+	}
 }
 
 // KeyOf returns the key of row.
@@ -182,22 +203,30 @@ func (t RankTable) KeyOf(row *Rank) RankKey {
 	}
 }
 
-// encode returns the store key of the first n fields of k.
+// encode returns the store key of the first n fields of k, in a new slice: a
+// scan's bounds outlive the point operations of its callback.
 func (t RankTable) encode(k RankKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerRankTablePrefix)+32)
 	return k.appendTo(append(b, gazconsumerRankTablePrefix...), n)
 }
 
+// key returns the store key of k in the table's scratch buffer, valid until the
+// table's next point operation. (KV does not retain the keys passed to it.)
+func (t RankTable) key(k RankKey) []byte {
+	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerRankTablePrefix...), 3)
+	return *t.buf
+}
+
 // Get returns the row having key, and whether there is one.
 func (t RankTable) Get(key RankKey) (*Rank, bool, error) {
-	v, found, err := t.kv.Get(t.encode(key, 3))
+	v, found, err := t.kv.Get(t.key(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: getting %v: %w", key, err)
 	} else if !found {
 		return nil, false, nil
 	}
 	r := new(Rank)
-	if err := proto.Unmarshal(v, r); err != nil {
+	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding row %v: %w", key, err)
 	}
 	return r, true, nil
@@ -205,11 +234,15 @@ func (t RankTable) Get(key RankKey) (*Rank, bool, error) {
 
 // Put stores row under the key of its key fields, replacing any row there.
 func (t RankTable) Put(row *Rank) error {
-	v, err := proto.Marshal(row)
+	// The value, then the key, in the scratch buffer.
+	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: encoding row: %w", err)
 	}
-	if err := t.kv.Put(t.encode(t.KeyOf(row), 3), v); err != nil {
+	nv := len(b)
+	b = t.KeyOf(row).appendTo(append(b, gazconsumerRankTablePrefix...), 3)
+	*t.buf = b
+	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: putting %v: %w", t.KeyOf(row), err)
 	}
 	return nil
@@ -217,7 +250,7 @@ func (t RankTable) Put(row *Rank) error {
 
 // Delete removes the row having key, if there is one.
 func (t RankTable) Delete(key RankKey) error {
-	if err := t.kv.Delete(t.encode(key, 3)); err != nil {
+	if err := t.kv.Delete(t.key(key)); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: deleting %v: %w", key, err)
 	}
 	return nil
@@ -249,7 +282,7 @@ func (t RankTable) scan(start, end []byte, fn func(*Rank) bool) error {
 	var derr error
 	err := t.kv.Scan(start, end, func(_, v []byte) bool {
 		r := new(Rank)
-		if derr = proto.Unmarshal(v, r); derr != nil {
+		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
 		return fn(r)
@@ -293,7 +326,9 @@ func (UnimplementedLeaderboardHandler) FinalizeTxn(*LeaderboardTxn) error {
 
 func (UnimplementedLeaderboardHandler) mustEmbedUnimplementedLeaderboardHandler() {}
 
-// LeaderboardTxn is the transaction within which a LeaderboardHandler handler runs.
+// LeaderboardTxn is the transaction within which a LeaderboardHandler handler runs. A shard's
+// handlers share one for the whole transaction, set anew for each call: a handler
+// may not keep it past its return.
 type LeaderboardTxn struct {
 	// Shard being consumed.
 	Shard runtime.Shard
@@ -314,6 +349,7 @@ type LeaderboardTxn struct {
 type LeaderboardApplication struct {
 	handler LeaderboardHandler
 	stores  runtime.StoreOpener
+	txns    sync.Map // Of each runtime.Store, its *LeaderboardTxn, from BeginTxn to FinishTxn.
 }
 
 var _ runtime.Application = (*LeaderboardApplication)(nil)
@@ -377,7 +413,7 @@ func (*LeaderboardApplication) NewMessage(spec *pb.JournalSpec) (message.Message
 	return msg, nil
 }
 
-// newTxn returns the transaction of a handler call.
+// newTxn returns a new transaction of store.
 func (a *LeaderboardApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*LeaderboardTxn, error) {
 	tx := &LeaderboardTxn{
 		Envelope: env,
@@ -396,9 +432,21 @@ func (a *LeaderboardApplication) newTxn(shard runtime.Shard, store runtime.Store
 	return tx, nil
 }
 
+// txnOf returns the transaction of store, which BeginTxn began, set for a
+// handler call on env.
+func (a *LeaderboardApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*LeaderboardTxn, error) {
+	if v, ok := a.txns.Load(store); ok {
+		tx := v.(*LeaderboardTxn)
+		tx.Envelope, tx.pub = env, pub
+		return tx, nil
+	}
+	// Called outside of BeginTxn and FinishTxn, as a test may.
+	return a.newTxn(shard, store, env, pub)
+}
+
 // ConsumeMessage hands the message of env to its handler.
 func (a *LeaderboardApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.newTxn(shard, store, env, pub)
+	tx, err := a.txnOf(shard, store, env, pub)
 	if err != nil {
 		return err
 	}
@@ -415,16 +463,24 @@ func (a *LeaderboardApplication) ConsumeMessage(shard runtime.Shard, store runti
 
 var _ runtime.BeginFinisher = (*LeaderboardApplication)(nil)
 
-// BeginTxn calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
+// BeginTxn begins the transaction of store, in which handlers are called, and
+// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
 func (a *LeaderboardApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
+	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
+	if err != nil {
+		return err
+	}
+	a.txns.Store(store, tx)
 	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
 		return bf.BeginTxn(shard, store)
 	}
 	return nil
 }
 
-// FinishTxn calls the handler's FinishTxn, if the handler is a runtime.BeginFinisher.
+// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
+// if the handler is a runtime.BeginFinisher.
 func (a *LeaderboardApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
+	a.txns.Delete(store)
 	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
 		return bf.FinishTxn(shard, store, err)
 	}
@@ -434,7 +490,7 @@ func (a *LeaderboardApplication) FinishTxn(shard runtime.Shard, store runtime.St
 // FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
 // transaction buffered.
 func (a *LeaderboardApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, pub)
+	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
 	if err != nil {
 		return err
 	}

@@ -9,12 +9,13 @@ import (
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	runtime "github.com/gazconsumer/gazconsumer/runtime"
+	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	labels "go.gazette.dev/core/labels"
 	message "go.gazette.dev/core/message"
-	proto "google.golang.org/protobuf/proto"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -42,12 +43,16 @@ var gazconsumerBalanceTablePrefix = keyenc.AppendString(nil, "gazconsumer.exampl
 // BalanceTable is table "gazconsumer.example.bank.v1.Balance" of a store: Balance rows ordered by
 // (customer_id, account_id). Its reads see the writes of the current transaction.
 type BalanceTable struct {
-	kv runtime.KV
+	kv  runtime.KV
+	buf *[]byte // Scratch of the keys and values of point operations.
 }
 
 // NewBalanceTable returns table "gazconsumer.example.bank.v1.Balance" of the store view kv.
 func NewBalanceTable(kv runtime.KV) BalanceTable {
-	return BalanceTable{kv: kv}
+	return BalanceTable{
+		buf: new([]byte),
+		kv:  kv,
+	}
 }
 
 // KeyOf returns the key of row.
@@ -58,22 +63,30 @@ func (t BalanceTable) KeyOf(row *Balance) BalanceKey {
 	}
 }
 
-// encode returns the store key of the first n fields of k.
+// encode returns the store key of the first n fields of k, in a new slice: a
+// scan's bounds outlive the point operations of its callback.
 func (t BalanceTable) encode(k BalanceKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerBalanceTablePrefix)+32)
 	return k.appendTo(append(b, gazconsumerBalanceTablePrefix...), n)
 }
 
+// key returns the store key of k in the table's scratch buffer, valid until the
+// table's next point operation. (KV does not retain the keys passed to it.)
+func (t BalanceTable) key(k BalanceKey) []byte {
+	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerBalanceTablePrefix...), 2)
+	return *t.buf
+}
+
 // Get returns the row having key, and whether there is one.
 func (t BalanceTable) Get(key BalanceKey) (*Balance, bool, error) {
-	v, found, err := t.kv.Get(t.encode(key, 2))
+	v, found, err := t.kv.Get(t.key(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: getting %v: %w", key, err)
 	} else if !found {
 		return nil, false, nil
 	}
 	r := new(Balance)
-	if err := proto.Unmarshal(v, r); err != nil {
+	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: decoding row %v: %w", key, err)
 	}
 	return r, true, nil
@@ -81,11 +94,15 @@ func (t BalanceTable) Get(key BalanceKey) (*Balance, bool, error) {
 
 // Put stores row under the key of its key fields, replacing any row there.
 func (t BalanceTable) Put(row *Balance) error {
-	v, err := proto.Marshal(row)
+	// The value, then the key, in the scratch buffer.
+	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: encoding row: %w", err)
 	}
-	if err := t.kv.Put(t.encode(t.KeyOf(row), 2), v); err != nil {
+	nv := len(b)
+	b = t.KeyOf(row).appendTo(append(b, gazconsumerBalanceTablePrefix...), 2)
+	*t.buf = b
+	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: putting %v: %w", t.KeyOf(row), err)
 	}
 	return nil
@@ -93,7 +110,7 @@ func (t BalanceTable) Put(row *Balance) error {
 
 // Delete removes the row having key, if there is one.
 func (t BalanceTable) Delete(key BalanceKey) error {
-	if err := t.kv.Delete(t.encode(key, 2)); err != nil {
+	if err := t.kv.Delete(t.key(key)); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: deleting %v: %w", key, err)
 	}
 	return nil
@@ -125,7 +142,7 @@ func (t BalanceTable) scan(start, end []byte, fn func(*Balance) bool) error {
 	var derr error
 	err := t.kv.Scan(start, end, func(_, v []byte) bool {
 		r := new(Balance)
-		if derr = proto.Unmarshal(v, r); derr != nil {
+		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
 		return fn(r)
@@ -158,12 +175,16 @@ var gazconsumerCustomerActivityTablePrefix = keyenc.AppendString(nil, "gazconsum
 // CustomerActivityTable is table "gazconsumer.example.bank.v1.CustomerActivity" of a store: CustomerActivity rows ordered by
 // (customer_id). Its reads see the writes of the current transaction.
 type CustomerActivityTable struct {
-	kv runtime.KV
+	kv  runtime.KV
+	buf *[]byte // Scratch of the keys and values of point operations.
 }
 
 // NewCustomerActivityTable returns table "gazconsumer.example.bank.v1.CustomerActivity" of the store view kv.
 func NewCustomerActivityTable(kv runtime.KV) CustomerActivityTable {
-	return CustomerActivityTable{kv: kv}
+	return CustomerActivityTable{
+		buf: new([]byte),
+		kv:  kv,
+	}
 }
 
 // KeyOf returns the key of row.
@@ -171,22 +192,30 @@ func (t CustomerActivityTable) KeyOf(row *CustomerActivity) CustomerActivityKey 
 	return CustomerActivityKey{CustomerId: row.GetCustomerId()}
 }
 
-// encode returns the store key of the first n fields of k.
+// encode returns the store key of the first n fields of k, in a new slice: a
+// scan's bounds outlive the point operations of its callback.
 func (t CustomerActivityTable) encode(k CustomerActivityKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerCustomerActivityTablePrefix)+32)
 	return k.appendTo(append(b, gazconsumerCustomerActivityTablePrefix...), n)
 }
 
+// key returns the store key of k in the table's scratch buffer, valid until the
+// table's next point operation. (KV does not retain the keys passed to it.)
+func (t CustomerActivityTable) key(k CustomerActivityKey) []byte {
+	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerCustomerActivityTablePrefix...), 1)
+	return *t.buf
+}
+
 // Get returns the row having key, and whether there is one.
 func (t CustomerActivityTable) Get(key CustomerActivityKey) (*CustomerActivity, bool, error) {
-	v, found, err := t.kv.Get(t.encode(key, 1))
+	v, found, err := t.kv.Get(t.key(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: getting %v: %w", key, err)
 	} else if !found {
 		return nil, false, nil
 	}
 	r := new(CustomerActivity)
-	if err := proto.Unmarshal(v, r); err != nil {
+	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: decoding row %v: %w", key, err)
 	}
 	return r, true, nil
@@ -194,11 +223,15 @@ func (t CustomerActivityTable) Get(key CustomerActivityKey) (*CustomerActivity, 
 
 // Put stores row under the key of its key fields, replacing any row there.
 func (t CustomerActivityTable) Put(row *CustomerActivity) error {
-	v, err := proto.Marshal(row)
+	// The value, then the key, in the scratch buffer.
+	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: encoding row: %w", err)
 	}
-	if err := t.kv.Put(t.encode(t.KeyOf(row), 1), v); err != nil {
+	nv := len(b)
+	b = t.KeyOf(row).appendTo(append(b, gazconsumerCustomerActivityTablePrefix...), 1)
+	*t.buf = b
+	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: putting %v: %w", t.KeyOf(row), err)
 	}
 	return nil
@@ -206,7 +239,7 @@ func (t CustomerActivityTable) Put(row *CustomerActivity) error {
 
 // Delete removes the row having key, if there is one.
 func (t CustomerActivityTable) Delete(key CustomerActivityKey) error {
-	if err := t.kv.Delete(t.encode(key, 1)); err != nil {
+	if err := t.kv.Delete(t.key(key)); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: deleting %v: %w", key, err)
 	}
 	return nil
@@ -238,7 +271,7 @@ func (t CustomerActivityTable) scan(start, end []byte, fn func(*CustomerActivity
 	var derr error
 	err := t.kv.Scan(start, end, func(_, v []byte) bool {
 		r := new(CustomerActivity)
-		if derr = proto.Unmarshal(v, r); derr != nil {
+		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
 		return fn(r)
@@ -288,7 +321,9 @@ func (UnimplementedLedgerHandler) FinalizeTxn(*LedgerTxn) error {
 
 func (UnimplementedLedgerHandler) mustEmbedUnimplementedLedgerHandler() {}
 
-// LedgerTxn is the transaction within which a LedgerHandler handler runs.
+// LedgerTxn is the transaction within which a LedgerHandler handler runs. A shard's
+// handlers share one for the whole transaction, set anew for each call: a handler
+// may not keep it past its return.
 type LedgerTxn struct {
 	// Shard being consumed.
 	Shard runtime.Shard
@@ -319,6 +354,7 @@ func (tx *LedgerTxn) PublishBalanceChanged(msg *BalanceChanged) error {
 type LedgerApplication struct {
 	handler           LedgerHandler
 	stores            runtime.StoreOpener
+	txns              sync.Map // Of each runtime.Store, its *LedgerTxn, from BeginTxn to FinishTxn.
 	mapBalanceChanged message.MappingFunc
 }
 
@@ -392,7 +428,7 @@ func (*LedgerApplication) NewMessage(spec *pb.JournalSpec) (message.Message, err
 	return msg, nil
 }
 
-// newTxn returns the transaction of a handler call.
+// newTxn returns a new transaction of store.
 func (a *LedgerApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*LedgerTxn, error) {
 	tx := &LedgerTxn{
 		Envelope: env,
@@ -411,9 +447,21 @@ func (a *LedgerApplication) newTxn(shard runtime.Shard, store runtime.Store, env
 	return tx, nil
 }
 
+// txnOf returns the transaction of store, which BeginTxn began, set for a
+// handler call on env.
+func (a *LedgerApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*LedgerTxn, error) {
+	if v, ok := a.txns.Load(store); ok {
+		tx := v.(*LedgerTxn)
+		tx.Envelope, tx.pub = env, pub
+		return tx, nil
+	}
+	// Called outside of BeginTxn and FinishTxn, as a test may.
+	return a.newTxn(shard, store, env, pub)
+}
+
 // ConsumeMessage hands the message of env to its handler.
 func (a *LedgerApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.newTxn(shard, store, env, pub)
+	tx, err := a.txnOf(shard, store, env, pub)
 	if err != nil {
 		return err
 	}
@@ -435,16 +483,24 @@ func (a *LedgerApplication) ConsumeMessage(shard runtime.Shard, store runtime.St
 
 var _ runtime.BeginFinisher = (*LedgerApplication)(nil)
 
-// BeginTxn calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
+// BeginTxn begins the transaction of store, in which handlers are called, and
+// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
 func (a *LedgerApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
+	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
+	if err != nil {
+		return err
+	}
+	a.txns.Store(store, tx)
 	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
 		return bf.BeginTxn(shard, store)
 	}
 	return nil
 }
 
-// FinishTxn calls the handler's FinishTxn, if the handler is a runtime.BeginFinisher.
+// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
+// if the handler is a runtime.BeginFinisher.
 func (a *LedgerApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
+	a.txns.Delete(store)
 	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
 		return bf.FinishTxn(shard, store, err)
 	}
@@ -454,7 +510,7 @@ func (a *LedgerApplication) FinishTxn(shard runtime.Shard, store runtime.Store, 
 // FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
 // transaction buffered.
 func (a *LedgerApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, pub)
+	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
 	if err != nil {
 		return err
 	}

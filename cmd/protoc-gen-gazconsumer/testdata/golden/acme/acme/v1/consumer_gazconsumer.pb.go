@@ -13,6 +13,7 @@ import (
 	labels "go.gazette.dev/core/labels"
 	message "go.gazette.dev/core/message"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -45,7 +46,9 @@ func (UnimplementedSpendCounterHandler) FinalizeTxn(*SpendCounterTxn) error {
 
 func (UnimplementedSpendCounterHandler) mustEmbedUnimplementedSpendCounterHandler() {}
 
-// SpendCounterTxn is the transaction within which a SpendCounterHandler handler runs.
+// SpendCounterTxn is the transaction within which a SpendCounterHandler handler runs. A shard's
+// handlers share one for the whole transaction, set anew for each call: a handler
+// may not keep it past its return.
 type SpendCounterTxn struct {
 	// Shard being consumed.
 	Shard runtime.Shard
@@ -76,6 +79,7 @@ func (tx *SpendCounterTxn) PublishTotal(msg *Total) error {
 type SpendCounterApplication struct {
 	handler  SpendCounterHandler
 	stores   runtime.StoreOpener
+	txns     sync.Map // Of each runtime.Store, its *SpendCounterTxn, from BeginTxn to FinishTxn.
 	mapTotal message.MappingFunc
 }
 
@@ -147,7 +151,7 @@ func (*SpendCounterApplication) NewMessage(spec *pb.JournalSpec) (message.Messag
 	return msg, nil
 }
 
-// newTxn returns the transaction of a handler call.
+// newTxn returns a new transaction of store.
 func (a *SpendCounterApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*SpendCounterTxn, error) {
 	tx := &SpendCounterTxn{
 		Envelope: env,
@@ -166,9 +170,21 @@ func (a *SpendCounterApplication) newTxn(shard runtime.Shard, store runtime.Stor
 	return tx, nil
 }
 
+// txnOf returns the transaction of store, which BeginTxn began, set for a
+// handler call on env.
+func (a *SpendCounterApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*SpendCounterTxn, error) {
+	if v, ok := a.txns.Load(store); ok {
+		tx := v.(*SpendCounterTxn)
+		tx.Envelope, tx.pub = env, pub
+		return tx, nil
+	}
+	// Called outside of BeginTxn and FinishTxn, as a test may.
+	return a.newTxn(shard, store, env, pub)
+}
+
 // ConsumeMessage hands the message of env to its handler.
 func (a *SpendCounterApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.newTxn(shard, store, env, pub)
+	tx, err := a.txnOf(shard, store, env, pub)
 	if err != nil {
 		return err
 	}
@@ -185,16 +201,24 @@ func (a *SpendCounterApplication) ConsumeMessage(shard runtime.Shard, store runt
 
 var _ runtime.BeginFinisher = (*SpendCounterApplication)(nil)
 
-// BeginTxn calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
+// BeginTxn begins the transaction of store, in which handlers are called, and
+// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
 func (a *SpendCounterApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
+	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
+	if err != nil {
+		return err
+	}
+	a.txns.Store(store, tx)
 	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
 		return bf.BeginTxn(shard, store)
 	}
 	return nil
 }
 
-// FinishTxn calls the handler's FinishTxn, if the handler is a runtime.BeginFinisher.
+// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
+// if the handler is a runtime.BeginFinisher.
 func (a *SpendCounterApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
+	a.txns.Delete(store)
 	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
 		return bf.FinishTxn(shard, store, err)
 	}
@@ -204,7 +228,7 @@ func (a *SpendCounterApplication) FinishTxn(shard runtime.Shard, store runtime.S
 // FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
 // transaction buffered.
 func (a *SpendCounterApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, pub)
+	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
 	if err != nil {
 		return err
 	}

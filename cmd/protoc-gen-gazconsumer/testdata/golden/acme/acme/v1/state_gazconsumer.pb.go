@@ -7,7 +7,7 @@ import (
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
 	runtime "github.com/gazconsumer/gazconsumer/runtime"
-	proto "google.golang.org/protobuf/proto"
+	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -31,12 +31,16 @@ var gazconsumerSpendTablePrefix = keyenc.AppendString(nil, "acme.v1.Spend", keye
 // SpendTable is table "acme.v1.Spend" of a store: Spend rows ordered by
 // (customer_id). Its reads see the writes of the current transaction.
 type SpendTable struct {
-	kv runtime.KV
+	kv  runtime.KV
+	buf *[]byte // Scratch of the keys and values of point operations.
 }
 
 // NewSpendTable returns table "acme.v1.Spend" of the store view kv.
 func NewSpendTable(kv runtime.KV) SpendTable {
-	return SpendTable{kv: kv}
+	return SpendTable{
+		buf: new([]byte),
+		kv:  kv,
+	}
 }
 
 // KeyOf returns the key of row.
@@ -44,22 +48,30 @@ func (t SpendTable) KeyOf(row *Spend) SpendKey {
 	return SpendKey{CustomerId: row.GetCustomerId()}
 }
 
-// encode returns the store key of the first n fields of k.
+// encode returns the store key of the first n fields of k, in a new slice: a
+// scan's bounds outlive the point operations of its callback.
 func (t SpendTable) encode(k SpendKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerSpendTablePrefix)+32)
 	return k.appendTo(append(b, gazconsumerSpendTablePrefix...), n)
 }
 
+// key returns the store key of k in the table's scratch buffer, valid until the
+// table's next point operation. (KV does not retain the keys passed to it.)
+func (t SpendTable) key(k SpendKey) []byte {
+	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerSpendTablePrefix...), 1)
+	return *t.buf
+}
+
 // Get returns the row having key, and whether there is one.
 func (t SpendTable) Get(key SpendKey) (*Spend, bool, error) {
-	v, found, err := t.kv.Get(t.encode(key, 1))
+	v, found, err := t.kv.Get(t.key(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("table acme.v1.Spend: getting %v: %w", key, err)
 	} else if !found {
 		return nil, false, nil
 	}
 	r := new(Spend)
-	if err := proto.Unmarshal(v, r); err != nil {
+	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table acme.v1.Spend: decoding row %v: %w", key, err)
 	}
 	return r, true, nil
@@ -67,11 +79,15 @@ func (t SpendTable) Get(key SpendKey) (*Spend, bool, error) {
 
 // Put stores row under the key of its key fields, replacing any row there.
 func (t SpendTable) Put(row *Spend) error {
-	v, err := proto.Marshal(row)
+	// The value, then the key, in the scratch buffer.
+	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
 		return fmt.Errorf("table acme.v1.Spend: encoding row: %w", err)
 	}
-	if err := t.kv.Put(t.encode(t.KeyOf(row), 1), v); err != nil {
+	nv := len(b)
+	b = t.KeyOf(row).appendTo(append(b, gazconsumerSpendTablePrefix...), 1)
+	*t.buf = b
+	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table acme.v1.Spend: putting %v: %w", t.KeyOf(row), err)
 	}
 	return nil
@@ -79,7 +95,7 @@ func (t SpendTable) Put(row *Spend) error {
 
 // Delete removes the row having key, if there is one.
 func (t SpendTable) Delete(key SpendKey) error {
-	if err := t.kv.Delete(t.encode(key, 1)); err != nil {
+	if err := t.kv.Delete(t.key(key)); err != nil {
 		return fmt.Errorf("table acme.v1.Spend: deleting %v: %w", key, err)
 	}
 	return nil
@@ -111,7 +127,7 @@ func (t SpendTable) scan(start, end []byte, fn func(*Spend) bool) error {
 	var derr error
 	err := t.kv.Scan(start, end, func(_, v []byte) bool {
 		r := new(Spend)
-		if derr = proto.Unmarshal(v, r); derr != nil {
+		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
 		return fn(r)
@@ -168,12 +184,16 @@ var gazconsumerDailySpendTablePrefix = keyenc.AppendString(nil, "acme.daily", ke
 // DailySpendTable is table "acme.daily" of a store: DailySpend rows ordered by
 // (customer_id, day descending, status, gift, region, shard_hash, delta descending). Its reads see the writes of the current transaction.
 type DailySpendTable struct {
-	kv runtime.KV
+	kv  runtime.KV
+	buf *[]byte // Scratch of the keys and values of point operations.
 }
 
 // NewDailySpendTable returns table "acme.daily" of the store view kv.
 func NewDailySpendTable(kv runtime.KV) DailySpendTable {
-	return DailySpendTable{kv: kv}
+	return DailySpendTable{
+		buf: new([]byte),
+		kv:  kv,
+	}
 }
 
 // KeyOf returns the key of row.
@@ -189,22 +209,30 @@ func (t DailySpendTable) KeyOf(row *DailySpend) DailySpendKey {
 	}
 }
 
-// encode returns the store key of the first n fields of k.
+// encode returns the store key of the first n fields of k, in a new slice: a
+// scan's bounds outlive the point operations of its callback.
 func (t DailySpendTable) encode(k DailySpendKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerDailySpendTablePrefix)+32)
 	return k.appendTo(append(b, gazconsumerDailySpendTablePrefix...), n)
 }
 
+// key returns the store key of k in the table's scratch buffer, valid until the
+// table's next point operation. (KV does not retain the keys passed to it.)
+func (t DailySpendTable) key(k DailySpendKey) []byte {
+	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerDailySpendTablePrefix...), 7)
+	return *t.buf
+}
+
 // Get returns the row having key, and whether there is one.
 func (t DailySpendTable) Get(key DailySpendKey) (*DailySpend, bool, error) {
-	v, found, err := t.kv.Get(t.encode(key, 7))
+	v, found, err := t.kv.Get(t.key(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("table acme.daily: getting %v: %w", key, err)
 	} else if !found {
 		return nil, false, nil
 	}
 	r := new(DailySpend)
-	if err := proto.Unmarshal(v, r); err != nil {
+	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table acme.daily: decoding row %v: %w", key, err)
 	}
 	return r, true, nil
@@ -212,11 +240,15 @@ func (t DailySpendTable) Get(key DailySpendKey) (*DailySpend, bool, error) {
 
 // Put stores row under the key of its key fields, replacing any row there.
 func (t DailySpendTable) Put(row *DailySpend) error {
-	v, err := proto.Marshal(row)
+	// The value, then the key, in the scratch buffer.
+	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
 		return fmt.Errorf("table acme.daily: encoding row: %w", err)
 	}
-	if err := t.kv.Put(t.encode(t.KeyOf(row), 7), v); err != nil {
+	nv := len(b)
+	b = t.KeyOf(row).appendTo(append(b, gazconsumerDailySpendTablePrefix...), 7)
+	*t.buf = b
+	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table acme.daily: putting %v: %w", t.KeyOf(row), err)
 	}
 	return nil
@@ -224,7 +256,7 @@ func (t DailySpendTable) Put(row *DailySpend) error {
 
 // Delete removes the row having key, if there is one.
 func (t DailySpendTable) Delete(key DailySpendKey) error {
-	if err := t.kv.Delete(t.encode(key, 7)); err != nil {
+	if err := t.kv.Delete(t.key(key)); err != nil {
 		return fmt.Errorf("table acme.daily: deleting %v: %w", key, err)
 	}
 	return nil
@@ -256,7 +288,7 @@ func (t DailySpendTable) scan(start, end []byte, fn func(*DailySpend) bool) erro
 	var derr error
 	err := t.kv.Scan(start, end, func(_, v []byte) bool {
 		r := new(DailySpend)
-		if derr = proto.Unmarshal(v, r); derr != nil {
+		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
 		return fn(r)

@@ -11,13 +11,14 @@ import (
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	runtime "github.com/gazconsumer/gazconsumer/runtime"
+	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	labels "go.gazette.dev/core/labels"
 	message "go.gazette.dev/core/message"
 	protojson "google.golang.org/protobuf/encoding/protojson"
-	proto "google.golang.org/protobuf/proto"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -45,13 +46,13 @@ func (x *Event) NewAcknowledgement(pb.Journal) message.Message {
 // ProtoSize returns the size of the protobuf encoding of the message, for
 // Gazette's protobuf fixed framing.
 func (x *Event) ProtoSize() int {
-	return proto.Size(x)
+	return codec.Size(x)
 }
 
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Event) MarshalTo(b []byte) (int, error) {
-	out, err := proto.MarshalOptions{}.MarshalAppend(b[:0], x)
+	out, err := codec.Append(b[:0], x)
 	if err != nil {
 		return 0, fmt.Errorf("marshaling edition.v1.Event: %w", err)
 	} else if len(out) != len(b) {
@@ -63,7 +64,7 @@ func (x *Event) MarshalTo(b []byte) (int, error) {
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
 // protobuf fixed framing. The message does not retain b.
 func (x *Event) Unmarshal(b []byte) error {
-	return proto.Unmarshal(b, x)
+	return codec.Unmarshal(b, x)
 }
 
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
@@ -141,12 +142,16 @@ var gazconsumerSeenTablePrefix = keyenc.AppendString(nil, "edition.v1.Seen", key
 // SeenTable is table "edition.v1.Seen" of a store: Seen rows ordered by
 // (kind, level descending). Its reads see the writes of the current transaction.
 type SeenTable struct {
-	kv runtime.KV
+	kv  runtime.KV
+	buf *[]byte // Scratch of the keys and values of point operations.
 }
 
 // NewSeenTable returns table "edition.v1.Seen" of the store view kv.
 func NewSeenTable(kv runtime.KV) SeenTable {
-	return SeenTable{kv: kv}
+	return SeenTable{
+		buf: new([]byte),
+		kv:  kv,
+	}
 }
 
 // KeyOf returns the key of row.
@@ -157,22 +162,30 @@ func (t SeenTable) KeyOf(row *Seen) SeenKey {
 	}
 }
 
-// encode returns the store key of the first n fields of k.
+// encode returns the store key of the first n fields of k, in a new slice: a
+// scan's bounds outlive the point operations of its callback.
 func (t SeenTable) encode(k SeenKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerSeenTablePrefix)+32)
 	return k.appendTo(append(b, gazconsumerSeenTablePrefix...), n)
 }
 
+// key returns the store key of k in the table's scratch buffer, valid until the
+// table's next point operation. (KV does not retain the keys passed to it.)
+func (t SeenTable) key(k SeenKey) []byte {
+	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerSeenTablePrefix...), 2)
+	return *t.buf
+}
+
 // Get returns the row having key, and whether there is one.
 func (t SeenTable) Get(key SeenKey) (*Seen, bool, error) {
-	v, found, err := t.kv.Get(t.encode(key, 2))
+	v, found, err := t.kv.Get(t.key(key))
 	if err != nil {
 		return nil, false, fmt.Errorf("table edition.v1.Seen: getting %v: %w", key, err)
 	} else if !found {
 		return nil, false, nil
 	}
 	r := new(Seen)
-	if err := proto.Unmarshal(v, r); err != nil {
+	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table edition.v1.Seen: decoding row %v: %w", key, err)
 	}
 	return r, true, nil
@@ -180,11 +193,15 @@ func (t SeenTable) Get(key SeenKey) (*Seen, bool, error) {
 
 // Put stores row under the key of its key fields, replacing any row there.
 func (t SeenTable) Put(row *Seen) error {
-	v, err := proto.Marshal(row)
+	// The value, then the key, in the scratch buffer.
+	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
 		return fmt.Errorf("table edition.v1.Seen: encoding row: %w", err)
 	}
-	if err := t.kv.Put(t.encode(t.KeyOf(row), 2), v); err != nil {
+	nv := len(b)
+	b = t.KeyOf(row).appendTo(append(b, gazconsumerSeenTablePrefix...), 2)
+	*t.buf = b
+	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table edition.v1.Seen: putting %v: %w", t.KeyOf(row), err)
 	}
 	return nil
@@ -192,7 +209,7 @@ func (t SeenTable) Put(row *Seen) error {
 
 // Delete removes the row having key, if there is one.
 func (t SeenTable) Delete(key SeenKey) error {
-	if err := t.kv.Delete(t.encode(key, 2)); err != nil {
+	if err := t.kv.Delete(t.key(key)); err != nil {
 		return fmt.Errorf("table edition.v1.Seen: deleting %v: %w", key, err)
 	}
 	return nil
@@ -224,7 +241,7 @@ func (t SeenTable) scan(start, end []byte, fn func(*Seen) bool) error {
 	var derr error
 	err := t.kv.Scan(start, end, func(_, v []byte) bool {
 		r := new(Seen)
-		if derr = proto.Unmarshal(v, r); derr != nil {
+		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
 		return fn(r)
@@ -273,7 +290,9 @@ func (UnimplementedWatcherHandler) FinalizeTxn(*WatcherTxn) error {
 
 func (UnimplementedWatcherHandler) mustEmbedUnimplementedWatcherHandler() {}
 
-// WatcherTxn is the transaction within which a WatcherHandler handler runs.
+// WatcherTxn is the transaction within which a WatcherHandler handler runs. A shard's
+// handlers share one for the whole transaction, set anew for each call: a handler
+// may not keep it past its return.
 type WatcherTxn struct {
 	// Shard being consumed.
 	Shard runtime.Shard
@@ -302,6 +321,7 @@ func (tx *WatcherTxn) PublishEvent(msg *Event) error {
 type WatcherApplication struct {
 	handler  WatcherHandler
 	stores   runtime.StoreOpener
+	txns     sync.Map // Of each runtime.Store, its *WatcherTxn, from BeginTxn to FinishTxn.
 	mapEvent message.MappingFunc
 }
 
@@ -375,7 +395,7 @@ func (*WatcherApplication) NewMessage(spec *pb.JournalSpec) (message.Message, er
 	return msg, nil
 }
 
-// newTxn returns the transaction of a handler call.
+// newTxn returns a new transaction of store.
 func (a *WatcherApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*WatcherTxn, error) {
 	tx := &WatcherTxn{
 		Envelope: env,
@@ -393,9 +413,21 @@ func (a *WatcherApplication) newTxn(shard runtime.Shard, store runtime.Store, en
 	return tx, nil
 }
 
+// txnOf returns the transaction of store, which BeginTxn began, set for a
+// handler call on env.
+func (a *WatcherApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*WatcherTxn, error) {
+	if v, ok := a.txns.Load(store); ok {
+		tx := v.(*WatcherTxn)
+		tx.Envelope, tx.pub = env, pub
+		return tx, nil
+	}
+	// Called outside of BeginTxn and FinishTxn, as a test may.
+	return a.newTxn(shard, store, env, pub)
+}
+
 // ConsumeMessage hands the message of env to its handler.
 func (a *WatcherApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.newTxn(shard, store, env, pub)
+	tx, err := a.txnOf(shard, store, env, pub)
 	if err != nil {
 		return err
 	}
@@ -417,16 +449,24 @@ func (a *WatcherApplication) ConsumeMessage(shard runtime.Shard, store runtime.S
 
 var _ runtime.BeginFinisher = (*WatcherApplication)(nil)
 
-// BeginTxn calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
+// BeginTxn begins the transaction of store, in which handlers are called, and
+// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
 func (a *WatcherApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
+	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
+	if err != nil {
+		return err
+	}
+	a.txns.Store(store, tx)
 	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
 		return bf.BeginTxn(shard, store)
 	}
 	return nil
 }
 
-// FinishTxn calls the handler's FinishTxn, if the handler is a runtime.BeginFinisher.
+// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
+// if the handler is a runtime.BeginFinisher.
 func (a *WatcherApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
+	a.txns.Delete(store)
 	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
 		return bf.FinishTxn(shard, store, err)
 	}
@@ -436,7 +476,7 @@ func (a *WatcherApplication) FinishTxn(shard runtime.Shard, store runtime.Store,
 // FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
 // transaction buffered.
 func (a *WatcherApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, pub)
+	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
 	if err != nil {
 		return err
 	}

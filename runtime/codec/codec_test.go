@@ -1,0 +1,119 @@
+package codec
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// vtString is a StringValue with hand-written methods of
+// protoc-gen-go-vtproto's shape, which count their calls.
+type vtString struct {
+	*wrapperspb.StringValue
+	calls int
+}
+
+func (m *vtString) SizeVT() int {
+	m.calls++
+	if m.Value == "" {
+		return 0
+	}
+	return protowire.SizeTag(1) + protowire.SizeBytes(len(m.Value))
+}
+
+func (m *vtString) MarshalToSizedBufferVT(b []byte) (int, error) {
+	m.calls++
+	var out []byte
+	if m.Value != "" {
+		out = protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), m.Value)
+	}
+	if len(out) != len(b) {
+		return 0, errors.New("buffer is not SizeVT bytes")
+	}
+	return copy(b, out), nil
+}
+
+func (m *vtString) UnmarshalVT(b []byte) error {
+	m.calls++
+	for len(b) != 0 {
+		var num, typ, n = protowire.ConsumeTag(b)
+		if n < 0 || num != 1 || typ != protowire.BytesType {
+			return errors.New("bad tag")
+		}
+		var v, vn = protowire.ConsumeString(b[n:])
+		if vn < 0 {
+			return errors.New("bad string")
+		}
+		m.Value += v // Merges, as vtproto's does: Unmarshal must reset first.
+		b = b[n+vn:]
+	}
+	return nil
+}
+
+func TestVTMethodsAreUsed(t *testing.T) {
+	var m = &vtString{StringValue: wrapperspb.String("hello")}
+	var want, _ = proto.Marshal(m.StringValue)
+	if got := Size(m); got != len(want) {
+		t.Fatalf("Size = %d, want %d", got, len(want))
+	}
+	var got, err = Append([]byte("prefix"), m)
+	if err != nil || !bytes.Equal(got, append([]byte("prefix"), want...)) {
+		t.Fatalf("Append = %q, %v; want prefix%q", got, err, want)
+	}
+	var into = &vtString{StringValue: wrapperspb.String("old")}
+	if err = Unmarshal(want, into); err != nil || into.Value != "hello" {
+		t.Fatalf("Unmarshal: %q, %v", into.Value, err)
+	}
+	if m.calls != 3 || into.calls != 1 {
+		t.Fatalf("vtproto methods called %d and %d times, want 3 and 1", m.calls, into.calls)
+	}
+}
+
+func TestProtoFallback(t *testing.T) {
+	var m = wrapperspb.String("hello")
+	var want, _ = proto.Marshal(m)
+	if got, err := Append(nil, m); err != nil || !bytes.Equal(got, want) || Size(m) != len(want) {
+		t.Fatalf("Append = %q, %v; Size %d; want %q", got, err, Size(m), want)
+	}
+	var into = wrapperspb.String("old")
+	if err := Unmarshal(want, into); err != nil || into.Value != "hello" {
+		t.Fatalf("Unmarshal: %q, %v", into.Value, err)
+	}
+	if err := Unmarshal([]byte{0xff}, into); err == nil {
+		t.Fatal("Unmarshal of a bad encoding succeeded")
+	}
+}
+
+// FuzzCodecsAgree checks that the vtproto path and protobuf's encode alike,
+// and decode each other's encodings to equal messages.
+func FuzzCodecsAgree(f *testing.F) {
+	f.Add("", []byte{})
+	f.Add("hello", []byte("cap"))
+	f.Fuzz(func(t *testing.T, s string, prefix []byte) {
+		if !utf8.ValidString(s) {
+			t.Skip("protobuf refuses to encode invalid UTF-8; vtproto does not check")
+		}
+		var vt = &vtString{StringValue: wrapperspb.String(s)}
+		var viaVT, err = Append(bytes.Clone(prefix), vt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaProto, err := Append(bytes.Clone(prefix), vt.StringValue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(viaVT, viaProto) {
+			t.Fatalf("encodings differ: %x and %x", viaVT, viaProto)
+		}
+		var a, b = &vtString{StringValue: wrapperspb.String("x")}, wrapperspb.String("y")
+		var errA, errB = Unmarshal(viaVT[len(prefix):], a), Unmarshal(viaProto[len(prefix):], b)
+		if (errA == nil) != (errB == nil) || (errA == nil && a.Value != b.Value) {
+			t.Fatalf("decodings differ: %q %v and %q %v", a.Value, errA, b.Value, errB)
+		}
+	})
+}
