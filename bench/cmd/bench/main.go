@@ -8,7 +8,7 @@
 //
 //   - raw: a process reads and decodes every message of the partitions
 //     through the broker client (the limit);
-//   - ours: the consumer generated from proto/bench/v1/sums.proto (command
+//   - ours: the consumer generated from proto/gazconsumer/bench/v1/sums.proto (command
 //     summer: runtime/service, store/rocks) keeps per-key sums in RocksDB
 //     over 4 shards; timed from applying its shards until each has read
 //     through its partition's write head;
@@ -51,7 +51,7 @@ import (
 	"syscall"
 	"time"
 
-	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/bench/v1"
+	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	"github.com/gazconsumer/gazconsumer/devstack"

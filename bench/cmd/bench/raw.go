@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/bench/v1"
+	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"

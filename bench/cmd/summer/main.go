@@ -1,5 +1,5 @@
-// Command summer serves consumer bench.v1.Summer as a member of its
-// consumer group. The consumer is declared in bench/v1/sums.proto.
+// Command summer serves consumer gazconsumer.bench.v1.Summer as a member of its
+// consumer group. The consumer is declared in gazconsumer/bench/v1/sums.proto.
 //
 // protoc-gen-gazconsumer wrote this file once, and never overwrites it: it is
 // yours to edit.
@@ -26,7 +26,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/bench/v1"
+	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/summer"
 	"github.com/gazconsumer/gazconsumer/runtime"

@@ -3,7 +3,7 @@ package summer
 import (
 	"sync"
 
-	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/bench/v1"
+	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
 )
 

@@ -1,13 +1,13 @@
-// Handlers of consumer bench.v1.Summer, declared in bench/v1/sums.proto.
+// Handlers of consumer gazconsumer.bench.v1.Summer, declared in gazconsumer/bench/v1/sums.proto.
 //
 // protoc-gen-gazconsumer wrote this file once, and never overwrites it: it is
 // yours to edit. Generated code it relies on is in package benchv1.
 
-// Package summer implements consumer bench.v1.Summer.
+// Package summer implements consumer gazconsumer.bench.v1.Summer.
 package summer
 
 import (
-	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/bench/v1"
+	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1"
 )
 
 // Handler implements benchv1.SummerHandler.
@@ -15,7 +15,7 @@ type Handler struct {
 	benchv1.UnimplementedSummerHandler
 }
 
-// NewSummerHandler returns the handler of consumer bench.v1.Summer.
+// NewSummerHandler returns the handler of consumer gazconsumer.bench.v1.Summer.
 func NewSummerHandler() *Handler { return new(Handler) }
 
 var _ benchv1.SummerHandler = (*Handler)(nil)

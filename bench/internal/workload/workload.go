@@ -22,9 +22,9 @@ import (
 const (
 	// InputPrefix is the prefix of the input partitions.
 	InputPrefix = "bench/input/"
-	// MessageType labels the input partitions: bench.v1.Add, whose wire
+	// MessageType labels the input partitions: gazconsumer.bench.v1.Add, whose wire
 	// encoding anchorpb.Add shares.
-	MessageType = "bench.v1.Add"
+	MessageType = "gazconsumer.bench.v1.Add"
 	// ContentType of the input partitions: Gazette's protobuf fixed framing.
 	ContentType = "application/x-protobuf-fixed"
 	// RecoveryPrefix is the prefix of the shards' recovery logs.

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: bench/v1/sums.proto
+// source: gazconsumer/bench/v1/sums.proto
 
 package benchv1
 
@@ -36,7 +36,7 @@ type Add struct {
 
 func (x *Add) Reset() {
 	*x = Add{}
-	mi := &file_bench_v1_sums_proto_msgTypes[0]
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +48,7 @@ func (x *Add) String() string {
 func (*Add) ProtoMessage() {}
 
 func (x *Add) ProtoReflect() protoreflect.Message {
-	mi := &file_bench_v1_sums_proto_msgTypes[0]
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +61,7 @@ func (x *Add) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Add.ProtoReflect.Descriptor instead.
 func (*Add) Descriptor() ([]byte, []int) {
-	return file_bench_v1_sums_proto_rawDescGZIP(), []int{0}
+	return file_gazconsumer_bench_v1_sums_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Add) GetUuid() []byte {
@@ -85,7 +85,8 @@ func (x *Add) GetValue() int64 {
 	return 0
 }
 
-// Sum is the running sum of a key: a state table keyed by key.
+// Sum is the running sum of a key: a state table keyed by key. Its short
+// name keeps store keys short: each begins with the table's name.
 type Sum struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -96,7 +97,7 @@ type Sum struct {
 
 func (x *Sum) Reset() {
 	*x = Sum{}
-	mi := &file_bench_v1_sums_proto_msgTypes[1]
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +109,7 @@ func (x *Sum) String() string {
 func (*Sum) ProtoMessage() {}
 
 func (x *Sum) ProtoReflect() protoreflect.Message {
-	mi := &file_bench_v1_sums_proto_msgTypes[1]
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +122,7 @@ func (x *Sum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sum.ProtoReflect.Descriptor instead.
 func (*Sum) Descriptor() ([]byte, []int) {
-	return file_bench_v1_sums_proto_rawDescGZIP(), []int{1}
+	return file_gazconsumer_bench_v1_sums_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Sum) GetKey() string {
@@ -138,45 +139,46 @@ func (x *Sum) GetValue() int64 {
 	return 0
 }
 
-var File_bench_v1_sums_proto protoreflect.FileDescriptor
+var File_gazconsumer_bench_v1_sums_proto protoreflect.FileDescriptor
 
-const file_bench_v1_sums_proto_rawDesc = "" +
+const file_gazconsumer_bench_v1_sums_proto_rawDesc = "" +
 	"\n" +
-	"\x13bench/v1/sums.proto\x12\bbench.v1\x1a\x1cgazconsumer/v1/options.proto\x1a\x1bgoogle/protobuf/empty.proto\"T\n" +
+	"\x1fgazconsumer/bench/v1/sums.proto\x12\x14gazconsumer.bench.v1\x1a\x1cgazconsumer/v1/options.proto\x1a\x1bgoogle/protobuf/empty.proto\"T\n" +
 	"\x03Add\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\fR\x04uuid\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\x03R\x05value:\x11\x92\xb6\x1c\r\n" +
 	"\v\n" +
-	"\x04uuid\"\x03key\"<\n" +
+	"\x04uuid\"\x03key\"B\n" +
 	"\x03Sum\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\r\x92\xb6\x1c\t\x12\a\x12\x05\n" +
-	"\x03key2C\n" +
-	"\x06Summer\x12.\n" +
-	"\x05OnAdd\x12\r.bench.v1.Add\x1a\x16.google.protobuf.Empty\x1a\t\x92\xb6\x1c\x05\x12\x03SumB?Z=github.com/gazconsumer/gazconsumer/bench/gen/bench/v1;benchv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x13\x92\xb6\x1c\x0f\x12\r\n" +
+	"\x04sums\x12\x05\n" +
+	"\x03key2O\n" +
+	"\x06Summer\x12:\n" +
+	"\x05OnAdd\x12\x19.gazconsumer.bench.v1.Add\x1a\x16.google.protobuf.Empty\x1a\t\x92\xb6\x1c\x05\x12\x03SumBKZIgithub.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1;benchv1b\x06proto3"
 
 var (
-	file_bench_v1_sums_proto_rawDescOnce sync.Once
-	file_bench_v1_sums_proto_rawDescData []byte
+	file_gazconsumer_bench_v1_sums_proto_rawDescOnce sync.Once
+	file_gazconsumer_bench_v1_sums_proto_rawDescData []byte
 )
 
-func file_bench_v1_sums_proto_rawDescGZIP() []byte {
-	file_bench_v1_sums_proto_rawDescOnce.Do(func() {
-		file_bench_v1_sums_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_bench_v1_sums_proto_rawDesc), len(file_bench_v1_sums_proto_rawDesc)))
+func file_gazconsumer_bench_v1_sums_proto_rawDescGZIP() []byte {
+	file_gazconsumer_bench_v1_sums_proto_rawDescOnce.Do(func() {
+		file_gazconsumer_bench_v1_sums_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_gazconsumer_bench_v1_sums_proto_rawDesc), len(file_gazconsumer_bench_v1_sums_proto_rawDesc)))
 	})
-	return file_bench_v1_sums_proto_rawDescData
+	return file_gazconsumer_bench_v1_sums_proto_rawDescData
 }
 
-var file_bench_v1_sums_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
-var file_bench_v1_sums_proto_goTypes = []any{
-	(*Add)(nil),           // 0: bench.v1.Add
-	(*Sum)(nil),           // 1: bench.v1.Sum
+var file_gazconsumer_bench_v1_sums_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_gazconsumer_bench_v1_sums_proto_goTypes = []any{
+	(*Add)(nil),           // 0: gazconsumer.bench.v1.Add
+	(*Sum)(nil),           // 1: gazconsumer.bench.v1.Sum
 	(*emptypb.Empty)(nil), // 2: google.protobuf.Empty
 }
-var file_bench_v1_sums_proto_depIdxs = []int32{
-	0, // 0: bench.v1.Summer.OnAdd:input_type -> bench.v1.Add
-	2, // 1: bench.v1.Summer.OnAdd:output_type -> google.protobuf.Empty
+var file_gazconsumer_bench_v1_sums_proto_depIdxs = []int32{
+	0, // 0: gazconsumer.bench.v1.Summer.OnAdd:input_type -> gazconsumer.bench.v1.Add
+	2, // 1: gazconsumer.bench.v1.Summer.OnAdd:output_type -> google.protobuf.Empty
 	1, // [1:2] is the sub-list for method output_type
 	0, // [0:1] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
@@ -184,26 +186,26 @@ var file_bench_v1_sums_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_bench_v1_sums_proto_init() }
-func file_bench_v1_sums_proto_init() {
-	if File_bench_v1_sums_proto != nil {
+func init() { file_gazconsumer_bench_v1_sums_proto_init() }
+func file_gazconsumer_bench_v1_sums_proto_init() {
+	if File_gazconsumer_bench_v1_sums_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bench_v1_sums_proto_rawDesc), len(file_bench_v1_sums_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_bench_v1_sums_proto_rawDesc), len(file_gazconsumer_bench_v1_sums_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_bench_v1_sums_proto_goTypes,
-		DependencyIndexes: file_bench_v1_sums_proto_depIdxs,
-		MessageInfos:      file_bench_v1_sums_proto_msgTypes,
+		GoTypes:           file_gazconsumer_bench_v1_sums_proto_goTypes,
+		DependencyIndexes: file_gazconsumer_bench_v1_sums_proto_depIdxs,
+		MessageInfos:      file_gazconsumer_bench_v1_sums_proto_msgTypes,
 	}.Build()
-	File_bench_v1_sums_proto = out.File
-	file_bench_v1_sums_proto_goTypes = nil
-	file_bench_v1_sums_proto_depIdxs = nil
+	File_gazconsumer_bench_v1_sums_proto = out.File
+	file_gazconsumer_bench_v1_sums_proto_goTypes = nil
+	file_gazconsumer_bench_v1_sums_proto_depIdxs = nil
 }
