@@ -461,7 +461,12 @@ func consume(ctx context.Context, c config, env stackEnv, r workload.Run, heads 
 	if prof != "" {
 		// With the profile, the consumer's metrics: transactions and the
 		// like, to tell where the time went.
-		if err = saveMetrics(ctx, "http://127.0.0.1:"+port+"/metrics", strings.TrimSuffix(prof, ".pprof")+".metrics"); err != nil {
+		// Gazette's consumers serve them at /debug/metrics, ours at /metrics.
+		var path = "/metrics"
+		if r.Side == "anchor" {
+			path = "/debug/metrics"
+		}
+		if err = saveMetrics(ctx, "http://127.0.0.1:"+port+path, strings.TrimSuffix(prof, ".pprof")+".metrics"); err != nil {
 			return s, err
 		}
 	}
@@ -503,6 +508,9 @@ func saveMetrics(ctx context.Context, url, path string) error {
 		return fmt.Errorf("fetching metrics: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetching metrics from %s: %s", url, resp.Status)
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
