@@ -13,6 +13,10 @@
 package codec
 
 import (
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -62,4 +66,26 @@ func grow(b []byte, n int) []byte {
 	var out = make([]byte, len(b), len(b)+n)
 	copy(out, b)
 	return out
+}
+
+// StripFields removes from the encoding b every field numbered in nums, in
+// place, and returns what remains. Generated tables store rows without
+// their key fields, which the row's key holds already.
+func StripFields(b []byte, nums ...protowire.Number) ([]byte, error) {
+	var out = b[:0]
+	for rest := b; len(rest) != 0; {
+		var num, typ, n = protowire.ConsumeTag(rest)
+		if n < 0 {
+			return nil, fmt.Errorf("stripping fields: %w", protowire.ParseError(n))
+		}
+		var m = protowire.ConsumeFieldValue(num, typ, rest[n:])
+		if m < 0 {
+			return nil, fmt.Errorf("stripping field %d: %w", num, protowire.ParseError(m))
+		}
+		if !slices.Contains(nums, num) {
+			out = append(out, rest[:n+m]...) // Never ahead of rest: copy is safe.
+		}
+		rest = rest[n+m:]
+	}
+	return out, nil
 }

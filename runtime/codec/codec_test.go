@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -116,4 +117,46 @@ func FuzzCodecsAgree(f *testing.F) {
 			t.Fatalf("decodings differ: %q %v and %q %v", a.Value, errA, b.Value, errB)
 		}
 	})
+}
+
+// FuzzStripFields checks that stripping fields from an encoding is the
+// encoding of the message without them.
+func FuzzStripFields(f *testing.F) {
+	f.Add("name", int32(3), "type", "json", uint8(0b101))
+	f.Add("", int32(-1), "", "x", uint8(0xff))
+	f.Fuzz(func(t *testing.T, name string, number int32, typeName, jsonName string, strip uint8) {
+		if !utf8.ValidString(name) || !utf8.ValidString(typeName) || !utf8.ValidString(jsonName) {
+			t.Skip()
+		}
+		var m = &descriptorpb.FieldDescriptorProto{Name: &name, Number: &number, TypeName: &typeName, JsonName: &jsonName}
+		var fields = []struct {
+			num   protowire.Number
+			clear func(*descriptorpb.FieldDescriptorProto)
+		}{
+			{1, func(m *descriptorpb.FieldDescriptorProto) { m.Name = nil }},
+			{3, func(m *descriptorpb.FieldDescriptorProto) { m.Number = nil }},
+			{6, func(m *descriptorpb.FieldDescriptorProto) { m.TypeName = nil }},
+			{10, func(m *descriptorpb.FieldDescriptorProto) { m.JsonName = nil }},
+		}
+		var want = proto.Clone(m).(*descriptorpb.FieldDescriptorProto)
+		var nums []protowire.Number
+		for i, f := range fields {
+			if strip&(1<<i) != 0 {
+				nums = append(nums, f.num)
+				f.clear(want)
+			}
+		}
+		var b, _ = proto.Marshal(m)
+		var wantB, _ = proto.Marshal(want)
+		var got, err = StripFields(b, nums...)
+		if err != nil || !bytes.Equal(got, wantB) {
+			t.Fatalf("StripFields(%x, %v) = %x, %v; want %x", b, nums, got, err, wantB)
+		}
+	})
+}
+
+func TestStripFieldsOfBadEncoding(t *testing.T) {
+	if _, err := StripFields([]byte{0x0a, 0x05, 'a'}, 1); err == nil {
+		t.Fatal("stripped a truncated field")
+	}
 }

@@ -312,6 +312,9 @@ type Table struct {
 	// must be singular fields of type int32, int64, sint32, sint64, sfixed32,
 	// sfixed64, uint32, uint64, fixed32, fixed64, bool, string, bytes, an enum,
 	// or google.protobuf.Timestamp.
+	// A row is stored under its key, and its value leaves out the key fields
+	// without field presence (all but optional fields and the Timestamp), which
+	// reads set back from the key.
 	Key           []*KeyField `protobuf:"bytes,2,rep,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -27,6 +27,7 @@ const (
 	pathErrors    = "errors"
 	pathIO        = "io"
 	pathBufio     = "bufio"
+	pathBytes     = "bytes"
 	pathTime      = "time"
 	pathSync      = "sync"
 	pathProtojson = "google.golang.org/protobuf/encoding/protojson"

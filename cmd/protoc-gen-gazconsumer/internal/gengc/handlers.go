@@ -113,7 +113,7 @@ func genConsumer(jf *jen.File, c *consumer) {
 	appFields := []jen.Code{
 		jen.Id("handler").Id(handlerT),
 		jen.Id("stores").Qual(pathRuntime, "StoreOpener"),
-		jen.Id("txns").Qual(pathSync, "Map").Comment("Of each runtime.Store, its *"+txnT+", from BeginTxn to FinishTxn."),
+		jen.Id("txns").Qual(pathSync, "Map").Comment("Of each runtime.Store, its *" + txnT + ", from BeginTxn to FinishTxn."),
 	}
 	for _, p := range c.publishes {
 		appFields = append(appFields, jen.Id(mappingField(p)).Qual(pathMessage, "MappingFunc"))

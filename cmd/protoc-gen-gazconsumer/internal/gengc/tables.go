@@ -83,6 +83,65 @@ func keyDoc(t *table) string {
 	return s + ")"
 }
 
+// elidedKey returns the key fields of t left out of stored values: those
+// without field presence, whose zero value a row can't tell from unset, so
+// that setting them back from the key restores the row exactly.
+func elidedKey(t *table) []keyField {
+	var out []keyField
+	for _, k := range t.key {
+		if !k.field.Desc.HasPresence() && k.field.Desc.Kind() != protoreflect.MessageKind {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// decodeKey returns statements decoding key field f from b into k.
+func decodeKey(f *protogen.Field, desc bool, errPrefix string) []jen.Code {
+	dir := jen.Qual(pathKeyenc, "Ascending")
+	if desc {
+		dir = jen.Qual(pathKeyenc, "Descending")
+	}
+	fail := jen.If(jen.Err().Op("!=").Nil()).Block(
+		jen.Return(jen.Id("k"), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"decoding key field "+string(f.Desc.Name())+": %w"), jen.Err())),
+	)
+	field := jen.Id("k").Dot(f.GoName)
+	decodeVia := func(fn string, conv func(jen.Code) jen.Code) []jen.Code {
+		return []jen.Code{
+			jen.List(jen.Id("b"), jen.Id("v"), jen.Err()).Op("=").Qual(pathKeyenc, fn).Call(jen.Id("b"), dir),
+			fail,
+			field.Clone().Op("=").Add(conv(jen.Id("v"))),
+		}
+	}
+	same := func(v jen.Code) jen.Code { return v }
+	switch f.Desc.Kind() {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return append([]jen.Code{jen.Var().Id("v").Int64()}, decodeVia("DecodeInt", func(v jen.Code) jen.Code { return jen.Int32().Call(v) })...)
+	case protoreflect.EnumKind:
+		return append([]jen.Code{jen.Var().Id("v").Int64()}, decodeVia("DecodeInt", func(v jen.Code) jen.Code { return keyGoType(f).(*jen.Statement).Clone().Call(v) })...)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return append([]jen.Code{jen.Var().Id("v").Int64()}, decodeVia("DecodeInt", same)...)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return append([]jen.Code{jen.Var().Id("v").Uint64()}, decodeVia("DecodeUint", func(v jen.Code) jen.Code { return jen.Uint32().Call(v) })...)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return append([]jen.Code{jen.Var().Id("v").Uint64()}, decodeVia("DecodeUint", same)...)
+	case protoreflect.BoolKind:
+		return append([]jen.Code{jen.Var().Id("v").Bool()}, decodeVia("DecodeBool", same)...)
+	case protoreflect.StringKind:
+		return append([]jen.Code{jen.Var().Id("v").String()}, decodeVia("DecodeString", same)...)
+	case protoreflect.BytesKind:
+		return append([]jen.Code{jen.Var().Id("v").Index().Byte()}, decodeVia("DecodeBytes", same)...)
+	case protoreflect.MessageKind:
+		return []jen.Code{
+			jen.Var().Id("s").Int64(), jen.Var().Id("n").Int32(),
+			jen.List(jen.Id("b"), jen.Id("s"), jen.Id("n"), jen.Err()).Op("=").Qual(pathKeyenc, "DecodeTimestamp").Call(jen.Id("b"), dir),
+			fail,
+			field.Clone().Op("=").Op("&").Qual(pathTimestamp, "Timestamp").Values(jen.Dict{jen.Id("Seconds"): jen.Id("s"), jen.Id("Nanos"): jen.Id("n")}),
+		}
+	}
+	panic(fmt.Sprintf("unsupported key field kind %v", f.Desc.Kind()))
+}
+
 // genTable generates the key type and typed accessor of table t.
 func genTable(jf *jen.File, t *table) {
 	row := t.msg.GoIdent.GoName
@@ -111,9 +170,42 @@ func genTable(jf *jen.File, t *table) {
 	jf.Func().Params(jen.Id("k").Id(keyT)).Id("appendTo").Params(jen.Id("b").Index().Byte(), jen.Id("n").Int()).Index().Byte().Block(stmts...)
 	jf.Line()
 
+	elided := elidedKey(t)
+	if len(elided) != 0 {
+		jf.Comment("restore sets the key fields of row which stored values leave out.")
+		var sets []jen.Code
+		for _, k := range elided {
+			v := jen.Id("k").Dot(k.field.GoName)
+			if k.field.Desc.Kind() == protoreflect.BytesKind {
+				v = jen.Append(jen.Index().Byte().Parens(jen.Nil()), v.Op("..."))
+			}
+			sets = append(sets, jen.Id("row").Dot(k.field.GoName).Op("=").Add(v))
+		}
+		jf.Func().Params(jen.Id("k").Id(keyT)).Id("restore").Params(jen.Id("row").Op("*").Id(row)).Block(sets...)
+		jf.Line()
+	}
+
 	jf.Commentf("%s begins the key of every row of table %q.", prefix, t.name)
 	jf.Var().Id(prefix).Op("=").Qual(pathKeyenc, "AppendString").Call(jen.Nil(), jen.Lit(t.name), jen.Qual(pathKeyenc, "Ascending"))
 	jf.Line()
+
+	if len(elided) != 0 {
+		jf.Commentf("decode%s returns the key of b, the store key of a row of table %q.", keyT, t.name)
+		body := []jen.Code{
+			jen.Var().Id("k").Id(keyT),
+			jen.If(jen.Op("!").Qual(pathBytes, "HasPrefix").Call(jen.Id("b"), jen.Id(prefix))).Block(
+				jen.Return(jen.Id("k"), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"key %x is not of the table"), jen.Id("b"))),
+			),
+			jen.Id("b").Op("=").Id("b").Index(jen.Len(jen.Id(prefix)), jen.Empty()),
+			jen.Var().Err().Error(),
+		}
+		for _, k := range t.key {
+			body = append(body, jen.Block(decodeKey(k.field, k.desc, errPrefix)...))
+		}
+		body = append(body, jen.Return(jen.Id("k"), jen.Nil()))
+		jf.Func().Id("decode"+keyT).Params(jen.Id("b").Index().Byte()).Params(jen.Id(keyT), jen.Error()).Block(body...)
+		jf.Line()
+	}
 
 	jf.Commentf("%s is table %q of a store: %s rows ordered by", tableT, t.name, row)
 	jf.Commentf("%s. Its reads see the writes of the current transaction.", keyDoc(t))
@@ -168,6 +260,7 @@ func genTable(jf *jen.File, t *table) {
 		jen.If(jen.Err().Op(":=").Qual(pathCodec, "Unmarshal").Call(jen.Id("v"), jen.Id("r")), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Nil(), jen.False(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"decoding row %v: %w"), jen.Id("key"), jen.Err())),
 		),
+		restoreStmt(elided, jen.Id("key")),
 		jen.Return(jen.Id("r"), jen.True(), jen.Nil()),
 	)
 	jf.Line()
@@ -179,6 +272,7 @@ func genTable(jf *jen.File, t *table) {
 		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"encoding row: %w"), jen.Err())),
 		),
+		stripStmt(elided, errPrefix),
 		jen.Id("nv").Op(":=").Len(jen.Id("b")),
 		jen.Id("b").Op("=").Id("t").Dot("KeyOf").Call(jen.Id("row")).Dot("appendTo").Call(jen.Append(jen.Id("b"), jen.Id(prefix).Op("...")), jen.Lit(n)),
 		jen.Op("*").Id("t").Dot("buf").Op("=").Id("b"),
@@ -226,11 +320,12 @@ func genTable(jf *jen.File, t *table) {
 	jf.Comment("scan calls fn with the rows of keys [start, end).")
 	jf.Func().Params(recv.Clone()).Id("scan").Params(jen.List(jen.Id("start"), jen.Id("end")).Index().Byte(), fn.Clone()).Error().Block(
 		jen.Var().Id("derr").Error(),
-		jen.Err().Op(":=").Id("t").Dot("kv").Dot("Scan").Call(jen.Id("start"), jen.Id("end"), jen.Func().Params(jen.Id("_"), jen.Id("v").Index().Byte()).Bool().Block(
+		jen.Err().Op(":=").Id("t").Dot("kv").Dot("Scan").Call(jen.Id("start"), jen.Id("end"), jen.Func().Params(jen.Id("kb"), jen.Id("v").Index().Byte()).Bool().Block(
 			jen.Id("r").Op(":=").New(jen.Id(row)),
 			jen.If(jen.Id("derr").Op("=").Qual(pathCodec, "Unmarshal").Call(jen.Id("v"), jen.Id("r")), jen.Id("derr").Op("!=").Nil()).Block(
 				jen.Return(jen.False()),
 			),
+			scanRestore(elided, keyT),
 			jen.Return(jen.Id("fn").Call(jen.Id("r"))),
 		)),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
@@ -241,4 +336,43 @@ func genTable(jf *jen.File, t *table) {
 		jen.Return(jen.Nil()),
 	)
 	jf.Line()
+}
+
+// restoreStmt returns the statement restoring the elided key fields of row r
+// from key, if there are any.
+func restoreStmt(elided []keyField, key jen.Code) jen.Code {
+	if len(elided) == 0 {
+		return jen.Null()
+	}
+	return jen.Add(key).Dot("restore").Call(jen.Id("r"))
+}
+
+// stripStmt returns the statement leaving the elided key fields out of the
+// encoded row b, if there are any.
+func stripStmt(elided []keyField, errPrefix string) jen.Code {
+	if len(elided) == 0 {
+		return jen.Null()
+	}
+	var nums []jen.Code
+	for _, k := range elided {
+		nums = append(nums, jen.Lit(int(k.field.Desc.Number())))
+	}
+	return jen.Comment("Key fields are in the key: the value leaves them out.").Line().
+		If(jen.List(jen.Id("b"), jen.Err()).Op("=").Qual(pathCodec, "StripFields").Call(append([]jen.Code{jen.Id("b")}, nums...)...), jen.Err().Op("!=").Nil()).Block(
+		jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"encoding row: %w"), jen.Err())),
+	)
+}
+
+// scanRestore returns the statements of a scan's callback restoring the
+// elided key fields of row r from its store key kb, if there are any.
+func scanRestore(elided []keyField, keyT string) jen.Code {
+	if len(elided) == 0 {
+		return jen.Null()
+	}
+	return jen.List(jen.Id("k"), jen.Err()).Op(":=").Id("decode"+keyT).Call(jen.Id("kb")).Line().
+		If(jen.Err().Op("!=").Nil()).Block(
+		jen.Id("derr").Op("=").Err(),
+		jen.Return(jen.False()),
+	).Line().
+		Id("k").Dot("restore").Call(jen.Id("r"))
 }

@@ -121,6 +121,52 @@ func TestTableOrder(t *testing.T) {
 	}
 }
 
+// Rows come back from Get and every scan as they were put, though stored
+// values leave out the key fields without presence (all but the Timestamp).
+func TestTableRowsRoundTrip(t *testing.T) {
+	kv := memKV{}
+	daily := NewDailySpendTable(kv)
+	rows := []*DailySpend{
+		{CustomerId: "a", Day: ts(2), Status: Status_STATUS_SHIPPED, Gift: true, Region: 7, ShardHash: []byte{0, 1}, Delta: -5, Cents: 1},
+		{CustomerId: "b", Day: ts(1), Cents: 2},
+		{CustomerId: "", Cents: 3}, // Zero key fields, and no Timestamp.
+	}
+	for _, r := range rows {
+		if err := daily.Put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range kv {
+		var stored DailySpend
+		if err := proto.Unmarshal(v, &stored); err != nil {
+			t.Fatal(err)
+		}
+		if stored.CustomerId != "" || stored.Status != 0 || stored.Gift || stored.Region != 0 || stored.ShardHash != nil || stored.Delta != 0 || stored.Cents == 0 {
+			t.Errorf("stored value %v holds key fields, or lacks cents", &stored)
+		}
+	}
+	var scanned []*DailySpend
+	if err := daily.Scan(func(r *DailySpend) bool { scanned = append(scanned, r); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(scanned) != len(rows) {
+		t.Fatalf("scanned %d rows, want %d", len(scanned), len(rows))
+	}
+	for _, want := range rows {
+		got, ok, err := daily.Get(daily.KeyOf(want))
+		if err != nil || !ok || !proto.Equal(got, want) {
+			t.Errorf("Get(%v) = %v, %v, %v; want %v", daily.KeyOf(want), got, ok, err, want)
+		}
+		var found bool
+		for _, s := range scanned {
+			found = found || proto.Equal(s, want)
+		}
+		if !found {
+			t.Errorf("no scanned row is %v: %v", want, scanned)
+		}
+	}
+}
+
 func equal(a, b []int64) bool {
 	if len(a) != len(b) {
 		return false

@@ -4,6 +4,7 @@
 package bankv1
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
@@ -36,8 +37,41 @@ func (k StandingKey) appendTo(b []byte, n int) []byte {
 	return b
 }
 
+// restore sets the key fields of row which stored values leave out.
+func (k StandingKey) restore(row *Standing) {
+	row.CustomerId = k.CustomerId
+	row.AccountId = k.AccountId
+}
+
 // gazconsumerStandingTablePrefix begins the key of every row of table "gazconsumer.example.bank.v1.Standing".
 var gazconsumerStandingTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.bank.v1.Standing", keyenc.Ascending)
+
+// decodeStandingKey returns the key of b, the store key of a row of table "gazconsumer.example.bank.v1.Standing".
+func decodeStandingKey(b []byte) (StandingKey, error) {
+	var k StandingKey
+	if !bytes.HasPrefix(b, gazconsumerStandingTablePrefix) {
+		return k, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: key %x is not of the table", b)
+	}
+	b = b[len(gazconsumerStandingTablePrefix):]
+	var err error
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: decoding key field customer_id: %w", err)
+		}
+		k.CustomerId = v
+	}
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: decoding key field account_id: %w", err)
+		}
+		k.AccountId = v
+	}
+	return k, nil
+}
 
 // StandingTable is table "gazconsumer.example.bank.v1.Standing" of a store: Standing rows ordered by
 // (customer_id, account_id). Its reads see the writes of the current transaction.
@@ -88,6 +122,7 @@ func (t StandingTable) Get(key StandingKey) (*Standing, bool, error) {
 	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: decoding row %v: %w", key, err)
 	}
+	key.restore(r)
 	return r, true, nil
 }
 
@@ -96,6 +131,10 @@ func (t StandingTable) Put(row *Standing) error {
 	// The value, then the key, in the scratch buffer.
 	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
+		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: encoding row: %w", err)
+	}
+	// Key fields are in the key: the value leaves them out.
+	if b, err = codec.StripFields(b, 1, 2); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: encoding row: %w", err)
 	}
 	nv := len(b)
@@ -139,11 +178,17 @@ func (t StandingTable) ScanRange(from, to StandingKey, fn func(*Standing) bool) 
 // scan calls fn with the rows of keys [start, end).
 func (t StandingTable) scan(start, end []byte, fn func(*Standing) bool) error {
 	var derr error
-	err := t.kv.Scan(start, end, func(_, v []byte) bool {
+	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
 		r := new(Standing)
 		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
+		k, err := decodeStandingKey(kb)
+		if err != nil {
+			derr = err
+			return false
+		}
+		k.restore(r)
 		return fn(r)
 	})
 	if err != nil {
@@ -176,8 +221,50 @@ func (k RankKey) appendTo(b []byte, n int) []byte {
 	return b
 }
 
+// restore sets the key fields of row which stored values leave out.
+func (k RankKey) restore(row *Rank) {
+	row.BalanceCents = k.BalanceCents
+	row.CustomerId = k.CustomerId
+	row.AccountId = k.AccountId
+}
+
 // gazconsumerRankTablePrefix begins the key of every row of table "gazconsumer.example.bank.v1.Rank".
 var gazconsumerRankTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.bank.v1.Rank", keyenc.Ascending)
+
+// decodeRankKey returns the key of b, the store key of a row of table "gazconsumer.example.bank.v1.Rank".
+func decodeRankKey(b []byte) (RankKey, error) {
+	var k RankKey
+	if !bytes.HasPrefix(b, gazconsumerRankTablePrefix) {
+		return k, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: key %x is not of the table", b)
+	}
+	b = b[len(gazconsumerRankTablePrefix):]
+	var err error
+	{
+		var v int64
+		b, v, err = keyenc.DecodeInt(b, keyenc.Descending)
+		if err != nil {
+			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding key field balance_cents: %w", err)
+		}
+		k.BalanceCents = v
+	}
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding key field customer_id: %w", err)
+		}
+		k.CustomerId = v
+	}
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding key field account_id: %w", err)
+		}
+		k.AccountId = v
+	}
+	return k, nil
+}
 
 // RankTable is table "gazconsumer.example.bank.v1.Rank" of a store: Rank rows ordered by
 // (balance_cents descending, customer_id, account_id). Its reads see the writes of the current transaction.
@@ -229,6 +316,7 @@ func (t RankTable) Get(key RankKey) (*Rank, bool, error) {
 	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding row %v: %w", key, err)
 	}
+	key.restore(r)
 	return r, true, nil
 }
 
@@ -237,6 +325,10 @@ func (t RankTable) Put(row *Rank) error {
 	// The value, then the key, in the scratch buffer.
 	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
+		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: encoding row: %w", err)
+	}
+	// Key fields are in the key: the value leaves them out.
+	if b, err = codec.StripFields(b, 1, 2, 3); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: encoding row: %w", err)
 	}
 	nv := len(b)
@@ -280,11 +372,17 @@ func (t RankTable) ScanRange(from, to RankKey, fn func(*Rank) bool) error {
 // scan calls fn with the rows of keys [start, end).
 func (t RankTable) scan(start, end []byte, fn func(*Rank) bool) error {
 	var derr error
-	err := t.kv.Scan(start, end, func(_, v []byte) bool {
+	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
 		r := new(Rank)
 		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
+		k, err := decodeRankKey(kb)
+		if err != nil {
+			derr = err
+			return false
+		}
+		k.restore(r)
 		return fn(r)
 	})
 	if err != nil {

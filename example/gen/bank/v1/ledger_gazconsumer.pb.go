@@ -4,6 +4,7 @@
 package bankv1
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
@@ -37,8 +38,41 @@ func (k BalanceKey) appendTo(b []byte, n int) []byte {
 	return b
 }
 
+// restore sets the key fields of row which stored values leave out.
+func (k BalanceKey) restore(row *Balance) {
+	row.CustomerId = k.CustomerId
+	row.AccountId = k.AccountId
+}
+
 // gazconsumerBalanceTablePrefix begins the key of every row of table "gazconsumer.example.bank.v1.Balance".
 var gazconsumerBalanceTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.bank.v1.Balance", keyenc.Ascending)
+
+// decodeBalanceKey returns the key of b, the store key of a row of table "gazconsumer.example.bank.v1.Balance".
+func decodeBalanceKey(b []byte) (BalanceKey, error) {
+	var k BalanceKey
+	if !bytes.HasPrefix(b, gazconsumerBalanceTablePrefix) {
+		return k, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: key %x is not of the table", b)
+	}
+	b = b[len(gazconsumerBalanceTablePrefix):]
+	var err error
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: decoding key field customer_id: %w", err)
+		}
+		k.CustomerId = v
+	}
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: decoding key field account_id: %w", err)
+		}
+		k.AccountId = v
+	}
+	return k, nil
+}
 
 // BalanceTable is table "gazconsumer.example.bank.v1.Balance" of a store: Balance rows ordered by
 // (customer_id, account_id). Its reads see the writes of the current transaction.
@@ -89,6 +123,7 @@ func (t BalanceTable) Get(key BalanceKey) (*Balance, bool, error) {
 	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: decoding row %v: %w", key, err)
 	}
+	key.restore(r)
 	return r, true, nil
 }
 
@@ -97,6 +132,10 @@ func (t BalanceTable) Put(row *Balance) error {
 	// The value, then the key, in the scratch buffer.
 	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
+		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: encoding row: %w", err)
+	}
+	// Key fields are in the key: the value leaves them out.
+	if b, err = codec.StripFields(b, 1, 2); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: encoding row: %w", err)
 	}
 	nv := len(b)
@@ -140,11 +179,17 @@ func (t BalanceTable) ScanRange(from, to BalanceKey, fn func(*Balance) bool) err
 // scan calls fn with the rows of keys [start, end).
 func (t BalanceTable) scan(start, end []byte, fn func(*Balance) bool) error {
 	var derr error
-	err := t.kv.Scan(start, end, func(_, v []byte) bool {
+	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
 		r := new(Balance)
 		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
+		k, err := decodeBalanceKey(kb)
+		if err != nil {
+			derr = err
+			return false
+		}
+		k.restore(r)
 		return fn(r)
 	})
 	if err != nil {
@@ -169,8 +214,32 @@ func (k CustomerActivityKey) appendTo(b []byte, n int) []byte {
 	return b
 }
 
+// restore sets the key fields of row which stored values leave out.
+func (k CustomerActivityKey) restore(row *CustomerActivity) {
+	row.CustomerId = k.CustomerId
+}
+
 // gazconsumerCustomerActivityTablePrefix begins the key of every row of table "gazconsumer.example.bank.v1.CustomerActivity".
 var gazconsumerCustomerActivityTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.bank.v1.CustomerActivity", keyenc.Ascending)
+
+// decodeCustomerActivityKey returns the key of b, the store key of a row of table "gazconsumer.example.bank.v1.CustomerActivity".
+func decodeCustomerActivityKey(b []byte) (CustomerActivityKey, error) {
+	var k CustomerActivityKey
+	if !bytes.HasPrefix(b, gazconsumerCustomerActivityTablePrefix) {
+		return k, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: key %x is not of the table", b)
+	}
+	b = b[len(gazconsumerCustomerActivityTablePrefix):]
+	var err error
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: decoding key field customer_id: %w", err)
+		}
+		k.CustomerId = v
+	}
+	return k, nil
+}
 
 // CustomerActivityTable is table "gazconsumer.example.bank.v1.CustomerActivity" of a store: CustomerActivity rows ordered by
 // (customer_id). Its reads see the writes of the current transaction.
@@ -218,6 +287,7 @@ func (t CustomerActivityTable) Get(key CustomerActivityKey) (*CustomerActivity, 
 	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: decoding row %v: %w", key, err)
 	}
+	key.restore(r)
 	return r, true, nil
 }
 
@@ -226,6 +296,10 @@ func (t CustomerActivityTable) Put(row *CustomerActivity) error {
 	// The value, then the key, in the scratch buffer.
 	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
+		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: encoding row: %w", err)
+	}
+	// Key fields are in the key: the value leaves them out.
+	if b, err = codec.StripFields(b, 1); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: encoding row: %w", err)
 	}
 	nv := len(b)
@@ -269,11 +343,17 @@ func (t CustomerActivityTable) ScanRange(from, to CustomerActivityKey, fn func(*
 // scan calls fn with the rows of keys [start, end).
 func (t CustomerActivityTable) scan(start, end []byte, fn func(*CustomerActivity) bool) error {
 	var derr error
-	err := t.kv.Scan(start, end, func(_, v []byte) bool {
+	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
 		r := new(CustomerActivity)
 		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
+		k, err := decodeCustomerActivityKey(kb)
+		if err != nil {
+			derr = err
+			return false
+		}
+		k.restore(r)
 		return fn(r)
 	})
 	if err != nil {

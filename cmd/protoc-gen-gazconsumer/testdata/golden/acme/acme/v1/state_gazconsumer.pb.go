@@ -4,6 +4,7 @@
 package acmev1
 
 import (
+	"bytes"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
 	runtime "github.com/gazconsumer/gazconsumer/runtime"
@@ -25,8 +26,32 @@ func (k SpendKey) appendTo(b []byte, n int) []byte {
 	return b
 }
 
+// restore sets the key fields of row which stored values leave out.
+func (k SpendKey) restore(row *Spend) {
+	row.CustomerId = k.CustomerId
+}
+
 // gazconsumerSpendTablePrefix begins the key of every row of table "acme.v1.Spend".
 var gazconsumerSpendTablePrefix = keyenc.AppendString(nil, "acme.v1.Spend", keyenc.Ascending)
+
+// decodeSpendKey returns the key of b, the store key of a row of table "acme.v1.Spend".
+func decodeSpendKey(b []byte) (SpendKey, error) {
+	var k SpendKey
+	if !bytes.HasPrefix(b, gazconsumerSpendTablePrefix) {
+		return k, fmt.Errorf("table acme.v1.Spend: key %x is not of the table", b)
+	}
+	b = b[len(gazconsumerSpendTablePrefix):]
+	var err error
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table acme.v1.Spend: decoding key field customer_id: %w", err)
+		}
+		k.CustomerId = v
+	}
+	return k, nil
+}
 
 // SpendTable is table "acme.v1.Spend" of a store: Spend rows ordered by
 // (customer_id). Its reads see the writes of the current transaction.
@@ -74,6 +99,7 @@ func (t SpendTable) Get(key SpendKey) (*Spend, bool, error) {
 	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table acme.v1.Spend: decoding row %v: %w", key, err)
 	}
+	key.restore(r)
 	return r, true, nil
 }
 
@@ -82,6 +108,10 @@ func (t SpendTable) Put(row *Spend) error {
 	// The value, then the key, in the scratch buffer.
 	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
+		return fmt.Errorf("table acme.v1.Spend: encoding row: %w", err)
+	}
+	// Key fields are in the key: the value leaves them out.
+	if b, err = codec.StripFields(b, 1); err != nil {
 		return fmt.Errorf("table acme.v1.Spend: encoding row: %w", err)
 	}
 	nv := len(b)
@@ -125,11 +155,17 @@ func (t SpendTable) ScanRange(from, to SpendKey, fn func(*Spend) bool) error {
 // scan calls fn with the rows of keys [start, end).
 func (t SpendTable) scan(start, end []byte, fn func(*Spend) bool) error {
 	var derr error
-	err := t.kv.Scan(start, end, func(_, v []byte) bool {
+	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
 		r := new(Spend)
 		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
+		k, err := decodeSpendKey(kb)
+		if err != nil {
+			derr = err
+			return false
+		}
+		k.restore(r)
 		return fn(r)
 	})
 	if err != nil {
@@ -178,8 +214,89 @@ func (k DailySpendKey) appendTo(b []byte, n int) []byte {
 	return b
 }
 
+// restore sets the key fields of row which stored values leave out.
+func (k DailySpendKey) restore(row *DailySpend) {
+	row.CustomerId = k.CustomerId
+	row.Status = k.Status
+	row.Gift = k.Gift
+	row.Region = k.Region
+	row.ShardHash = append([]byte(nil), k.ShardHash...)
+	row.Delta = k.Delta
+}
+
 // gazconsumerDailySpendTablePrefix begins the key of every row of table "acme.daily".
 var gazconsumerDailySpendTablePrefix = keyenc.AppendString(nil, "acme.daily", keyenc.Ascending)
+
+// decodeDailySpendKey returns the key of b, the store key of a row of table "acme.daily".
+func decodeDailySpendKey(b []byte) (DailySpendKey, error) {
+	var k DailySpendKey
+	if !bytes.HasPrefix(b, gazconsumerDailySpendTablePrefix) {
+		return k, fmt.Errorf("table acme.daily: key %x is not of the table", b)
+	}
+	b = b[len(gazconsumerDailySpendTablePrefix):]
+	var err error
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table acme.daily: decoding key field customer_id: %w", err)
+		}
+		k.CustomerId = v
+	}
+	{
+		var s int64
+		var n int32
+		b, s, n, err = keyenc.DecodeTimestamp(b, keyenc.Descending)
+		if err != nil {
+			return k, fmt.Errorf("table acme.daily: decoding key field day: %w", err)
+		}
+		k.Day = &timestamppb.Timestamp{
+			Nanos:   n,
+			Seconds: s,
+		}
+	}
+	{
+		var v int64
+		b, v, err = keyenc.DecodeInt(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table acme.daily: decoding key field status: %w", err)
+		}
+		k.Status = Status(v)
+	}
+	{
+		var v bool
+		b, v, err = keyenc.DecodeBool(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table acme.daily: decoding key field gift: %w", err)
+		}
+		k.Gift = v
+	}
+	{
+		var v uint64
+		b, v, err = keyenc.DecodeUint(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table acme.daily: decoding key field region: %w", err)
+		}
+		k.Region = uint32(v)
+	}
+	{
+		var v []byte
+		b, v, err = keyenc.DecodeBytes(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table acme.daily: decoding key field shard_hash: %w", err)
+		}
+		k.ShardHash = v
+	}
+	{
+		var v int64
+		b, v, err = keyenc.DecodeInt(b, keyenc.Descending)
+		if err != nil {
+			return k, fmt.Errorf("table acme.daily: decoding key field delta: %w", err)
+		}
+		k.Delta = v
+	}
+	return k, nil
+}
 
 // DailySpendTable is table "acme.daily" of a store: DailySpend rows ordered by
 // (customer_id, day descending, status, gift, region, shard_hash, delta descending). Its reads see the writes of the current transaction.
@@ -235,6 +352,7 @@ func (t DailySpendTable) Get(key DailySpendKey) (*DailySpend, bool, error) {
 	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table acme.daily: decoding row %v: %w", key, err)
 	}
+	key.restore(r)
 	return r, true, nil
 }
 
@@ -243,6 +361,10 @@ func (t DailySpendTable) Put(row *DailySpend) error {
 	// The value, then the key, in the scratch buffer.
 	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
+		return fmt.Errorf("table acme.daily: encoding row: %w", err)
+	}
+	// Key fields are in the key: the value leaves them out.
+	if b, err = codec.StripFields(b, 1, 3, 4, 5, 6, 7); err != nil {
 		return fmt.Errorf("table acme.daily: encoding row: %w", err)
 	}
 	nv := len(b)
@@ -286,11 +408,17 @@ func (t DailySpendTable) ScanRange(from, to DailySpendKey, fn func(*DailySpend) 
 // scan calls fn with the rows of keys [start, end).
 func (t DailySpendTable) scan(start, end []byte, fn func(*DailySpend) bool) error {
 	var derr error
-	err := t.kv.Scan(start, end, func(_, v []byte) bool {
+	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
 		r := new(DailySpend)
 		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
+		k, err := decodeDailySpendKey(kb)
+		if err != nil {
+			derr = err
+			return false
+		}
+		k.restore(r)
 		return fn(r)
 	})
 	if err != nil {

@@ -239,7 +239,7 @@ func (t SeenTable) ScanRange(from, to SeenKey, fn func(*Seen) bool) error {
 // scan calls fn with the rows of keys [start, end).
 func (t SeenTable) scan(start, end []byte, fn func(*Seen) bool) error {
 	var derr error
-	err := t.kv.Scan(start, end, func(_, v []byte) bool {
+	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
 		r := new(Seen)
 		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
