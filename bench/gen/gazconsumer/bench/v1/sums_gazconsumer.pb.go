@@ -5,6 +5,7 @@ package benchv1
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
@@ -129,8 +130,32 @@ func (k SumKey) appendTo(b []byte, n int) []byte {
 	return b
 }
 
+// restore sets the key fields of row which stored values leave out.
+func (k SumKey) restore(row *Sum) {
+	row.Key = k.Key
+}
+
 // gazconsumerSumTablePrefix begins the key of every row of table "sums".
 var gazconsumerSumTablePrefix = keyenc.AppendString(nil, "sums", keyenc.Ascending)
+
+// decodeSumKey returns the key of b, the store key of a row of table "sums".
+func decodeSumKey(b []byte) (SumKey, error) {
+	var k SumKey
+	if !bytes.HasPrefix(b, gazconsumerSumTablePrefix) {
+		return k, fmt.Errorf("table sums: key %x is not of the table", b)
+	}
+	b = b[len(gazconsumerSumTablePrefix):]
+	var err error
+	{
+		var v string
+		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
+		if err != nil {
+			return k, fmt.Errorf("table sums: decoding key field key: %w", err)
+		}
+		k.Key = v
+	}
+	return k, nil
+}
 
 // SumTable is table "sums" of a store: Sum rows ordered by
 // (key). Its reads see the writes of the current transaction.
@@ -178,6 +203,7 @@ func (t SumTable) Get(key SumKey) (*Sum, bool, error) {
 	if err := codec.Unmarshal(v, r); err != nil {
 		return nil, false, fmt.Errorf("table sums: decoding row %v: %w", key, err)
 	}
+	key.restore(r)
 	return r, true, nil
 }
 
@@ -186,6 +212,10 @@ func (t SumTable) Put(row *Sum) error {
 	// The value, then the key, in the scratch buffer.
 	b, err := codec.Append((*t.buf)[:0], row)
 	if err != nil {
+		return fmt.Errorf("table sums: encoding row: %w", err)
+	}
+	// Key fields are in the key: the value leaves them out.
+	if b, err = codec.StripFields(b, 1); err != nil {
 		return fmt.Errorf("table sums: encoding row: %w", err)
 	}
 	nv := len(b)
@@ -229,11 +259,17 @@ func (t SumTable) ScanRange(from, to SumKey, fn func(*Sum) bool) error {
 // scan calls fn with the rows of keys [start, end).
 func (t SumTable) scan(start, end []byte, fn func(*Sum) bool) error {
 	var derr error
-	err := t.kv.Scan(start, end, func(_, v []byte) bool {
+	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
 		r := new(Sum)
 		if derr = codec.Unmarshal(v, r); derr != nil {
 			return false
 		}
+		k, err := decodeSumKey(kb)
+		if err != nil {
+			derr = err
+			return false
+		}
+		k.restore(r)
 		return fn(r)
 	})
 	if err != nil {
