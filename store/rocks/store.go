@@ -192,8 +192,19 @@ func (s *Store) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
 // commit has, the batch is written to the database, and the returned future
 // resolves when the recovery log holds that write. If a future of waitFor
 // fails, the batch is never written and the store stays at the previous
-// checkpoint. The next transaction starts at once, on a new batch.
+// checkpoint. The next transaction starts at once, on a new batch. If the
+// previous commit's batch is not yet written, StartCommit first waits for it.
 func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
+	// Reads consult one commit in flight: a commit started before the
+	// previous one is written (which a runtime's pipeline never does: it
+	// starts a commit once the previous one has resolved) waits for it.
+	if s.pending != nil {
+		select {
+		case <-s.pending.done:
+		case <-s.closing:
+			return client.FinishedOperation(fmt.Errorf("store %s: destroyed", s.dir))
+		}
+	}
 	if err := s.settle(); err != nil {
 		return client.FinishedOperation(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
@@ -287,6 +288,32 @@ func TestRowCache(t *testing.T) {
 			}
 		}
 		s.Destroy()
+	}
+}
+
+// A commit started while the previous one waits: reads, and the row cache,
+// see both once they're done.
+func TestOverlappingCommits(t *testing.T) {
+	var a = openRecorded(t, newLog(t), 0xA1, Options{})
+	defer a.store.Destroy()
+	var s = a.store
+	_ = s.Put([]byte("k"), []byte("v0"))
+	await(t, s.StartCommit(nil, checkpointAt(1), nil))
+	if v, _, _ := s.Get([]byte("k")); string(v) != "v0" { // Now cached.
+		t.Fatalf("Get(k) = %q", v)
+	}
+	_ = s.Put([]byte("k"), []byte("v1"))
+	var gate = client.NewAsyncOperation()
+	var first = s.StartCommit(nil, checkpointAt(2), client.OpFutures{gate: {}})
+	_ = s.Put([]byte("j"), []byte("x"))
+	time.AfterFunc(20*time.Millisecond, func() { gate.Resolve(nil) })
+	var second = s.StartCommit(nil, checkpointAt(3), nil)
+	await(t, first)
+	await(t, second)
+	for k, want := range map[string]string{"k": "v1", "j": "x"} {
+		if v, ok, err := s.Get([]byte(k)); string(v) != want || !ok || err != nil {
+			t.Fatalf("Get(%s) = %q %v %v, want %q", k, v, ok, err, want)
+		}
 	}
 }
 
