@@ -25,7 +25,7 @@ import (
 )
 
 const (
-	defaultReadChannelSize = 4096
+	defaultReadChannelSize = 1 << 13 // 8192, as Gazette's consumers.
 	defaultRingBufferSize  = 8192
 	// maxStatusErrorLen bounds the error text kept in etcd.
 	maxStatusErrorLen = 4096

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	goruntime "runtime"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
@@ -109,6 +110,7 @@ type txn struct {
 	stopTimer func()
 	minDone   bool // MinDuration has passed.
 	maxDone   bool // MaxDuration has passed.
+	yielded   bool // Reads were found empty, and the goroutine yielded since.
 
 	// Predecessor barrier: the next of its commit or acks not yet resolved.
 	barrier <-chan struct{}
@@ -201,6 +203,14 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				continue
 			default:
 			}
+			if cur.began && readCh != nil && !cur.yielded {
+				// Reads ran dry for the moment: let their goroutines,
+				// which may just be waiting for a processor, refill them
+				// before ending the transaction on it.
+				cur.yielded = true
+				goruntime.Gosched()
+				continue
+			}
 			if !cur.began {
 				return nil // Reads closed, and drained.
 			}
@@ -242,6 +252,7 @@ func (p *Pipeline) mayFinish(cur *txn) bool {
 }
 
 func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) error {
+	cur.yielded = false
 	if !ok {
 		cur.reads = nil // Reads have ended; don't select them again.
 		return nil
