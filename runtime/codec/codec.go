@@ -39,7 +39,7 @@ func Size(m proto.Message) int {
 func Append(b []byte, m proto.Message) ([]byte, error) {
 	if vt, ok := m.(vtMessage); ok {
 		var n = vt.SizeVT()
-		b = grow(b, n)
+		b = slices.Grow(b, n)
 		var out = b[len(b) : len(b)+n]
 		if _, err := vt.MarshalToSizedBufferVT(out); err != nil {
 			return b, err
@@ -56,16 +56,6 @@ func Unmarshal(b []byte, m proto.Message) error {
 		return vt.UnmarshalVT(b)
 	}
 	return proto.Unmarshal(b, m)
-}
-
-// grow returns b with capacity for n more bytes.
-func grow(b []byte, n int) []byte {
-	if cap(b)-len(b) >= n {
-		return b
-	}
-	var out = make([]byte, len(b), len(b)+n)
-	copy(out, b)
-	return out
 }
 
 // StripFields removes from the encoding b every field numbered in nums, in
