@@ -159,8 +159,9 @@ func genTable(jf *jen.File, t *table) {
 	jf.Type().Id(keyT).Struct(fields...)
 	jf.Line()
 
-	jf.Comment("appendTo appends the encoding of the first n fields of k to b.")
-	var stmts []jen.Code
+	jf.Commentf("appendTo appends to b the store key of the first n fields of k: %s, then", prefix)
+	jf.Comment("the fields' encodings.")
+	stmts := []jen.Code{jen.Id("b").Op("=").Append(jen.Id("b"), jen.Id(prefix).Op("..."))}
 	for i, k := range t.key {
 		stmts = append(stmts, jen.If(jen.Id("n").Op(">").Lit(i)).Block(
 			jen.Id("b").Op("=").Add(appendKey(jen.Id("b"), k.field, jen.Id("k").Dot(k.field.GoName), k.desc)),
@@ -236,14 +237,14 @@ func genTable(jf *jen.File, t *table) {
 	jf.Comment("scan's bounds outlive the point operations of its callback.")
 	jf.Func().Params(recv.Clone()).Id("encode").Params(jen.Id("k").Id(keyT), jen.Id("n").Int()).Index().Byte().Block(
 		jen.Id("b").Op(":=").Make(jen.Index().Byte(), jen.Lit(0), jen.Len(jen.Id(prefix)).Op("+").Lit(32)),
-		jen.Return(jen.Id("k").Dot("appendTo").Call(jen.Append(jen.Id("b"), jen.Id(prefix).Op("...")), jen.Id("n"))),
+		jen.Return(jen.Id("k").Dot("appendTo").Call(jen.Id("b"), jen.Id("n"))),
 	)
 	jf.Line()
 
 	jf.Comment("key returns the store key of k in the table's scratch buffer, valid until the")
 	jf.Comment("table's next point operation. (KV does not retain the keys passed to it.)")
 	jf.Func().Params(recv.Clone()).Id("key").Params(jen.Id("k").Id(keyT)).Index().Byte().Block(
-		jen.Op("*").Id("t").Dot("buf").Op("=").Id("k").Dot("appendTo").Call(jen.Append(jen.Parens(jen.Op("*").Id("t").Dot("buf")).Index(jen.Empty(), jen.Lit(0)), jen.Id(prefix).Op("...")), jen.Lit(n)),
+		jen.Op("*").Id("t").Dot("buf").Op("=").Id("k").Dot("appendTo").Call(jen.Parens(jen.Op("*").Id("t").Dot("buf")).Index(jen.Empty(), jen.Lit(0)), jen.Lit(n)),
 		jen.Return(jen.Op("*").Id("t").Dot("buf")),
 	)
 	jf.Line()
@@ -274,7 +275,7 @@ func genTable(jf *jen.File, t *table) {
 		),
 		stripStmt(elided, errPrefix),
 		jen.Id("nv").Op(":=").Len(jen.Id("b")),
-		jen.Id("b").Op("=").Id("t").Dot("KeyOf").Call(jen.Id("row")).Dot("appendTo").Call(jen.Append(jen.Id("b"), jen.Id(prefix).Op("...")), jen.Lit(n)),
+		jen.Id("b").Op("=").Id("t").Dot("KeyOf").Call(jen.Id("row")).Dot("appendTo").Call(jen.Id("b"), jen.Lit(n)),
 		jen.Op("*").Id("t").Dot("buf").Op("=").Id("b"),
 		jen.If(jen.Err().Op(":=").Id("t").Dot("kv").Dot("Put").Call(jen.Id("b").Index(jen.Id("nv"), jen.Empty()), jen.Id("b").Index(jen.Empty(), jen.Id("nv"))), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(errPrefix+"putting %v: %w"), jen.Id("t").Dot("KeyOf").Call(jen.Id("row")), jen.Err())),

@@ -26,8 +26,10 @@ type StandingKey struct {
 	AccountId  string
 }
 
-// appendTo appends the encoding of the first n fields of k to b.
+// appendTo appends to b the store key of the first n fields of k: gazconsumerStandingTablePrefix, then
+// the fields' encodings.
 func (k StandingKey) appendTo(b []byte, n int) []byte {
+	b = append(b, gazconsumerStandingTablePrefix...)
 	if n > 0 {
 		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
 	}
@@ -100,13 +102,13 @@ func (t StandingTable) KeyOf(row *Standing) StandingKey {
 // scan's bounds outlive the point operations of its callback.
 func (t StandingTable) encode(k StandingKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerStandingTablePrefix)+32)
-	return k.appendTo(append(b, gazconsumerStandingTablePrefix...), n)
+	return k.appendTo(b, n)
 }
 
 // key returns the store key of k in the table's scratch buffer, valid until the
 // table's next point operation. (KV does not retain the keys passed to it.)
 func (t StandingTable) key(k StandingKey) []byte {
-	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerStandingTablePrefix...), 2)
+	*t.buf = k.appendTo((*t.buf)[:0], 2)
 	return *t.buf
 }
 
@@ -138,7 +140,7 @@ func (t StandingTable) Put(row *Standing) error {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: encoding row: %w", err)
 	}
 	nv := len(b)
-	b = t.KeyOf(row).appendTo(append(b, gazconsumerStandingTablePrefix...), 2)
+	b = t.KeyOf(row).appendTo(b, 2)
 	*t.buf = b
 	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: putting %v: %w", t.KeyOf(row), err)
@@ -207,8 +209,10 @@ type RankKey struct {
 	AccountId    string
 }
 
-// appendTo appends the encoding of the first n fields of k to b.
+// appendTo appends to b the store key of the first n fields of k: gazconsumerRankTablePrefix, then
+// the fields' encodings.
 func (k RankKey) appendTo(b []byte, n int) []byte {
+	b = append(b, gazconsumerRankTablePrefix...)
 	if n > 0 {
 		b = keyenc.AppendInt(b, k.BalanceCents, keyenc.Descending)
 	}
@@ -294,13 +298,13 @@ func (t RankTable) KeyOf(row *Rank) RankKey {
 // scan's bounds outlive the point operations of its callback.
 func (t RankTable) encode(k RankKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerRankTablePrefix)+32)
-	return k.appendTo(append(b, gazconsumerRankTablePrefix...), n)
+	return k.appendTo(b, n)
 }
 
 // key returns the store key of k in the table's scratch buffer, valid until the
 // table's next point operation. (KV does not retain the keys passed to it.)
 func (t RankTable) key(k RankKey) []byte {
-	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerRankTablePrefix...), 3)
+	*t.buf = k.appendTo((*t.buf)[:0], 3)
 	return *t.buf
 }
 
@@ -332,7 +336,7 @@ func (t RankTable) Put(row *Rank) error {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: encoding row: %w", err)
 	}
 	nv := len(b)
-	b = t.KeyOf(row).appendTo(append(b, gazconsumerRankTablePrefix...), 3)
+	b = t.KeyOf(row).appendTo(b, 3)
 	*t.buf = b
 	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: putting %v: %w", t.KeyOf(row), err)

@@ -27,8 +27,10 @@ type BalanceKey struct {
 	AccountId  string
 }
 
-// appendTo appends the encoding of the first n fields of k to b.
+// appendTo appends to b the store key of the first n fields of k: gazconsumerBalanceTablePrefix, then
+// the fields' encodings.
 func (k BalanceKey) appendTo(b []byte, n int) []byte {
+	b = append(b, gazconsumerBalanceTablePrefix...)
 	if n > 0 {
 		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
 	}
@@ -101,13 +103,13 @@ func (t BalanceTable) KeyOf(row *Balance) BalanceKey {
 // scan's bounds outlive the point operations of its callback.
 func (t BalanceTable) encode(k BalanceKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerBalanceTablePrefix)+32)
-	return k.appendTo(append(b, gazconsumerBalanceTablePrefix...), n)
+	return k.appendTo(b, n)
 }
 
 // key returns the store key of k in the table's scratch buffer, valid until the
 // table's next point operation. (KV does not retain the keys passed to it.)
 func (t BalanceTable) key(k BalanceKey) []byte {
-	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerBalanceTablePrefix...), 2)
+	*t.buf = k.appendTo((*t.buf)[:0], 2)
 	return *t.buf
 }
 
@@ -139,7 +141,7 @@ func (t BalanceTable) Put(row *Balance) error {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: encoding row: %w", err)
 	}
 	nv := len(b)
-	b = t.KeyOf(row).appendTo(append(b, gazconsumerBalanceTablePrefix...), 2)
+	b = t.KeyOf(row).appendTo(b, 2)
 	*t.buf = b
 	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: putting %v: %w", t.KeyOf(row), err)
@@ -206,8 +208,10 @@ type CustomerActivityKey struct {
 	CustomerId string
 }
 
-// appendTo appends the encoding of the first n fields of k to b.
+// appendTo appends to b the store key of the first n fields of k: gazconsumerCustomerActivityTablePrefix, then
+// the fields' encodings.
 func (k CustomerActivityKey) appendTo(b []byte, n int) []byte {
+	b = append(b, gazconsumerCustomerActivityTablePrefix...)
 	if n > 0 {
 		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
 	}
@@ -265,13 +269,13 @@ func (t CustomerActivityTable) KeyOf(row *CustomerActivity) CustomerActivityKey 
 // scan's bounds outlive the point operations of its callback.
 func (t CustomerActivityTable) encode(k CustomerActivityKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerCustomerActivityTablePrefix)+32)
-	return k.appendTo(append(b, gazconsumerCustomerActivityTablePrefix...), n)
+	return k.appendTo(b, n)
 }
 
 // key returns the store key of k in the table's scratch buffer, valid until the
 // table's next point operation. (KV does not retain the keys passed to it.)
 func (t CustomerActivityTable) key(k CustomerActivityKey) []byte {
-	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerCustomerActivityTablePrefix...), 1)
+	*t.buf = k.appendTo((*t.buf)[:0], 1)
 	return *t.buf
 }
 
@@ -303,7 +307,7 @@ func (t CustomerActivityTable) Put(row *CustomerActivity) error {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: encoding row: %w", err)
 	}
 	nv := len(b)
-	b = t.KeyOf(row).appendTo(append(b, gazconsumerCustomerActivityTablePrefix...), 1)
+	b = t.KeyOf(row).appendTo(b, 1)
 	*t.buf = b
 	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: putting %v: %w", t.KeyOf(row), err)

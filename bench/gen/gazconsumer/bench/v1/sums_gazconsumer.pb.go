@@ -122,8 +122,10 @@ type SumKey struct {
 	Key string
 }
 
-// appendTo appends the encoding of the first n fields of k to b.
+// appendTo appends to b the store key of the first n fields of k: gazconsumerSumTablePrefix, then
+// the fields' encodings.
 func (k SumKey) appendTo(b []byte, n int) []byte {
+	b = append(b, gazconsumerSumTablePrefix...)
 	if n > 0 {
 		b = keyenc.AppendString(b, k.Key, keyenc.Ascending)
 	}
@@ -181,13 +183,13 @@ func (t SumTable) KeyOf(row *Sum) SumKey {
 // scan's bounds outlive the point operations of its callback.
 func (t SumTable) encode(k SumKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerSumTablePrefix)+32)
-	return k.appendTo(append(b, gazconsumerSumTablePrefix...), n)
+	return k.appendTo(b, n)
 }
 
 // key returns the store key of k in the table's scratch buffer, valid until the
 // table's next point operation. (KV does not retain the keys passed to it.)
 func (t SumTable) key(k SumKey) []byte {
-	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerSumTablePrefix...), 1)
+	*t.buf = k.appendTo((*t.buf)[:0], 1)
 	return *t.buf
 }
 
@@ -219,7 +221,7 @@ func (t SumTable) Put(row *Sum) error {
 		return fmt.Errorf("table sums: encoding row: %w", err)
 	}
 	nv := len(b)
-	b = t.KeyOf(row).appendTo(append(b, gazconsumerSumTablePrefix...), 1)
+	b = t.KeyOf(row).appendTo(b, 1)
 	*t.buf = b
 	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table sums: putting %v: %w", t.KeyOf(row), err)

@@ -18,8 +18,10 @@ type SpendKey struct {
 	CustomerId string
 }
 
-// appendTo appends the encoding of the first n fields of k to b.
+// appendTo appends to b the store key of the first n fields of k: gazconsumerSpendTablePrefix, then
+// the fields' encodings.
 func (k SpendKey) appendTo(b []byte, n int) []byte {
+	b = append(b, gazconsumerSpendTablePrefix...)
 	if n > 0 {
 		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
 	}
@@ -77,13 +79,13 @@ func (t SpendTable) KeyOf(row *Spend) SpendKey {
 // scan's bounds outlive the point operations of its callback.
 func (t SpendTable) encode(k SpendKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerSpendTablePrefix)+32)
-	return k.appendTo(append(b, gazconsumerSpendTablePrefix...), n)
+	return k.appendTo(b, n)
 }
 
 // key returns the store key of k in the table's scratch buffer, valid until the
 // table's next point operation. (KV does not retain the keys passed to it.)
 func (t SpendTable) key(k SpendKey) []byte {
-	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerSpendTablePrefix...), 1)
+	*t.buf = k.appendTo((*t.buf)[:0], 1)
 	return *t.buf
 }
 
@@ -115,7 +117,7 @@ func (t SpendTable) Put(row *Spend) error {
 		return fmt.Errorf("table acme.v1.Spend: encoding row: %w", err)
 	}
 	nv := len(b)
-	b = t.KeyOf(row).appendTo(append(b, gazconsumerSpendTablePrefix...), 1)
+	b = t.KeyOf(row).appendTo(b, 1)
 	*t.buf = b
 	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table acme.v1.Spend: putting %v: %w", t.KeyOf(row), err)
@@ -188,8 +190,10 @@ type DailySpendKey struct {
 	Delta      int64
 }
 
-// appendTo appends the encoding of the first n fields of k to b.
+// appendTo appends to b the store key of the first n fields of k: gazconsumerDailySpendTablePrefix, then
+// the fields' encodings.
 func (k DailySpendKey) appendTo(b []byte, n int) []byte {
+	b = append(b, gazconsumerDailySpendTablePrefix...)
 	if n > 0 {
 		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
 	}
@@ -330,13 +334,13 @@ func (t DailySpendTable) KeyOf(row *DailySpend) DailySpendKey {
 // scan's bounds outlive the point operations of its callback.
 func (t DailySpendTable) encode(k DailySpendKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerDailySpendTablePrefix)+32)
-	return k.appendTo(append(b, gazconsumerDailySpendTablePrefix...), n)
+	return k.appendTo(b, n)
 }
 
 // key returns the store key of k in the table's scratch buffer, valid until the
 // table's next point operation. (KV does not retain the keys passed to it.)
 func (t DailySpendTable) key(k DailySpendKey) []byte {
-	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerDailySpendTablePrefix...), 7)
+	*t.buf = k.appendTo((*t.buf)[:0], 7)
 	return *t.buf
 }
 
@@ -368,7 +372,7 @@ func (t DailySpendTable) Put(row *DailySpend) error {
 		return fmt.Errorf("table acme.daily: encoding row: %w", err)
 	}
 	nv := len(b)
-	b = t.KeyOf(row).appendTo(append(b, gazconsumerDailySpendTablePrefix...), 7)
+	b = t.KeyOf(row).appendTo(b, 7)
 	*t.buf = b
 	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table acme.daily: putting %v: %w", t.KeyOf(row), err)

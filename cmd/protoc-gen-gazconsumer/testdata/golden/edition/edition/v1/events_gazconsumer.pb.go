@@ -125,8 +125,10 @@ type SeenKey struct {
 	Level int32
 }
 
-// appendTo appends the encoding of the first n fields of k to b.
+// appendTo appends to b the store key of the first n fields of k: gazconsumerSeenTablePrefix, then
+// the fields' encodings.
 func (k SeenKey) appendTo(b []byte, n int) []byte {
+	b = append(b, gazconsumerSeenTablePrefix...)
 	if n > 0 {
 		b = keyenc.AppendString(b, k.Kind, keyenc.Ascending)
 	}
@@ -166,13 +168,13 @@ func (t SeenTable) KeyOf(row *Seen) SeenKey {
 // scan's bounds outlive the point operations of its callback.
 func (t SeenTable) encode(k SeenKey, n int) []byte {
 	b := make([]byte, 0, len(gazconsumerSeenTablePrefix)+32)
-	return k.appendTo(append(b, gazconsumerSeenTablePrefix...), n)
+	return k.appendTo(b, n)
 }
 
 // key returns the store key of k in the table's scratch buffer, valid until the
 // table's next point operation. (KV does not retain the keys passed to it.)
 func (t SeenTable) key(k SeenKey) []byte {
-	*t.buf = k.appendTo(append((*t.buf)[:0], gazconsumerSeenTablePrefix...), 2)
+	*t.buf = k.appendTo((*t.buf)[:0], 2)
 	return *t.buf
 }
 
@@ -199,7 +201,7 @@ func (t SeenTable) Put(row *Seen) error {
 		return fmt.Errorf("table edition.v1.Seen: encoding row: %w", err)
 	}
 	nv := len(b)
-	b = t.KeyOf(row).appendTo(append(b, gazconsumerSeenTablePrefix...), 2)
+	b = t.KeyOf(row).appendTo(b, 2)
 	*t.buf = b
 	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("table edition.v1.Seen: putting %v: %w", t.KeyOf(row), err)
