@@ -110,8 +110,8 @@ func main() {
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 
 	var err error
-	if c.state, err = parseBytes(state); err != nil {
-		fatal(err)
+	if c.state, err = benchstate.ParseBytes(state); err != nil || c.state <= 0 {
+		fatal(fmt.Errorf("size %q: want a positive size such as 64MiB or 1GiB", state))
 	}
 	if c.bin == "" {
 		var exe, err = os.Executable()
@@ -728,21 +728,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// parseBytes parses a size such as 1GiB, 64MiB, 512KiB or 1000.
-func parseBytes(s string) (int64, error) {
-	for _, u := range []struct {
-		suffix string
-		scale  int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}} {
-		if num, ok := strings.CutSuffix(s, u.suffix); ok {
-			var n, err = strconv.ParseFloat(num, 64)
-			if err != nil || n <= 0 {
-				return 0, fmt.Errorf("size %q: want a positive size such as 64MiB or 1GiB", s)
-			}
-			return int64(n * float64(u.scale)), nil
-		}
-	}
-	return 0, fmt.Errorf("size %q: want a size such as 64MiB or 1GiB", s)
 }

@@ -24,11 +24,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -47,8 +47,8 @@ func main() {
 	flag.Parse()
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 
-	var stateBytes, err1 = parseBytes(*state)
-	var padBytes, err2 = parseBytes(*pad)
+	var stateBytes, err1 = benchstate.ParseBytes(*state)
+	var padBytes, err2 = benchstate.ParseBytes(*pad)
 	if err := errors.Join(err1, err2); err != nil || padBytes < 8 {
 		fmt.Fprintf(os.Stderr, "bench: -state and -pad need sizes like 64MiB (pad at least 8 bytes): %v\n", err)
 		os.Exit(2)
@@ -68,23 +68,6 @@ func main() {
 			os.Exit(1)
 		}
 	}
-}
-
-// parseBytes parses a size such as 1GiB, 64MiB, 512KiB or 1000.
-func parseBytes(s string) (int64, error) {
-	for _, u := range []struct {
-		suffix string
-		scale  int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}} {
-		if num, ok := strings.CutSuffix(s, u.suffix); ok {
-			var n, err = strconv.ParseFloat(num, 64)
-			if err != nil {
-				return 0, fmt.Errorf("size %q: %w", s, err)
-			}
-			return int64(n * float64(u.scale)), nil
-		}
-	}
-	panic("not reached")
 }
 
 // newCluster starts a stack with the journals of n shards, and a cluster
