@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
@@ -247,6 +248,19 @@ func registerProcessGlobals(zone string) {
 	})
 }
 
+// chooseEtcdPort returns a loopback port that is free now (tests replace it).
+var chooseEtcdPort = func() (int, error) {
+	var l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// maxEtcdBindAttempts bounds the ports startEtcd tries when it chooses them.
+const maxEtcdBindAttempts = 5
+
 func (s *Stack) startEtcd(ctx context.Context) error {
 	var cfg = embed.NewConfig()
 	cfg.Name = "devstack"
@@ -262,28 +276,35 @@ func (s *Stack) startEtcd(ctx context.Context) error {
 	}
 
 	// etcd advertises its client URL to its clients, which sync their
-	// endpoints to it: it must name the port, not 0.
-	var port = s.opts.EtcdPort
-	if port == 0 {
-		var l, err = net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return fmt.Errorf("devstack: choosing etcd's port: %w", err)
+	// endpoints to it: it must name the port, not 0. A port chosen here is
+	// free when chosen but may be taken by another process before etcd binds
+	// it, so a bind that fails on a chosen port is tried again on another.
+	var e *embed.Etcd
+	for attempt := 1; ; attempt++ {
+		var port = s.opts.EtcdPort
+		if port == 0 {
+			var err error
+			if port, err = chooseEtcdPort(); err != nil {
+				return fmt.Errorf("devstack: choosing etcd's port: %w", err)
+			}
 		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	var client = url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
-	var peer = url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		var client = url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
+		var peer = url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 
-	var e, err = embed.StartEtcd(cfg)
-	if err != nil {
-		return fmt.Errorf("devstack: starting etcd in %s: %w", cfg.Dir, err)
+		var err error
+		if e, err = embed.StartEtcd(cfg); err == nil {
+			break
+		} else if s.opts.EtcdPort != 0 || !errors.Is(err, syscall.EADDRINUSE) || attempt == maxEtcdBindAttempts {
+			return fmt.Errorf("devstack: starting etcd in %s: %w", cfg.Dir, err)
+		}
+		slog.Debug("etcd's chosen port was taken before it bound it; choosing another", "port", port, "err", err)
 	}
 	s.etcd = e
 
+	var err error
 	select {
 	case <-e.Server.ReadyNotify():
 	case err = <-e.Err():

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +237,36 @@ func TestOneStackPerProcess(t *testing.T) {
 	var _, err = devstack.Start(context.Background(), devstack.Options{Dir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "already running") {
 		t.Fatalf("second Start: got %v, want an error saying a Stack is already running", err)
+	}
+}
+
+// A port chosen for etcd may be taken by another process before etcd binds
+// it: Start chooses another.
+func TestStartRetriesATakenEtcdPort(t *testing.T) {
+	var taken, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var takenPort = taken.Addr().(*net.TCPAddr).Port
+
+	var calls int
+	defer devstack.SetChooseEtcdPort(func() (int, error) {
+		if calls++; calls == 1 {
+			return takenPort, nil
+		}
+		var l, err = net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
+	})()
+
+	var s = start(t, t.TempDir(), 1)
+	defer s.Close()
+	if calls != 2 || strings.HasSuffix(s.EtcdEndpoint(), ":"+strconv.Itoa(takenPort)) {
+		t.Fatalf("etcd listens on %s after %d choices; want a second port, not the taken %d", s.EtcdEndpoint(), calls, takenPort)
 	}
 }
 

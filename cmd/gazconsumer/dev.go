@@ -58,6 +58,24 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 
+	// Read and validate every journal file before starting anything: bad
+	// specs fail at once, with the file, the journal and the field.
+	type journalFile struct {
+		path string
+		data []byte
+	}
+	var files []journalFile
+	for _, path := range f.journals {
+		var data, err = os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("--journals: %w", err)
+		}
+		if _, err = specs.ParseJournals(path, data); err != nil {
+			return err
+		}
+		files = append(files, journalFile{path, data})
+	}
+
 	var startCtx, cancel = context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var stack, err = devstack.Start(startCtx, devstack.Options{
@@ -77,8 +95,8 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		}
 	}()
 
-	for _, path := range f.journals {
-		if _, err = specs.ApplyJournalsFile(startCtx, stack.Journals(), path); err != nil {
+	for _, jf := range files {
+		if _, err = specs.ApplyJournals(startCtx, stack.Journals(), jf.path, jf.data); err != nil {
 			return err
 		}
 	}
