@@ -107,6 +107,16 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	s.opts.SetMaxManifestFileSize(DefaultMaxManifestFileSize)
 	s.opts.SetMaxLogFileSize(DefaultMaxInfoLogFileSize)
 	s.opts.SetKeepLogFileNum(DefaultKeepInfoLogFiles)
+	// Transactions rewrite the same rows over and over: update a row in the
+	// memtable in place (when its new value is no longer) rather than add a
+	// version of it, which keeps the memtable as small as the rows written
+	// and its inserts shallow. This forgoes consistent snapshots and
+	// iterators under concurrent writes, which the store doesn't need: its
+	// one writer is the commit, and reads shadow the rows of a commit in
+	// flight with the commit's own batch until it is written. In-place
+	// updates need memtable writes from one thread at a time.
+	s.opts.SetAllowConcurrentMemtableWrites(false)
+	s.opts.SetInplaceUpdateSupport(true)
 	if o.Tune != nil {
 		o.Tune(s.opts)
 	}
