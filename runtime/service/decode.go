@@ -156,20 +156,22 @@ type sourceIter struct {
 	rr  *client.RetryReader
 	it  *message.ReadUncommittedIter
 	end pb.Offset // Of the last envelope read.
+	// wrap is the lenient wrapper of the message being read, reused: next
+	// unwraps each envelope's message before returning it.
+	wrap lenient
 }
 
 func newSourceIter(rr *client.RetryReader, newMsg message.NewMessageFunc) *sourceIter {
-	return &sourceIter{
-		rr:  rr,
-		end: rr.Offset(),
-		it: message.NewReadUncommittedIter(rr, func(spec *pb.JournalSpec) (message.Message, error) {
-			var m, err = newMsg(spec)
-			if err != nil {
-				return nil, err
-			}
-			return &lenient{Message: m}, nil
-		}),
-	}
+	var s = &sourceIter{rr: rr, end: rr.Offset()}
+	s.it = message.NewReadUncommittedIter(rr, func(spec *pb.JournalSpec) (message.Message, error) {
+		var m, err = newMsg(spec)
+		if err != nil {
+			return nil, err
+		}
+		s.wrap = lenient{Message: m}
+		return &s.wrap, nil
+	})
+	return s
 }
 
 // next returns the next envelope. If its message failed to decode, the

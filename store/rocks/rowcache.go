@@ -16,7 +16,9 @@ package rocks
 // shared with committed overlays and the database reads which filled them,
 // and are never modified.
 type rowCache struct {
-	cur, prev map[string]cachedRow
+	// Rows by key. Pointers, so that rewriting a cached row, as every
+	// commit does, takes one lookup.
+	cur, prev map[string]*cachedRow
 	curBytes  int
 	half      int // Bytes of a generation.
 }
@@ -37,7 +39,7 @@ func newRowCache(capacity int64) *rowCache {
 	if capacity <= 0 {
 		return nil
 	}
-	return &rowCache{cur: make(map[string]cachedRow), half: int(capacity / 2)}
+	return &rowCache{cur: make(map[string]*cachedRow), half: int(capacity / 2)}
 }
 
 // get returns the cached row of key, if the cache has one.
@@ -45,15 +47,16 @@ func (c *rowCache) get(key []byte) (cachedRow, bool) {
 	if c == nil {
 		return cachedRow{}, false
 	}
-	if r, ok := c.cur[string(key)]; ok {
-		return r, true
+	if r := c.cur[string(key)]; r != nil {
+		return *r, true
 	}
-	var r, ok = c.prev[string(key)]
-	if ok {
-		delete(c.prev, string(key))
-		c.add(string(key), r)
+	var r = c.prev[string(key)]
+	if r == nil {
+		return cachedRow{}, false
 	}
-	return r, ok
+	delete(c.prev, string(key))
+	c.add(string(key), r)
+	return *r, true
 }
 
 // put caches the row of key, which the database holds. The cache retains
@@ -62,22 +65,28 @@ func (c *rowCache) put(k string, value []byte, absent bool) {
 	if c == nil {
 		return
 	}
-	if old, ok := c.cur[k]; ok {
-		c.curBytes -= len(k) + len(old.value) + rowOverhead
+	if r := c.cur[k]; r != nil && len(value) <= len(r.value)+c.half-c.curBytes {
+		// Rewritten in place, within the generation's bytes.
+		c.curBytes += len(value) - len(r.value)
+		r.value, r.absent = value, absent
+		return
+	} else if r != nil {
+		delete(c.cur, k)
+		c.curBytes -= len(k) + len(r.value) + rowOverhead
 	} else {
 		delete(c.prev, k)
 	}
-	c.add(k, cachedRow{value: value, absent: absent})
+	c.add(k, &cachedRow{value: value, absent: absent})
 }
 
-func (c *rowCache) add(k string, r cachedRow) {
+func (c *rowCache) add(k string, r *cachedRow) {
 	var n = len(k) + len(r.value) + rowOverhead
 	if n > c.half {
 		delete(c.cur, k)
 		return // Larger than a generation: not cached.
 	}
 	if c.curBytes+n > c.half {
-		c.prev, c.cur, c.curBytes = c.cur, make(map[string]cachedRow, len(c.cur)), 0
+		c.prev, c.cur, c.curBytes = c.cur, make(map[string]*cachedRow, len(c.cur)), 0
 	}
 	c.cur[k] = r
 	c.curBytes += n
@@ -99,5 +108,5 @@ func (c *rowCache) clear() {
 	if c == nil {
 		return
 	}
-	c.cur, c.prev, c.curBytes = make(map[string]cachedRow), nil, 0
+	c.cur, c.prev, c.curBytes = make(map[string]*cachedRow), nil, 0
 }

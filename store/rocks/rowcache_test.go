@@ -1,0 +1,51 @@
+package rocks
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// FuzzRowCache runs programs of puts and gets against a cache and checks
+// that it returns only what was last put, keeps its byte accounting within
+// a generation's budget, and always holds the key put or read last.
+func FuzzRowCache(f *testing.F) {
+	f.Add(uint16(300), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add(uint16(200), []byte{0x10, 0x90, 0x11, 0x91, 0xf0, 0x10, 0x12, 0x13, 0x14, 0x90})
+	f.Fuzz(func(t *testing.T, capacity uint16, program []byte) {
+		var c = newRowCache(int64(capacity))
+		if c == nil {
+			return
+		}
+		var model = make(map[string][]byte) // The database.
+		for i, op := range program {
+			var k = fmt.Sprintf("key%d", op&0x0f)
+			switch {
+			case op&0x80 == 0: // Put a value of 0..7 bytes.
+				var v = bytes.Repeat([]byte{byte(i)}, int(op>>4))
+				model[k] = v
+				c.put(k, v, false)
+			default: // Get.
+				if r, ok := c.get([]byte(k)); ok {
+					if want, in := model[k]; !in || !bytes.Equal(r.value, want) || r.absent {
+						t.Fatalf("op %d: get(%s) = %q (absent %v), database holds %q", i, k, r.value, r.absent, want)
+					}
+				} else if v, in := model[k]; in && len(k)+len(v)+rowOverhead <= c.half {
+					c.put(k, v, false) // As Store.Get does after reading the database.
+				}
+			}
+			var n int
+			for k, r := range c.cur {
+				n += len(k) + len(r.value) + rowOverhead
+			}
+			if n != c.curBytes || n > c.half {
+				t.Fatalf("op %d: the current generation holds %d bytes, accounts %d, budget %d", i, n, c.curBytes, c.half)
+			}
+			if v, in := model[k]; in && len(k)+len(v)+rowOverhead <= c.half {
+				if r := c.cur[k]; r == nil || !bytes.Equal(r.value, v) {
+					t.Fatalf("op %d: %s, just used, is not in the current generation", i, k)
+				}
+			}
+		}
+	})
+}
