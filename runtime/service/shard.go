@@ -262,7 +262,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	if chanSize == 0 {
 		chanSize = defaultReadChannelSize
 	}
-	var reads = make(chan txn.Read, chanSize)
+	var reads = txn.NewQueue(chanSize)
 	var readers sync.WaitGroup
 	var readCtx, stopReading = context.WithCancel(s.ctx)
 	defer func() { stopReading(); readers.Wait() }()
@@ -303,7 +303,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 // least the source's MinOffset) into reads, read-uncommitted. A message that
 // fails to decode ends reading with its error, or is passed on to be
 // skipped, as policy says.
-func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, policy decodePolicy, cp pc.Checkpoint, reads chan<- txn.Read) {
+func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, policy decodePolicy, cp pc.Checkpoint, reads *txn.Queue) {
 	for _, src := range spec.Sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
@@ -325,10 +325,8 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 					err = fmt.Errorf("reading journal %s (next offset %d): %w", src.Journal, rr.Offset(), err)
 				}
 				var r = policy.toRead(env, undecodable, err)
-				select {
-				case reads <- r:
-				case <-ctx.Done():
-					return
+				if reads.Put(ctx, r) != nil {
+					return // Cancelled.
 				}
 				if r.Err != nil {
 					return

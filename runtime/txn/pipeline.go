@@ -101,11 +101,15 @@ type Pipeline struct {
 	// skippedThrough holds, per journal, the end of the last skipped
 	// content: checkpoints read at least through it.
 	skippedThrough pb.Offsets
+	// taken holds the reads last taken from the queue, and next the index
+	// of the first not yet handed to the sequencer.
+	taken []Read
+	next  int
 }
 
 // txn is the state of one transaction.
 type txn struct {
-	reads     <-chan Read      // Nil once reading has ended for this transaction.
+	reads     *Queue           // Nil once reading has ended for this transaction.
 	timer     <-chan time.Time // Fires at the min, then the max deadline.
 	stopTimer func()
 	minDone   bool // MinDuration has passed.
@@ -125,12 +129,13 @@ type txn struct {
 }
 
 // Run runs transactions from the checkpoint cp, which the store restored,
-// until reads closes or ctx is done. It first writes the acknowledgements
-// that cp records, in case the process that committed it failed before it
-// wrote them. When reads closes, Run commits the open transaction, waits for
-// its commit and acknowledgements, and returns nil. An error of the
-// application, the store or a read fails the shard and is returned.
-func (p *Pipeline) Run(ctx context.Context, cp pc.Checkpoint, reads <-chan Read) error {
+// over the reads of the queue, until it closes or ctx is done. It first
+// writes the acknowledgements that cp records, in case the process that
+// committed it failed before it wrote them. When reads closes, Run commits
+// the open transaction, waits for its commit and acknowledgements, and
+// returns nil. An error of the application, the store or a read fails the
+// shard and is returned.
+func (p *Pipeline) Run(ctx context.Context, cp pc.Checkpoint, reads *Queue) error {
 	var prev = &txn{commit: client.FinishedOperation(nil), done: len(cp.AckIntents) == 0}
 	var now = p.Clock.Now()
 	prev.committedAt, prev.commitAt = now, now
@@ -187,14 +192,33 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 			}
 			continue
 		}
+		// Hand the reads taken from the queue to the sequencer, polling the
+		// timer between them likewise.
+		if cur.reads != nil && p.next < len(p.taken) {
+			select {
+			case tick := <-cur.timer:
+				p.onTick(cur, tick)
+				continue
+			default:
+			}
+			var r = p.taken[p.next]
+			p.next++
+			if err := p.onRead(ctx, cur, prev, r, true); err != nil {
+				return err
+			}
+			continue
+		}
 
-		var readCh = cur.reads
+		var readCh <-chan struct{}
+		if cur.reads != nil {
+			readCh = cur.reads.Ready()
+		}
 		if p.mayFinish(cur) {
 			// Nothing compels the transaction to wait: take what is ready,
 			// or else start to commit.
 			select {
-			case r, ok := <-readCh:
-				if err := p.onRead(ctx, cur, prev, r, ok); err != nil {
+			case <-readCh:
+				if err := p.take(ctx, cur, prev); err != nil {
 					return err
 				}
 				continue
@@ -203,7 +227,7 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				continue
 			default:
 			}
-			if cur.began && readCh != nil && !cur.yielded {
+			if cur.began && cur.reads != nil && !cur.yielded {
 				// Reads ran dry for the moment: let their goroutines,
 				// which may just be waiting for a processor, refill them
 				// before ending the transaction on it.
@@ -218,8 +242,8 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 		}
 
 		select {
-		case r, ok := <-readCh:
-			if err := p.onRead(ctx, cur, prev, r, ok); err != nil {
+		case <-readCh:
+			if err := p.take(ctx, cur, prev); err != nil {
 				return err
 			}
 		case tick := <-cur.timer:
@@ -249,6 +273,19 @@ func (p *Pipeline) mayFinish(cur *txn) bool {
 	}
 	var awaitAck = p.WaitForAck && cur.reads != nil && !cur.maxDone && p.Sequencer.HasPending()
 	return !awaitAck
+}
+
+// take takes the queued reads into p.taken; if the queue is closed and
+// drained, reading has ended.
+func (p *Pipeline) take(ctx context.Context, cur, prev *txn) error {
+	var closed bool
+	p.taken, closed = cur.reads.Take(p.taken)
+	p.next = 0
+	if closed {
+		return p.onRead(ctx, cur, prev, Read{}, false)
+	}
+	cur.yielded = false
+	return nil
 }
 
 func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) error {

@@ -145,7 +145,7 @@ type harness struct {
 	clock    *fakeClock
 	app      *testApp
 	store    *testStore
-	reads    chan Read
+	reads    *Queue
 	producer message.ProducerID
 	seq      message.Clock
 	offset   pb.Offset
@@ -160,7 +160,7 @@ func newHarness(t *testing.T, beginFinish bool) *harness {
 		clock:    &fakeClock{now: time.Unix(1_000_000, 0)},
 		app:      &testApp{events: make(chan string, 100), finishErrs: make(chan error, 100)},
 		store:    &testStore{commits: make(chan *client.AsyncOperation, 10), cps: make(chan pc.Checkpoint, 10)},
-		reads:    make(chan Read, 100),
+		reads:    NewQueue(100),
 		producer: message.NewProducerID(),
 		done:     make(chan error, 1),
 		stats:    make(chan Stats, 10),
@@ -192,11 +192,19 @@ func (h *harness) run() {
 
 var journal = &pb.JournalSpec{Name: "test/journal"}
 
+// put queues r for the pipeline.
+func (h *harness) put(r Read) {
+	h.t.Helper()
+	if err := h.reads.Put(context.Background(), r); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // send reads a message with flags into the pipeline.
 func (h *harness) send(key string, flags message.Flags) {
 	h.seq += 16
 	var msg = &testMsg{uuid: message.BuildUUID(h.producer, h.seq, flags), Key: key}
-	h.reads <- Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + 10, Message: msg}}
+	h.put(Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + 10, Message: msg}})
 	h.offset += 10
 }
 
@@ -248,7 +256,7 @@ func (h *harness) commit() (*client.AsyncOperation, pc.Checkpoint) {
 
 func (h *harness) finish() error {
 	h.t.Helper()
-	close(h.reads)
+	h.reads.Close()
 	select {
 	case err := <-h.done:
 		return err
@@ -431,7 +439,7 @@ func TestReadErrorFailsTheShard(t *testing.T) {
 	var h = newHarness(t, false)
 	h.run()
 	var readErr = fmt.Errorf("reading test/journal at offset 42: %w", errors.New("garbage"))
-	h.reads <- Read{Err: readErr}
+	h.put(Read{Err: readErr})
 	if err := <-h.done; !errors.Is(err, readErr) {
 		t.Fatalf("Run returned %v", err)
 	}
@@ -442,7 +450,7 @@ func TestClosedReadsCommitTheOpenTransaction(t *testing.T) {
 	h.run()
 	h.send("a", message.Flag_OUTSIDE_TXN)
 	h.expect("consume a")
-	close(h.reads)
+	h.reads.Close()
 	h.clock.Advance(minDur)
 	h.expect("finalize")
 	var op, _ = h.commit()
@@ -482,7 +490,7 @@ func TestDuplicatesAreNotConsumed(t *testing.T) {
 
 // sendUndecodable reads content of n bytes which could not be decoded.
 func (h *harness) sendUndecodable(n pb.Offset, cause error) {
-	h.reads <- Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + n}, Skip: cause}
+	h.put(Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + n}, Skip: cause})
 	h.offset += n
 }
 
