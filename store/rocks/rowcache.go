@@ -1,5 +1,7 @@
 package rocks
 
+import "unsafe"
+
 // rowCache holds values of keys as the database has them after the last
 // settled commit, and keys known to be absent from it, so that a Get of a
 // key read or written recently needs no call into RocksDB (a cgo call and a
@@ -98,9 +100,10 @@ func (c *rowCache) commit(o *overlay) {
 	if c == nil {
 		return
 	}
-	for k, e := range o.rows {
-		c.put(k, e.value, e.deleted)
-	}
+	o.each(func(e *entry) {
+		// The entry's key is never modified: the cache's key string shares it.
+		c.put(unsafe.String(unsafe.SliceData(e.key), len(e.key)), e.value, e.deleted)
+	})
 }
 
 // clear drops every cached row.
