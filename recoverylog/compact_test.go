@@ -125,6 +125,17 @@ func TestCompactionThenPrune(t *testing.T) {
 			sameTree(t, m.dir, dir)
 		}
 	}
+	// A player asked to read fragments straight from the store, by a
+	// process that cannot open their URLs (no file:// transport), reads
+	// them through the brokers rather than retrying forever.
+	var unable = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xC7)
+	unable.DoNotProxy = true
+	unable.FinishAtWriteHead()
+	if _, err = unable.Play(ctx, after2); err != nil {
+		t.Fatalf("playback unable to read fragments directly: %v", err)
+	}
+	sameTree(t, m.dir, unable.dir)
+
 	// Also when reading persisted fragments straight from the store.
 	defer client.InstallFileTransport(stack.FragmentsRoot())()
 	var direct = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xC8)
