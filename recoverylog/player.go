@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"time"
 	"sync/atomic"
+	"time"
 
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
