@@ -125,26 +125,21 @@ func TestCompactionThenPrune(t *testing.T) {
 			sameTree(t, m.dir, dir)
 		}
 	}
-	// A player asked to read fragments straight from the store, by a
-	// process that cannot open their URLs (no file:// transport), reads
-	// them through the brokers rather than retrying forever.
-	var unable = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xC7)
-	unable.DoNotProxy = true
-	unable.FinishAtWriteHead()
-	if _, err = unable.Play(ctx, after2); err != nil {
-		t.Fatalf("playback unable to read fragments directly: %v", err)
+	// Also when reading persisted fragments straight from the store; and a
+	// process that cannot open their URLs (first, with no file://
+	// transport) reads them through the brokers rather than retrying forever.
+	for i, installed := range []bool{false, true} {
+		if installed {
+			defer client.InstallFileTransport(stack.FragmentsRoot())()
+		}
+		var direct = NewPlayer(stack.Journals(), journal, t.TempDir(), Author(0xC7+i))
+		direct.DoNotProxy = true
+		direct.FinishAtWriteHead()
+		if _, err = direct.Play(ctx, after2); err != nil {
+			t.Fatalf("playback reading fragments directly (file transport installed: %v): %v", installed, err)
+		}
+		sameTree(t, m.dir, direct.dir)
 	}
-	sameTree(t, m.dir, unable.dir)
-
-	// Also when reading persisted fragments straight from the store.
-	defer client.InstallFileTransport(stack.FragmentsRoot())()
-	var direct = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xC8)
-	direct.DoNotProxy = true
-	direct.FinishAtWriteHead()
-	if _, err = direct.Play(ctx, after2); err != nil {
-		t.Fatalf("playback reading fragments directly: %v", err)
-	}
-	sameTree(t, m.dir, direct.dir)
 
 	// Playback from the log's start, or from hints before the compaction,
 	// now fails: their content is gone.
