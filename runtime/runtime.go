@@ -138,3 +138,29 @@ type BeginFinisher interface {
 	// of its own.
 	FinishTxn(_ Shard, _ Store, err error) error
 }
+
+// ShardDefaulter is an optional interface of an Application with defaults
+// for the specs of its shards (generated applications implement it from
+// their consumer's shard_defaults annotation). The service completes each
+// shard spec applied through its Shard API with them: a spec's
+// max_txn_duration, min_txn_duration and hot_standbys left zero take the
+// defaults' values, as the fields of a `gazctl shards apply` hierarchy left
+// zero take those of their parents.
+type ShardDefaulter interface {
+	// ShardDefaults returns a ShardSpec holding only the defaults.
+	ShardDefaults() pc.ShardSpec
+}
+
+// CompleteShardSpec sets the fields of spec that ShardDefaulter documents,
+// where spec leaves them zero, to those of defaults.
+func CompleteShardSpec(spec *pc.ShardSpec, defaults pc.ShardSpec) {
+	if spec.MaxTxnDuration == 0 {
+		spec.MaxTxnDuration = defaults.MaxTxnDuration
+	}
+	if spec.MinTxnDuration == 0 {
+		spec.MinTxnDuration = defaults.MinTxnDuration
+	}
+	if spec.HotStandbys == 0 {
+		spec.HotStandbys = defaults.HotStandbys
+	}
+}

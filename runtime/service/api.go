@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gazconsumer/gazconsumer/runtime"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -120,9 +121,18 @@ func (a *shardAPI) Stat(ctx context.Context, _ pb.Claims, req *pc.StatRequest) (
 }
 
 // Apply creates, updates and deletes shard specs in one etcd transaction.
-// Specs are validated first, and the journals they read and record to must
+// Specs are completed from the application's defaults (see
+// runtime.ShardDefaulter) and validated first, and the journals they read and record to must
 // exist: an invalid request leaves etcd unchanged.
 func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyRequest) (*pc.ApplyResponse, error) {
+	if d, ok := a.svc.cfg.App.(runtime.ShardDefaulter); ok {
+		var defaults = d.ShardDefaults()
+		for _, change := range req.Changes {
+			if change.Upsert != nil {
+				runtime.CompleteShardSpec(change.Upsert, defaults)
+			}
+		}
+	}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

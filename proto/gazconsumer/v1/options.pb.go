@@ -551,7 +551,11 @@ func (x *Publish) GetPartitions() string {
 	return ""
 }
 
-// ShardDefaults are defaults for a consumer's shard specifications.
+// ShardDefaults are defaults for a consumer's shard specifications. The
+// consumer's service completes each spec applied through its Shard API with
+// them: a field the spec leaves zero takes the default's value, as fields of
+// a `gazctl shards apply` hierarchy left zero take their parents'. (gazctl
+// itself refuses specs without a max_txn_duration.)
 type ShardDefaults struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// min_txn_duration is the shortest time a consumer transaction stays open

@@ -148,7 +148,8 @@ func genConsumer(jf *jen.File, c *consumer) {
 
 	d := c.opts.GetShardDefaults()
 	jf.Comment("ShardDefaults returns a ShardSpec holding the shard defaults the consumer is")
-	jf.Comment("annotated with, to be completed into the specs of its shards.")
+	jf.Comment("annotated with. The service completes the specs applied through its Shard API")
+	jf.Comment("with them (runtime.ShardDefaulter).")
 	jf.Func().Params(jen.Op("*").Id(appT)).Id("ShardDefaults").Params().Qual(pathPC, "ShardSpec").Block(
 		jen.Return(jen.Qual(pathPC, "ShardSpec").Values(jen.Dict{
 			jen.Id("MinTxnDuration"): jen.Qual(pathTime, "Duration").Call(jen.Lit(int(d.GetMinTxnDuration().AsDuration()))),

@@ -468,7 +468,8 @@ func (*LedgerApplication) StoreKind() gazconsumerv1.StoreKind {
 }
 
 // ShardDefaults returns a ShardSpec holding the shard defaults the consumer is
-// annotated with, to be completed into the specs of its shards.
+// annotated with. The service completes the specs applied through its Shard API
+// with them (runtime.ShardDefaulter).
 func (*LedgerApplication) ShardDefaults() pc.ShardSpec {
 	return pc.ShardSpec{
 		HotStandbys:    0,

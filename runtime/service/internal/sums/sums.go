@@ -93,6 +93,11 @@ func (a App) ConsumeMessage(_ runtime.Shard, st runtime.Store, env message.Envel
 	return err
 }
 
+// ShardDefaults complete the specs applied without transaction durations.
+func (App) ShardDefaults() pc.ShardSpec {
+	return pc.ShardSpec{MinTxnDuration: 2 * time.Millisecond, MaxTxnDuration: 50 * time.Millisecond}
+}
+
 // FinalizeTxn has nothing to do: the sums are written as they change.
 func (App) FinalizeTxn(runtime.Shard, runtime.Store, *message.Publisher) error { return nil }
 
