@@ -24,6 +24,19 @@ func Install(level slog.Level) {
 	})
 }
 
+// InstallDefault installs (see Install) at the lowest level that
+// slog.Default() logs, so that Gazette's logs follow the process's level.
+func InstallDefault() {
+	var level = slog.LevelError
+	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
+		if slog.Default().Enabled(context.Background(), l) {
+			level = l
+			break
+		}
+	}
+	Install(level)
+}
+
 type hook struct{}
 
 func (hook) Levels() []logrus.Level { return logrus.AllLevels }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/broker/client"
@@ -64,8 +65,9 @@ type Deps struct {
 // Serve connects to etcd and the brokers that f names, builds the
 // application with newApp, and runs it as a member until ctx is done (wire
 // it to SIGTERM and SIGINT): it then hands its shards to other members and
-// returns.
+// returns. Gazette's own logs go to slog.Default(), at its level.
 func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application, error)) error {
+	logrusslog.InstallDefault()
 	if f.Host == "" {
 		var h, err = os.Hostname()
 		if err != nil {
