@@ -87,9 +87,11 @@ func (q *Queue) Ready() <-chan struct{} { return q.ready }
 
 // Take returns every queued read, and whether the queue is closed with
 // nothing left to take. It keeps buf, whose reads the caller is done with,
-// to queue further reads into.
+// to queue further reads into: buf is nil, or reads as an earlier Take
+// returned them (reads are appended from its start, so only its first
+// len(buf) entries were ever written).
 func (q *Queue) Take(buf []Read) (reads []Read, closed bool) {
-	clear(buf[:cap(buf)]) // Release the messages it refers to.
+	clear(buf) // Release the messages it refers to.
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	reads, q.reads = q.reads, buf[:0]
