@@ -75,8 +75,9 @@ func quickStart(t *testing.T) []block {
 // leaves running, in the background) and checks that the consumer
 // publishes the totals the README shows. Its only liberties: a replace
 // directive of github.com/gazconsumer/gazconsumer to this checkout after
-// `go mod init`, offline module resolution from the module cache, and a
-// free port in place of 9000.
+// `go mod init`, and a free port in place of 9000. Modules are downloaded
+// from the user's module proxy (see proxyForReplaced): the test relies on
+// nothing an earlier build left in the module cache.
 func TestQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module and runs a stack")
@@ -95,7 +96,7 @@ func TestQuickStart(t *testing.T) {
 	var port = freePort(t)
 	var env = append(os.Environ(),
 		"PATH="+filepath.Join(repo, ".tools/bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"GOPROXY=off", "GOSUMDB=off", "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local",
+		"GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local", "GOPROXY="+proxyForReplaced(t),
 	)
 	// Variables a user's shell would not have set.
 	env = append(env, "BROKER_ADDRESS=", "ETCD_ADDRESS=", "CONSUMER_ADDRESS=", "CONSUMER_PORT=")
@@ -200,6 +201,30 @@ func TestQuickStart(t *testing.T) {
 		t.Errorf("the quick start wrote %d files, filled %d handlers, started %d background and ran %d foreground commands, and checked %d outputs",
 			wrote, replaced, started, ranSh, checked)
 	}
+}
+
+// proxyForReplaced returns the GOPROXY of the user's go command, amended
+// for the one liberty the test takes, the replace directive: go get looks up
+// the paths of the replaced module's packages as modules of their own on
+// the proxy, which has none of them and may answer so with an error other
+// than "not found" (403). Each proxy falls through to the next on any
+// error, and the list ends in off, so that such a lookup ends as one of a
+// module that does not exist; "direct" is left out (no version control
+// host is reached from here). Every other module is downloaded from the
+// user's proxies, as they are.
+func proxyForReplaced(t *testing.T) string {
+	t.Helper()
+	var out, err = exec.Command("go", "env", "GOPROXY").Output()
+	if err != nil {
+		t.Fatalf("go env GOPROXY: %v", err)
+	}
+	var proxies []string
+	for _, p := range strings.FieldsFunc(strings.TrimSpace(string(out)), func(r rune) bool { return r == ',' || r == '|' }) {
+		if p != "direct" && p != "off" {
+			proxies = append(proxies, p)
+		}
+	}
+	return strings.Join(append(proxies, "off"), "|")
 }
 
 func hasAttr(b block, name string) bool {

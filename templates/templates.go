@@ -31,6 +31,8 @@ type HandlersData struct {
 	// Service is the Go name of the consumer service, and FullName its
 	// protobuf name.
 	Service, FullName string
+	// Errors is the name the standard library's errors package is imported as.
+	Errors string
 	// Imports are the packages of consumed messages other than GenImport.
 	Imports []Import
 	// Handlers are the rpcs of the consumer.

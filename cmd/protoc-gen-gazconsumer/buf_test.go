@@ -17,19 +17,20 @@ func bufPath(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("buf is not installed (run scripts/setup.sh): %v", err)
+		t.Fatalf("buf is not installed (run scripts/setup.sh): %v", err)
 	}
 	return path
 }
 
-// run runs name with args in dir, offline, failing t with its output on
-// error. In this repository (dir "../..") go.mod is read-only; in temporary
+// run runs name with args in dir, failing t with its output on error. It
+// resolves modules as the user's go command does (the module proxy where the
+// module cache lacks one), never relying on what earlier builds downloaded. In this repository (dir "../..") go.mod is read-only; in temporary
 // modules, the go command may complete go.mod and go.sum.
 func run(t *testing.T, dir, name string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if dir == "../.." {
 		cmd.Env = append(cmd.Env, "GOFLAGS=-mod=readonly")
 	} else {

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/types/pluginpb"
@@ -62,7 +63,7 @@ func writeModule(t *testing.T, dir string) {
 			}
 		}
 	}
-	for _, name := range []string{"acme_test.go", "e2e_test.go"} {
+	for _, name := range []string{"acme_test.go", "e2e_test.go", "unfilled_test.go"} {
 		src, err := os.ReadFile(filepath.Join("testdata", "behaviour", name))
 		if err != nil {
 			t.Fatal(err)
@@ -90,11 +91,40 @@ func TestBuildGoldens(t *testing.T) {
 	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "-v", "./..."}} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GAZCTL="+gazctl)
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GAZCTL="+gazctl)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("go %v: %v\n%s", args, err, out)
 		}
 		t.Logf("go %v:\n%s", args, out)
+	}
+
+	// A handler type missing the method of an rpc does not build, and the
+	// compiler names the method.
+	missing := `package missing
+
+import acmev1 "example.test/golden/acme/v1"
+
+// Handler has FinalizeTxn, but no OnOrder.
+type Handler struct{}
+
+func (Handler) FinalizeTxn(*acmev1.SpendCounterTxn) error { return nil }
+
+var _ acmev1.SpendCounterHandler = Handler{}
+`
+	if err := os.MkdirAll(filepath.Join(dir, "missing"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "missing", "handler.go"), []byte(missing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "./missing")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("a handler without OnOrder built")
+	} else if !strings.Contains(string(out), "missing method OnOrder") {
+		t.Fatalf("building a handler without OnOrder failed without naming it: %v\n%s", err, out)
 	}
 }

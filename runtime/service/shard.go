@@ -247,6 +247,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	if err != nil {
 		return fmt.Errorf("shard %s: restoring checkpoint: %w", spec.Id, err)
 	}
+	s.progressFrom(spec, cp)
 	s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_PRIMARY})
 	slog.Info("shard is primary", "shard", spec.Id, "member", s.svc.cfg.ID, "sources", len(cp.Sources))
 
@@ -286,6 +287,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		WaitForAck:           !spec.DisableWaitForAck,
 		ProducerPruneHorizon: 24 * time.Hour,
 		Committed:            s.committed,
+		Progress:             s.readIdle,
 	}
 	if policy.skip {
 		pipeline.Skip = skipper(spec.Id, policy)
@@ -336,12 +338,37 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 	}
 }
 
+// progressFrom starts the shard's read progress at the checkpoint cp that
+// its store restored: Stat reports a recovered shard caught up with what it
+// had read, before any new transaction commits.
+func (s *shard) progressFrom(spec *pc.ShardSpec, cp pc.Checkpoint) {
+	s.progress.Lock()
+	for _, src := range spec.Sources {
+		s.progress.readThrough[src.Journal] = cp.Sources[src.Journal].ReadThrough
+	}
+	close(s.progress.changed)
+	s.progress.changed = make(chan struct{})
+	s.progress.Unlock()
+}
+
+// readIdle records the progress of a read that began no transaction.
+func (s *shard) readIdle(journal pb.Journal, offset pb.Offset) {
+	s.progress.Lock()
+	s.progress.readThrough[journal] = max(s.progress.readThrough[journal], offset)
+	close(s.progress.changed)
+	s.progress.changed = make(chan struct{})
+	s.progress.Unlock()
+}
+
 // committed records the progress of a committed transaction.
 func (s *shard) committed(st txn.Stats) {
 	recordMetrics(s.Spec().Id, st)
 	s.progress.Lock()
 	for j, src := range st.Checkpoint.Sources {
 		s.progress.readThrough[j] = src.ReadThrough
+	}
+	for j, end := range st.PublishAt {
+		s.progress.publishAt[j] = end
 	}
 	close(s.progress.changed)
 	s.progress.changed = make(chan struct{})

@@ -61,6 +61,11 @@ type Stats struct {
 	Ack      time.Duration // Commit until acknowledgements were written.
 	// Checkpoint committed by the transaction.
 	Checkpoint pc.Checkpoint
+	// PublishAt holds, for each journal the transaction acknowledged
+	// messages to, the end offset of its acknowledgement: a reader of the
+	// journal that reads through it has read every message the transaction
+	// published there (the StatResponse.PublishAt of Gazette's consumers).
+	PublishAt pb.Offsets
 }
 
 // Pipeline runs the transactions of one shard.
@@ -93,6 +98,12 @@ type Pipeline struct {
 	// Committed, if set, is told of each transaction once it is fully
 	// committed and acknowledged.
 	Committed func(Stats)
+	// Progress, if set, is told of reads that begin no transaction (a
+	// duplicate, a rolled-back message, or an acknowledgement read while
+	// no transaction is open) once the transactions before them are done:
+	// a shard's read progress must reach them although no commit will
+	// report them, as Gazette's consumers report them.
+	Progress func(journal pb.Journal, readThrough pb.Offset)
 	// Skip records a Read whose content could not be decoded, within the
 	// current transaction: it may publish through pub, and its error fails
 	// the shard. A Read to skip fails the shard if Skip is nil.
@@ -124,6 +135,9 @@ type txn struct {
 	done   bool // Committed and acknowledged, and reported.
 	commit client.OpFuture
 	acks   []client.OpFuture
+	// idle holds reads that began no transaction while this one was still
+	// committing, for Progress once it is done.
+	idle pb.Offsets
 
 	stalledAt, finalizeAt, commitAt, committedAt time.Time
 }
@@ -187,7 +201,7 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				continue
 			default:
 			}
-			if err := p.consume(cur); err != nil {
+			if err := p.consume(cur, prev); err != nil {
 				return err
 			}
 			continue
@@ -316,28 +330,46 @@ func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) 
 		message.QueueContinueTxnClockLarger, message.QueueOutsideAlreadyAcked:
 		// A duplicate or rolled-back message: nothing to consume. The
 		// sequencer's offsets move past it all the same.
+		p.readIdle(cur, prev, r.Env.Journal.Name, r.Env.End)
 	default:
 		return fmt.Errorf("sequencing %s at offset %d: unexpected outcome %v", r.Env.Journal.Name, r.Env.Begin, outcome)
 	}
 	return nil
 }
 
-func (p *Pipeline) consume(cur *txn) error {
+func (p *Pipeline) consume(cur, prev *txn) error {
 	var env = p.Sequencer.Dequeued
 	if message.GetFlags(env.Message.GetUUID()) == message.Flag_ACK_TXN {
 		// Acknowledgements are the service's business, not the
 		// application's; the checkpoint's offsets cover them.
+		p.readIdle(cur, prev, env.Journal.Name, env.End)
 		return p.step(env)
 	}
 	if err := p.begin(cur); err != nil {
 		return err
 	}
 	if err := p.App.ConsumeMessage(p.Shard, p.Store, *env, p.Publisher); err != nil {
-		return fmt.Errorf("consuming %s at offset %d: %w", env.Journal.Name, env.Begin, err)
+		return fmt.Errorf("consuming journal %s offset %d: %w", env.Journal.Name, env.Begin, err)
 	}
 	cur.stats.Messages++
 	cur.stats.Bytes += env.End - env.Begin
 	return p.step(env)
+}
+
+// readIdle notes that journal was read through offset by a read that
+// begins no transaction. Within a transaction, its commit reports the read;
+// otherwise Progress is told, once the predecessor is done.
+func (p *Pipeline) readIdle(cur, prev *txn, journal pb.Journal, offset pb.Offset) {
+	switch {
+	case cur.began || p.Progress == nil:
+	case !prev.done:
+		if prev.idle == nil {
+			prev.idle = make(pb.Offsets)
+		}
+		prev.idle[journal] = max(prev.idle[journal], offset)
+	default:
+		p.Progress(journal, offset)
+	}
 }
 
 // begin begins cur, unless it has begun.
@@ -429,7 +461,18 @@ func (p *Pipeline) onBarrier(cur, prev *txn) error {
 	if prev.began && p.Committed != nil {
 		prev.stats.Commit = prev.committedAt.Sub(prev.commitAt)
 		prev.stats.Ack = now.Sub(prev.committedAt)
+		for _, ack := range prev.acks {
+			if aa, ok := ack.(*client.AsyncAppend); ok {
+				if prev.stats.PublishAt == nil {
+					prev.stats.PublishAt = make(pb.Offsets, len(prev.acks))
+				}
+				prev.stats.PublishAt[aa.Request().Journal] = aa.Response().Commit.End
+			}
+		}
 		p.Committed(prev.stats)
+	}
+	for journal, offset := range prev.idle {
+		p.Progress(journal, offset)
 	}
 	if !cur.stalledAt.IsZero() {
 		cur.stats.Stalled = now.Sub(cur.stalledAt)

@@ -394,7 +394,7 @@ func TestBeginAndFinishArePaired(t *testing.T) {
 	if err == nil || told == nil || err.Error() != told.Error() {
 		t.Fatalf("Run returned %v, FinishTxn told %v", err, told)
 	}
-	if !strings.Contains(err.Error(), "test/journal at offset 10") || !errors.Is(err, h.app.consumeErr) {
+	if !strings.Contains(err.Error(), "journal test/journal offset 10") || !errors.Is(err, h.app.consumeErr) {
 		t.Fatalf("error %q does not name the journal and offset", err)
 	}
 }
@@ -555,5 +555,78 @@ func TestFailedSkipFailsTheShard(t *testing.T) {
 	h.sendUndecodable(5, errors.New("bad json"))
 	if err := <-h.done; !errors.Is(err, cause) || !strings.Contains(err.Error(), "skipping journal test/journal offset 0") {
 		t.Fatalf("Run returned %v", err)
+	}
+}
+
+// Reads that begin no transaction (a duplicate, a lone acknowledgement)
+// still advance the shard's read progress: at once when no transaction is
+// committing, and once the committing one is done otherwise. A reader of
+// Stat waiting for the write head would otherwise wait forever.
+func TestIdleReadsAdvanceProgress(t *testing.T) {
+	var h = newHarness(t, false)
+	var progress = make(chan pb.Offset, 10)
+	h.pipeline.Progress = func(j pb.Journal, o pb.Offset) {
+		if j != journal.Name {
+			t.Errorf("progress of %s", j)
+		}
+		progress <- o
+	}
+	var expectProgress = func(want pb.Offset) {
+		t.Helper()
+		select {
+		case got := <-progress:
+			if got != want {
+				t.Fatalf("progress through %d, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no progress through %d", want)
+		}
+	}
+	var expectNoProgress = func() {
+		t.Helper()
+		select {
+		case got := <-progress:
+			t.Fatalf("unexpected progress through %d", got)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	h.run()
+	h.send("a", message.Flag_OUTSIDE_TXN) // [0, 10)
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var op, _ = h.commit()
+
+	// A duplicate while the transaction commits: reported once it is done.
+	h.seq -= 16
+	h.send("a", message.Flag_OUTSIDE_TXN) // [10, 20)
+	expectNoProgress()
+	op.Resolve(nil)
+	if st := <-h.stats; st.Checkpoint.Sources[journal.Name].ReadThrough != 10 {
+		t.Fatalf("committed %v", st.Checkpoint)
+	}
+	expectProgress(20)
+
+	// A duplicate with nothing committing: reported at once.
+	h.seq -= 16
+	h.send("a", message.Flag_OUTSIDE_TXN) // [20, 30)
+	expectProgress(30)
+
+	// A transaction of two messages, then an acknowledgement of them read
+	// alone: the acknowledgement begins no transaction, and is reported.
+	h.send("b", message.Flag_CONTINUE_TXN) // [30, 40)
+	h.send("c", message.Flag_ACK_TXN)      // [40, 50): acknowledges b and itself.
+	h.expect("consume b")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	op, _ = h.commit()
+	op.Resolve(nil)
+	<-h.stats
+	h.seq -= 16
+	h.send("c", message.Flag_ACK_TXN) // [50, 60): a duplicate acknowledgement, as a recovering producer re-sends.
+	expectProgress(60)
+	expectNoProgress()
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
 	}
 }

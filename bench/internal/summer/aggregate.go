@@ -12,8 +12,6 @@ import (
 // key's row only the first time the transaction meets the key, and it
 // writes each changed row once, as the transaction finalizes.
 type Aggregator struct {
-	benchv1.UnimplementedSummerHandler
-
 	mu   sync.Mutex
 	sums map[runtime.Store]map[string]int64 // Of each shard's current transaction.
 }

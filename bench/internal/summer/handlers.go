@@ -11,9 +11,7 @@ import (
 )
 
 // Handler implements benchv1.SummerHandler.
-type Handler struct {
-	benchv1.UnimplementedSummerHandler
-}
+type Handler struct{}
 
 // NewSummerHandler returns the handler of consumer gazconsumer.bench.v1.Summer.
 func NewSummerHandler() *Handler { return new(Handler) }
@@ -32,3 +30,6 @@ func (h *Handler) OnAdd(tx *benchv1.SummerTxn, msg *benchv1.Add) error {
 	sum.Value += msg.Value
 	return tx.Sum.Put(sum)
 }
+
+// FinalizeTxn has nothing to do: the handler keeps no state in memory.
+func (h *Handler) FinalizeTxn(tx *benchv1.SummerTxn) error { return nil }

@@ -15,9 +15,7 @@ import (
 )
 
 // Handler implements bankv1.LeaderboardHandler.
-type Handler struct {
-	bankv1.UnimplementedLeaderboardHandler
-}
+type Handler struct{}
 
 // NewLeaderboardHandler returns the handler of consumer gazconsumer.example.bank.v1.Leaderboard.
 func NewLeaderboardHandler() *Handler { return new(Handler) }

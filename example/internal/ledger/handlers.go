@@ -18,9 +18,7 @@ import (
 )
 
 // Handler implements bankv1.LedgerHandler.
-type Handler struct {
-	bankv1.UnimplementedLedgerHandler
-}
+type Handler struct{}
 
 // NewLedgerHandler returns the handler of consumer gazconsumer.example.bank.v1.Ledger.
 func NewLedgerHandler() *Handler { return new(Handler) }

@@ -12,7 +12,7 @@ import (
 // consumerNames are the package-level names generated for c.
 func consumerNames(c *consumer) []string {
 	s := c.svc.GoName
-	return []string{s + "Handler", "Unimplemented" + s + "Handler", s + "Txn", s + "Application", "New" + s + "Application"}
+	return []string{s + "Handler", s + "Txn", s + "Application", "New" + s + "Application"}
 }
 
 // txnReserved are the names of fields and methods of a generated Txn.
@@ -30,18 +30,22 @@ func comments(jf *jen.File, cs protogen.CommentSet, fallback string) {
 	}
 }
 
-// genConsumer generates the handler interface, its Unimplemented struct, the
-// transaction type and the runtime.Application adapter of consumer c.
+// genConsumer generates the handler interface, the transaction type and the runtime.Application adapter of consumer c.
 func genConsumer(jf *jen.File, c *consumer) {
 	s := c.svc.GoName
 	full := string(c.svc.Desc.FullName())
-	handlerT, unimplT, txnT, appT := s+"Handler", "Unimplemented"+s+"Handler", s+"Txn", s+"Application"
-	mustEmbed := "mustEmbed" + unimplT
+	handlerT, txnT, appT := s+"Handler", s+"Txn", s+"Application"
 	txnP := jen.Op("*").Id(txnT)
 
-	// Handler interface.
+	// Handler interface: one method per consumed message type, and
+	// FinalizeTxn. Nothing generated supplies them, so that a handler type
+	// missing one (a forgotten rpc, or one added to the .proto since) is a
+	// compile error naming the method, not a shard failing at run time.
 	comments(jf, c.svc.Comments, handlerT+" handles the messages consumed by "+full+".")
-	jf.Commentf("Implementations must embed %s by value.", unimplT)
+	jf.Comment("")
+	jf.Comment("It lists a method for every rpc of the service: an rpc added to the .proto")
+	jf.Commentf("breaks the build of a handler until it implements the rpc. Optional hooks")
+	jf.Commentf("are detected on the handler: runtime.BeginFinisher.")
 	var methods []jen.Code
 	for _, h := range c.handlers {
 		in := h.method.Input
@@ -57,29 +61,8 @@ func genConsumer(jf *jen.File, c *consumer) {
 		jen.Comment("in-memory effect of the transaction must be written to tables and every"),
 		jen.Comment("message to publish must be published."),
 		jen.Id("FinalizeTxn").Params(jen.Id("tx").Add(txnP.Clone())).Error(),
-		jen.Id(mustEmbed).Params(),
 	)
 	jf.Type().Id(handlerT).Interface(methods...)
-	jf.Line()
-
-	// Unimplemented struct.
-	jf.Commentf("%s must be embedded by value in implementations of", unimplT)
-	jf.Commentf("%s. Its handlers fail, so that a handler added to the service", handlerT)
-	jf.Comment("later fails loudly until implemented; its FinalizeTxn does nothing.")
-	jf.Type().Id(unimplT).Struct()
-	jf.Line()
-	for _, h := range c.handlers {
-		in := h.method.Input
-		jf.Commentf("%s fails: it is not implemented.", h.method.GoName)
-		jf.Func().Params(jen.Id(unimplT)).Id(h.method.GoName).Params(txnP.Clone(), jen.Op("*").Qual(string(in.GoIdent.GoImportPath), in.GoIdent.GoName)).Error().Block(
-			jen.Return(jen.Qual(pathErrors, "New").Call(jen.Lit("handler " + full + "." + string(h.method.Desc.Name()) + " is not implemented"))),
-		)
-		jf.Line()
-	}
-	jf.Comment("FinalizeTxn does nothing.")
-	jf.Func().Params(jen.Id(unimplT)).Id("FinalizeTxn").Params(txnP.Clone()).Error().Block(jen.Return(jen.Nil()))
-	jf.Line()
-	jf.Func().Params(jen.Id(unimplT)).Id(mustEmbed).Params().Block()
 	jf.Line()
 
 	// Transaction.
@@ -163,13 +146,13 @@ func genConsumer(jf *jen.File, c *consumer) {
 	newStore := []jen.Code{
 		jen.List(jen.Id("store"), jen.Err()).Op(":=").Id("a").Dot("stores").Dot("OpenStore").Call(jen.Id("shard"), jen.Id("rec")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
-			jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit("shard %s: opening store of "+full+": %w"), jen.Id("shard").Dot("Spec").Call().Dot("Id"), jen.Err())),
+			jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit("consumer "+full+": %w"), jen.Err())),
 		),
 	}
 	if len(c.tables) != 0 {
 		newStore = append(newStore, jen.If(jen.List(jen.Id("_"), jen.Id("ok")).Op(":=").Id("store").Assert(jen.Qual(pathRuntime, "KVStore")), jen.Op("!").Id("ok")).Block(
 			jen.Id("store").Dot("Destroy").Call(),
-			jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit("shard %s: store %T of "+full+" is not a runtime.KVStore, which its tables need"), jen.Id("shard").Dot("Spec").Call().Dot("Id"), jen.Id("store"))),
+			jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit("consumer "+full+": store %T is not a runtime.KVStore, which its tables need"), jen.Id("store"))),
 		))
 	}
 	newStore = append(newStore, jen.Return(jen.Id("store"), jen.Nil()))
@@ -198,7 +181,7 @@ func genConsumer(jf *jen.File, c *consumer) {
 		newTxn = append(newTxn,
 			jen.List(jen.Id("kvs"), jen.Id("ok")).Op(":=").Id("store").Assert(jen.Qual(pathRuntime, "KVStore")),
 			jen.If(jen.Op("!").Id("ok")).Block(
-				jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit("shard %s: store %T of "+full+" is not a runtime.KVStore"), jen.Id("shard").Dot("Spec").Call().Dot("Id"), jen.Id("store"))),
+				jen.Return(jen.Nil(), jen.Qual(pathFmt, "Errorf").Call(jen.Lit("consumer "+full+": store %T is not a runtime.KVStore, which its tables need"), jen.Id("store"))),
 			),
 			jen.Id("kv").Op(":=").Id("kvs").Dot("KV").Call(),
 		)
@@ -236,15 +219,13 @@ func genConsumer(jf *jen.File, c *consumer) {
 		in := h.method.Input
 		cases = append(cases, jen.Case(jen.Op("*").Qual(string(in.GoIdent.GoImportPath), in.GoIdent.GoName)).Block(
 			jen.If(jen.Err().Op(":=").Id("a").Dot("handler").Dot(h.method.GoName).Call(jen.Id("tx"), jen.Id("msg")), jen.Err().Op("!=").Nil()).Block(
-				jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit("shard %s: "+full+"."+string(h.method.Desc.Name())+" of journal %s offset %d: %w"),
-					jen.Id("shard").Dot("Spec").Call().Dot("Id"), jen.Id("env").Dot("Journal").Dot("Name"), jen.Id("env").Dot("Begin"), jen.Err())),
+				jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(full+"."+string(h.method.Desc.Name())+": %w"), jen.Err())),
 			),
 			jen.Return(jen.Nil()),
 		))
 	}
 	cases = append(cases, jen.Default().Block(
-		jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit("shard %s: "+full+" has no handler for %T (journal %s offset %d)"),
-			jen.Id("shard").Dot("Spec").Call().Dot("Id"), jen.Id("env").Dot("Message"), jen.Id("env").Dot("Journal").Dot("Name"), jen.Id("env").Dot("Begin"))),
+		jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(full+" has no handler for %T"), jen.Id("env").Dot("Message"))),
 	))
 	jf.Comment("ConsumeMessage hands the message of env to its handler.")
 	jf.Func().Params(jen.Id("a").Op("*").Id(appT)).Id("ConsumeMessage").Params(
@@ -294,7 +275,7 @@ func genConsumer(jf *jen.File, c *consumer) {
 		jen.List(jen.Id("tx"), jen.Err()).Op(":=").Id("a").Dot("txnOf").Call(jen.Id("shard"), jen.Id("store"), jen.Qual(pathMessage, "Envelope").Values(), jen.Id("pub")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
 		jen.If(jen.Err().Op(":=").Id("a").Dot("handler").Dot("FinalizeTxn").Call(jen.Id("tx")), jen.Err().Op("!=").Nil()).Block(
-			jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit("shard %s: "+full+".FinalizeTxn: %w"), jen.Id("shard").Dot("Spec").Call().Dot("Id"), jen.Err())),
+			jen.Return(jen.Qual(pathFmt, "Errorf").Call(jen.Lit(full+": %w"), jen.Err())),
 		),
 		jen.Return(jen.Nil()),
 	)

@@ -111,7 +111,9 @@ func renderHandlers(md *model, fm *fileModel, c *consumer, pkg string) ([]byte, 
 		FullName:  string(c.svc.Desc.FullName()),
 	}
 	names := map[string]string{string(fm.file.GoImportPath): gen}
-	taken := map[string]bool{gen: true, pkg: true}
+	// The names the template declares at package level.
+	taken := map[string]bool{gen: true, pkg: true, "Handler": true, "notImplemented": true, "New" + c.svc.GoName + "Handler": true}
+	data.Errors = uniqueName("errors", taken)
 	for _, h := range c.handlers {
 		in := h.method.Input.GoIdent
 		name, ok := names[string(in.GoImportPath)]

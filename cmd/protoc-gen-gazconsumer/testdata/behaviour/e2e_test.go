@@ -25,9 +25,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-type publishingHandler struct {
-	UnimplementedSpendCounterHandler
-}
+type publishingHandler struct{}
 
 func (publishingHandler) OnOrder(tx *SpendCounterTxn, msg *Order) error {
 	var cents int64
@@ -36,6 +34,8 @@ func (publishingHandler) OnOrder(tx *SpendCounterTxn, msg *Order) error {
 	}
 	return tx.PublishTotal(&Total{CustomerId: msg.CustomerId, Day: msg.PlacedAt, Cents: cents})
 }
+
+func (publishingHandler) FinalizeTxn(*SpendCounterTxn) error { return nil }
 
 const totalsYAML = `
 name: acme/totals/

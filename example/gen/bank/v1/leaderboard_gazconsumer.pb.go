@@ -5,7 +5,6 @@ package bankv1
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
@@ -400,7 +399,10 @@ func (t RankTable) scan(start, end []byte, fn func(*Rank) bool) error {
 // Leaderboard ranks accounts by the balances the ledger publishes. Each
 // shard reads one partition of the BalanceChanged events, which hold every
 // event of their customers.
-// Implementations must embed UnimplementedLeaderboardHandler by value.
+//
+// It lists a method for every rpc of the service: an rpc added to the .proto
+// breaks the build of a handler until it implements the rpc. Optional hooks
+// are detected on the handler: runtime.BeginFinisher.
 type LeaderboardHandler interface {
 	// OnBalanceChanged moves the account to its new rank.
 	OnBalanceChanged(tx *LeaderboardTxn, msg *BalanceChanged) error
@@ -408,25 +410,7 @@ type LeaderboardHandler interface {
 	// in-memory effect of the transaction must be written to tables and every
 	// message to publish must be published.
 	FinalizeTxn(tx *LeaderboardTxn) error
-	mustEmbedUnimplementedLeaderboardHandler()
 }
-
-// UnimplementedLeaderboardHandler must be embedded by value in implementations of
-// LeaderboardHandler. Its handlers fail, so that a handler added to the service
-// later fails loudly until implemented; its FinalizeTxn does nothing.
-type UnimplementedLeaderboardHandler struct{}
-
-// OnBalanceChanged fails: it is not implemented.
-func (UnimplementedLeaderboardHandler) OnBalanceChanged(*LeaderboardTxn, *BalanceChanged) error {
-	return errors.New("handler gazconsumer.example.bank.v1.Leaderboard.OnBalanceChanged is not implemented")
-}
-
-// FinalizeTxn does nothing.
-func (UnimplementedLeaderboardHandler) FinalizeTxn(*LeaderboardTxn) error {
-	return nil
-}
-
-func (UnimplementedLeaderboardHandler) mustEmbedUnimplementedLeaderboardHandler() {}
 
 // LeaderboardTxn is the transaction within which a LeaderboardHandler handler runs. A shard's
 // handlers share one for the whole transaction, set anew for each call: a handler
@@ -487,11 +471,11 @@ func (*LeaderboardApplication) ShardDefaults() pc.ShardSpec {
 func (a *LeaderboardApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
 	store, err := a.stores.OpenStore(shard, rec)
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: opening store of gazconsumer.example.bank.v1.Leaderboard: %w", shard.Spec().Id, err)
+		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Leaderboard: %w", err)
 	}
 	if _, ok := store.(runtime.KVStore); !ok {
 		store.Destroy()
-		return nil, fmt.Errorf("shard %s: store %T of gazconsumer.example.bank.v1.Leaderboard is not a runtime.KVStore, which its tables need", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Leaderboard: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	return store, nil
 }
@@ -527,7 +511,7 @@ func (a *LeaderboardApplication) newTxn(shard runtime.Shard, store runtime.Store
 	}
 	kvs, ok := store.(runtime.KVStore)
 	if !ok {
-		return nil, fmt.Errorf("shard %s: store %T of gazconsumer.example.bank.v1.Leaderboard is not a runtime.KVStore", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Leaderboard: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	kv := kvs.KV()
 	tx.Standing = NewStandingTable(kv)
@@ -556,11 +540,11 @@ func (a *LeaderboardApplication) ConsumeMessage(shard runtime.Shard, store runti
 	switch msg := env.Message.(type) {
 	case *BalanceChanged:
 		if err := a.handler.OnBalanceChanged(tx, msg); err != nil {
-			return fmt.Errorf("shard %s: gazconsumer.example.bank.v1.Leaderboard.OnBalanceChanged of journal %s offset %d: %w", shard.Spec().Id, env.Journal.Name, env.Begin, err)
+			return fmt.Errorf("gazconsumer.example.bank.v1.Leaderboard.OnBalanceChanged: %w", err)
 		}
 		return nil
 	default:
-		return fmt.Errorf("shard %s: gazconsumer.example.bank.v1.Leaderboard has no handler for %T (journal %s offset %d)", shard.Spec().Id, env.Message, env.Journal.Name, env.Begin)
+		return fmt.Errorf("gazconsumer.example.bank.v1.Leaderboard has no handler for %T", env.Message)
 	}
 }
 
@@ -598,7 +582,7 @@ func (a *LeaderboardApplication) FinalizeTxn(shard runtime.Shard, store runtime.
 		return err
 	}
 	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("shard %s: gazconsumer.example.bank.v1.Leaderboard.FinalizeTxn: %w", shard.Spec().Id, err)
+		return fmt.Errorf("gazconsumer.example.bank.v1.Leaderboard: %w", err)
 	}
 	return nil
 }

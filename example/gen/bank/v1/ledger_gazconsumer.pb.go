@@ -5,7 +5,6 @@ package bankv1
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
@@ -370,7 +369,10 @@ func (t CustomerActivityTable) scan(start, end []byte, fn func(*CustomerActivity
 
 // Ledger applies orders and payments to balances. Each shard reads the
 // orders and payments partitions of one index.
-// Implementations must embed UnimplementedLedgerHandler by value.
+//
+// It lists a method for every rpc of the service: an rpc added to the .proto
+// breaks the build of a handler until it implements the rpc. Optional hooks
+// are detected on the handler: runtime.BeginFinisher.
 type LedgerHandler interface {
 	// OnOrder charges an order to its account.
 	OnOrder(tx *LedgerTxn, msg *Order) error
@@ -380,30 +382,7 @@ type LedgerHandler interface {
 	// in-memory effect of the transaction must be written to tables and every
 	// message to publish must be published.
 	FinalizeTxn(tx *LedgerTxn) error
-	mustEmbedUnimplementedLedgerHandler()
 }
-
-// UnimplementedLedgerHandler must be embedded by value in implementations of
-// LedgerHandler. Its handlers fail, so that a handler added to the service
-// later fails loudly until implemented; its FinalizeTxn does nothing.
-type UnimplementedLedgerHandler struct{}
-
-// OnOrder fails: it is not implemented.
-func (UnimplementedLedgerHandler) OnOrder(*LedgerTxn, *Order) error {
-	return errors.New("handler gazconsumer.example.bank.v1.Ledger.OnOrder is not implemented")
-}
-
-// OnPayment fails: it is not implemented.
-func (UnimplementedLedgerHandler) OnPayment(*LedgerTxn, *Payment) error {
-	return errors.New("handler gazconsumer.example.bank.v1.Ledger.OnPayment is not implemented")
-}
-
-// FinalizeTxn does nothing.
-func (UnimplementedLedgerHandler) FinalizeTxn(*LedgerTxn) error {
-	return nil
-}
-
-func (UnimplementedLedgerHandler) mustEmbedUnimplementedLedgerHandler() {}
 
 // LedgerTxn is the transaction within which a LedgerHandler handler runs. A shard's
 // handlers share one for the whole transaction, set anew for each call: a handler
@@ -482,11 +461,11 @@ func (*LedgerApplication) ShardDefaults() pc.ShardSpec {
 func (a *LedgerApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
 	store, err := a.stores.OpenStore(shard, rec)
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: opening store of gazconsumer.example.bank.v1.Ledger: %w", shard.Spec().Id, err)
+		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Ledger: %w", err)
 	}
 	if _, ok := store.(runtime.KVStore); !ok {
 		store.Destroy()
-		return nil, fmt.Errorf("shard %s: store %T of gazconsumer.example.bank.v1.Ledger is not a runtime.KVStore, which its tables need", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Ledger: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	return store, nil
 }
@@ -524,7 +503,7 @@ func (a *LedgerApplication) newTxn(shard runtime.Shard, store runtime.Store, env
 	}
 	kvs, ok := store.(runtime.KVStore)
 	if !ok {
-		return nil, fmt.Errorf("shard %s: store %T of gazconsumer.example.bank.v1.Ledger is not a runtime.KVStore", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Ledger: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	kv := kvs.KV()
 	tx.Balance = NewBalanceTable(kv)
@@ -553,16 +532,16 @@ func (a *LedgerApplication) ConsumeMessage(shard runtime.Shard, store runtime.St
 	switch msg := env.Message.(type) {
 	case *Order:
 		if err := a.handler.OnOrder(tx, msg); err != nil {
-			return fmt.Errorf("shard %s: gazconsumer.example.bank.v1.Ledger.OnOrder of journal %s offset %d: %w", shard.Spec().Id, env.Journal.Name, env.Begin, err)
+			return fmt.Errorf("gazconsumer.example.bank.v1.Ledger.OnOrder: %w", err)
 		}
 		return nil
 	case *Payment:
 		if err := a.handler.OnPayment(tx, msg); err != nil {
-			return fmt.Errorf("shard %s: gazconsumer.example.bank.v1.Ledger.OnPayment of journal %s offset %d: %w", shard.Spec().Id, env.Journal.Name, env.Begin, err)
+			return fmt.Errorf("gazconsumer.example.bank.v1.Ledger.OnPayment: %w", err)
 		}
 		return nil
 	default:
-		return fmt.Errorf("shard %s: gazconsumer.example.bank.v1.Ledger has no handler for %T (journal %s offset %d)", shard.Spec().Id, env.Message, env.Journal.Name, env.Begin)
+		return fmt.Errorf("gazconsumer.example.bank.v1.Ledger has no handler for %T", env.Message)
 	}
 }
 
@@ -600,7 +579,7 @@ func (a *LedgerApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store
 		return err
 	}
 	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("shard %s: gazconsumer.example.bank.v1.Ledger.FinalizeTxn: %w", shard.Spec().Id, err)
+		return fmt.Errorf("gazconsumer.example.bank.v1.Ledger: %w", err)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ package benchv1
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
@@ -283,7 +282,10 @@ func (t SumTable) scan(start, end []byte, fn func(*Sum) bool) error {
 }
 
 // Summer keeps the sum of each key.
-// Implementations must embed UnimplementedSummerHandler by value.
+//
+// It lists a method for every rpc of the service: an rpc added to the .proto
+// breaks the build of a handler until it implements the rpc. Optional hooks
+// are detected on the handler: runtime.BeginFinisher.
 type SummerHandler interface {
 	// OnAdd adds a message's value to its key's sum.
 	OnAdd(tx *SummerTxn, msg *Add) error
@@ -291,25 +293,7 @@ type SummerHandler interface {
 	// in-memory effect of the transaction must be written to tables and every
 	// message to publish must be published.
 	FinalizeTxn(tx *SummerTxn) error
-	mustEmbedUnimplementedSummerHandler()
 }
-
-// UnimplementedSummerHandler must be embedded by value in implementations of
-// SummerHandler. Its handlers fail, so that a handler added to the service
-// later fails loudly until implemented; its FinalizeTxn does nothing.
-type UnimplementedSummerHandler struct{}
-
-// OnAdd fails: it is not implemented.
-func (UnimplementedSummerHandler) OnAdd(*SummerTxn, *Add) error {
-	return errors.New("handler gazconsumer.bench.v1.Summer.OnAdd is not implemented")
-}
-
-// FinalizeTxn does nothing.
-func (UnimplementedSummerHandler) FinalizeTxn(*SummerTxn) error {
-	return nil
-}
-
-func (UnimplementedSummerHandler) mustEmbedUnimplementedSummerHandler() {}
 
 // SummerTxn is the transaction within which a SummerHandler handler runs. A shard's
 // handlers share one for the whole transaction, set anew for each call: a handler
@@ -368,11 +352,11 @@ func (*SummerApplication) ShardDefaults() pc.ShardSpec {
 func (a *SummerApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
 	store, err := a.stores.OpenStore(shard, rec)
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: opening store of gazconsumer.bench.v1.Summer: %w", shard.Spec().Id, err)
+		return nil, fmt.Errorf("consumer gazconsumer.bench.v1.Summer: %w", err)
 	}
 	if _, ok := store.(runtime.KVStore); !ok {
 		store.Destroy()
-		return nil, fmt.Errorf("shard %s: store %T of gazconsumer.bench.v1.Summer is not a runtime.KVStore, which its tables need", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer gazconsumer.bench.v1.Summer: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	return store, nil
 }
@@ -408,7 +392,7 @@ func (a *SummerApplication) newTxn(shard runtime.Shard, store runtime.Store, env
 	}
 	kvs, ok := store.(runtime.KVStore)
 	if !ok {
-		return nil, fmt.Errorf("shard %s: store %T of gazconsumer.bench.v1.Summer is not a runtime.KVStore", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer gazconsumer.bench.v1.Summer: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	kv := kvs.KV()
 	tx.Sum = NewSumTable(kv)
@@ -436,11 +420,11 @@ func (a *SummerApplication) ConsumeMessage(shard runtime.Shard, store runtime.St
 	switch msg := env.Message.(type) {
 	case *Add:
 		if err := a.handler.OnAdd(tx, msg); err != nil {
-			return fmt.Errorf("shard %s: gazconsumer.bench.v1.Summer.OnAdd of journal %s offset %d: %w", shard.Spec().Id, env.Journal.Name, env.Begin, err)
+			return fmt.Errorf("gazconsumer.bench.v1.Summer.OnAdd: %w", err)
 		}
 		return nil
 	default:
-		return fmt.Errorf("shard %s: gazconsumer.bench.v1.Summer has no handler for %T (journal %s offset %d)", shard.Spec().Id, env.Message, env.Journal.Name, env.Begin)
+		return fmt.Errorf("gazconsumer.bench.v1.Summer has no handler for %T", env.Message)
 	}
 }
 
@@ -478,7 +462,7 @@ func (a *SummerApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store
 		return err
 	}
 	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("shard %s: gazconsumer.bench.v1.Summer.FinalizeTxn: %w", shard.Spec().Id, err)
+		return fmt.Errorf("gazconsumer.bench.v1.Summer: %w", err)
 	}
 	return nil
 }

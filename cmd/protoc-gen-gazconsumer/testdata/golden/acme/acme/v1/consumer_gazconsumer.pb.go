@@ -4,7 +4,6 @@
 package acmev1
 
 import (
-	"errors"
 	"fmt"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	runtime "github.com/gazconsumer/gazconsumer/runtime"
@@ -18,7 +17,10 @@ import (
 )
 
 // SpendCounter totals the spend of each customer.
-// Implementations must embed UnimplementedSpendCounterHandler by value.
+//
+// It lists a method for every rpc of the service: an rpc added to the .proto
+// breaks the build of a handler until it implements the rpc. Optional hooks
+// are detected on the handler: runtime.BeginFinisher.
 type SpendCounterHandler interface {
 	// OnOrder adds an order to its customer's spend.
 	OnOrder(tx *SpendCounterTxn, msg *Order) error
@@ -26,25 +28,7 @@ type SpendCounterHandler interface {
 	// in-memory effect of the transaction must be written to tables and every
 	// message to publish must be published.
 	FinalizeTxn(tx *SpendCounterTxn) error
-	mustEmbedUnimplementedSpendCounterHandler()
 }
-
-// UnimplementedSpendCounterHandler must be embedded by value in implementations of
-// SpendCounterHandler. Its handlers fail, so that a handler added to the service
-// later fails loudly until implemented; its FinalizeTxn does nothing.
-type UnimplementedSpendCounterHandler struct{}
-
-// OnOrder fails: it is not implemented.
-func (UnimplementedSpendCounterHandler) OnOrder(*SpendCounterTxn, *Order) error {
-	return errors.New("handler acme.v1.SpendCounter.OnOrder is not implemented")
-}
-
-// FinalizeTxn does nothing.
-func (UnimplementedSpendCounterHandler) FinalizeTxn(*SpendCounterTxn) error {
-	return nil
-}
-
-func (UnimplementedSpendCounterHandler) mustEmbedUnimplementedSpendCounterHandler() {}
 
 // SpendCounterTxn is the transaction within which a SpendCounterHandler handler runs. A shard's
 // handlers share one for the whole transaction, set anew for each call: a handler
@@ -123,11 +107,11 @@ func (*SpendCounterApplication) ShardDefaults() pc.ShardSpec {
 func (a *SpendCounterApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
 	store, err := a.stores.OpenStore(shard, rec)
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: opening store of acme.v1.SpendCounter: %w", shard.Spec().Id, err)
+		return nil, fmt.Errorf("consumer acme.v1.SpendCounter: %w", err)
 	}
 	if _, ok := store.(runtime.KVStore); !ok {
 		store.Destroy()
-		return nil, fmt.Errorf("shard %s: store %T of acme.v1.SpendCounter is not a runtime.KVStore, which its tables need", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer acme.v1.SpendCounter: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	return store, nil
 }
@@ -163,7 +147,7 @@ func (a *SpendCounterApplication) newTxn(shard runtime.Shard, store runtime.Stor
 	}
 	kvs, ok := store.(runtime.KVStore)
 	if !ok {
-		return nil, fmt.Errorf("shard %s: store %T of acme.v1.SpendCounter is not a runtime.KVStore", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer acme.v1.SpendCounter: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	kv := kvs.KV()
 	tx.Spend = NewSpendTable(kv)
@@ -192,11 +176,11 @@ func (a *SpendCounterApplication) ConsumeMessage(shard runtime.Shard, store runt
 	switch msg := env.Message.(type) {
 	case *Order:
 		if err := a.handler.OnOrder(tx, msg); err != nil {
-			return fmt.Errorf("shard %s: acme.v1.SpendCounter.OnOrder of journal %s offset %d: %w", shard.Spec().Id, env.Journal.Name, env.Begin, err)
+			return fmt.Errorf("acme.v1.SpendCounter.OnOrder: %w", err)
 		}
 		return nil
 	default:
-		return fmt.Errorf("shard %s: acme.v1.SpendCounter has no handler for %T (journal %s offset %d)", shard.Spec().Id, env.Message, env.Journal.Name, env.Begin)
+		return fmt.Errorf("acme.v1.SpendCounter has no handler for %T", env.Message)
 	}
 }
 
@@ -234,7 +218,7 @@ func (a *SpendCounterApplication) FinalizeTxn(shard runtime.Shard, store runtime
 		return err
 	}
 	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("shard %s: acme.v1.SpendCounter.FinalizeTxn: %w", shard.Spec().Id, err)
+		return fmt.Errorf("acme.v1.SpendCounter: %w", err)
 	}
 	return nil
 }

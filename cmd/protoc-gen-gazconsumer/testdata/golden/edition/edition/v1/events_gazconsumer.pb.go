@@ -5,7 +5,6 @@ package editionv1
 
 import (
 	"bufio"
-	"errors"
 	v1 "example.test/golden/acme/v1"
 	"fmt"
 	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
@@ -257,7 +256,10 @@ func (t SeenTable) scan(start, end []byte, fn func(*Seen) bool) error {
 }
 
 // Watcher reads events and orders from another package.
-// Implementations must embed UnimplementedWatcherHandler by value.
+//
+// It lists a method for every rpc of the service: an rpc added to the .proto
+// breaks the build of a handler until it implements the rpc. Optional hooks
+// are detected on the handler: runtime.BeginFinisher.
 type WatcherHandler interface {
 	// OnEvent handles a edition.v1.Event read by the shard.
 	OnEvent(tx *WatcherTxn, msg *Event) error
@@ -267,30 +269,7 @@ type WatcherHandler interface {
 	// in-memory effect of the transaction must be written to tables and every
 	// message to publish must be published.
 	FinalizeTxn(tx *WatcherTxn) error
-	mustEmbedUnimplementedWatcherHandler()
 }
-
-// UnimplementedWatcherHandler must be embedded by value in implementations of
-// WatcherHandler. Its handlers fail, so that a handler added to the service
-// later fails loudly until implemented; its FinalizeTxn does nothing.
-type UnimplementedWatcherHandler struct{}
-
-// OnEvent fails: it is not implemented.
-func (UnimplementedWatcherHandler) OnEvent(*WatcherTxn, *Event) error {
-	return errors.New("handler edition.v1.Watcher.OnEvent is not implemented")
-}
-
-// OnOrder fails: it is not implemented.
-func (UnimplementedWatcherHandler) OnOrder(*WatcherTxn, *v1.Order) error {
-	return errors.New("handler edition.v1.Watcher.OnOrder is not implemented")
-}
-
-// FinalizeTxn does nothing.
-func (UnimplementedWatcherHandler) FinalizeTxn(*WatcherTxn) error {
-	return nil
-}
-
-func (UnimplementedWatcherHandler) mustEmbedUnimplementedWatcherHandler() {}
 
 // WatcherTxn is the transaction within which a WatcherHandler handler runs. A shard's
 // handlers share one for the whole transaction, set anew for each call: a handler
@@ -367,11 +346,11 @@ func (*WatcherApplication) ShardDefaults() pc.ShardSpec {
 func (a *WatcherApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
 	store, err := a.stores.OpenStore(shard, rec)
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: opening store of edition.v1.Watcher: %w", shard.Spec().Id, err)
+		return nil, fmt.Errorf("consumer edition.v1.Watcher: %w", err)
 	}
 	if _, ok := store.(runtime.KVStore); !ok {
 		store.Destroy()
-		return nil, fmt.Errorf("shard %s: store %T of edition.v1.Watcher is not a runtime.KVStore, which its tables need", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer edition.v1.Watcher: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	return store, nil
 }
@@ -409,7 +388,7 @@ func (a *WatcherApplication) newTxn(shard runtime.Shard, store runtime.Store, en
 	}
 	kvs, ok := store.(runtime.KVStore)
 	if !ok {
-		return nil, fmt.Errorf("shard %s: store %T of edition.v1.Watcher is not a runtime.KVStore", shard.Spec().Id, store)
+		return nil, fmt.Errorf("consumer edition.v1.Watcher: store %T is not a runtime.KVStore, which its tables need", store)
 	}
 	kv := kvs.KV()
 	tx.Seen = NewSeenTable(kv)
@@ -437,16 +416,16 @@ func (a *WatcherApplication) ConsumeMessage(shard runtime.Shard, store runtime.S
 	switch msg := env.Message.(type) {
 	case *Event:
 		if err := a.handler.OnEvent(tx, msg); err != nil {
-			return fmt.Errorf("shard %s: edition.v1.Watcher.OnEvent of journal %s offset %d: %w", shard.Spec().Id, env.Journal.Name, env.Begin, err)
+			return fmt.Errorf("edition.v1.Watcher.OnEvent: %w", err)
 		}
 		return nil
 	case *v1.Order:
 		if err := a.handler.OnOrder(tx, msg); err != nil {
-			return fmt.Errorf("shard %s: edition.v1.Watcher.OnOrder of journal %s offset %d: %w", shard.Spec().Id, env.Journal.Name, env.Begin, err)
+			return fmt.Errorf("edition.v1.Watcher.OnOrder: %w", err)
 		}
 		return nil
 	default:
-		return fmt.Errorf("shard %s: edition.v1.Watcher has no handler for %T (journal %s offset %d)", shard.Spec().Id, env.Message, env.Journal.Name, env.Begin)
+		return fmt.Errorf("edition.v1.Watcher has no handler for %T", env.Message)
 	}
 }
 
@@ -484,7 +463,7 @@ func (a *WatcherApplication) FinalizeTxn(shard runtime.Shard, store runtime.Stor
 		return err
 	}
 	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("shard %s: edition.v1.Watcher.FinalizeTxn: %w", shard.Spec().Id, err)
+		return fmt.Errorf("edition.v1.Watcher: %w", err)
 	}
 	return nil
 }
