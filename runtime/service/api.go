@@ -216,9 +216,11 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 	if err != nil {
 		return fmt.Errorf("listing journals: %w", err)
 	}
+	var specs = make(map[pb.Journal]*pb.JournalSpec, len(list.Journals))
 	var exists = make(map[pb.Journal]bool, len(list.Journals))
 	var contentType = make(map[pb.Journal]string, len(list.Journals))
-	for _, j := range list.Journals {
+	for i, j := range list.Journals {
+		specs[j.Spec.Name] = &list.Journals[i].Spec
 		exists[j.Spec.Name] = true
 		contentType[j.Spec.Name] = j.Spec.LabelSet.ValueOf(labels.ContentType)
 	}
@@ -229,6 +231,11 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 		for _, src := range change.Upsert.Sources {
 			if !exists[src.Journal] {
 				return fmt.Errorf("shard %s: source journal %s does not exist", change.Upsert.Id, src.Journal)
+			}
+			// The consumer must read the journal's messages: its labels
+			// name a message type (and framing) the consumer handles.
+			if _, err := a.svc.cfg.App.NewMessage(specs[src.Journal]); err != nil {
+				return fmt.Errorf("shard %s: source journal %s: %w", change.Upsert.Id, src.Journal, err)
 			}
 		}
 		if log := change.Upsert.RecoveryLog(); log != "" && !exists[log] {
@@ -246,8 +253,9 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 	return nil
 }
 
-// Unassign removes the assignments of shards (only failed ones, if asked),
-// so that the allocator assigns them afresh.
+// Unassign removes the failed and primary assignments of shards (only failed
+// ones, if asked), so that the allocator assigns them afresh: a hot standby
+// keeps its assignment and is promoted.
 func (a *shardAPI) Unassign(ctx context.Context, claims pb.Claims, req *pc.UnassignRequest) (*pc.UnassignResponse, error) {
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -266,8 +274,12 @@ func (a *shardAPI) Unassign(ctx context.Context, claims pb.Claims, req *pc.Unass
 		var asns = st.KS.KeyValues.Prefixed(allocator.ItemAssignmentsPrefix(st.KS, id.String()))
 		var removed bool
 		for _, asn := range asns {
-			var code = asn.Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus).Code
-			if req.OnlyFailed && code != pc.ReplicaStatus_FAILED {
+			// As Gazette's: failed assignments always go, the primary's
+			// unless only failed ones are asked for, and hot standbys stay,
+			// so that one of them takes the shard over at once.
+			var a = asn.Decoded.(allocator.Assignment)
+			var code = a.AssignmentValue.(*pc.ReplicaStatus).Code
+			if code != pc.ReplicaStatus_FAILED && (req.OnlyFailed || a.Slot != 0) {
 				continue
 			}
 			ops = append(ops, clientv3.OpDelete(string(asn.Raw.Key)))

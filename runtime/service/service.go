@@ -331,12 +331,22 @@ func (s *Service) updateLocalShards() {
 		var spec = item.ItemValue.(*pc.ShardSpec)
 
 		var sh, ok = s.shards[id]
+		var prior *shard
 		if ok && sh.createRevision() != asn.Raw.CreateRevision && !isPromotion(sh, asn) {
 			// The assignment was removed and created anew: start over.
-			ok = false
+			ok, prior = false, sh
+		} else if ok {
+			if why := restartReason(sh.Spec(), spec); why != "" {
+				// The change applies only to a replica starting anew: this
+				// one stops (its writes to the recovery log fenced by the
+				// next), and another starts from the recovery log.
+				slog.Info("shard spec changed: restarting the replica", "shard", id, "member", s.cfg.ID, "changed", why)
+				ok, prior = false, sh
+			}
 		}
 		if !ok {
 			sh = newShard(s, spec, asn)
+			sh.prior = prior
 			s.wg.Add(1)
 			go sh.serve()
 		} else {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type shard struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	ajc    *client.AppendService
+	// prior is the replica of the shard this one replaces, if any: this
+	// one starts once it has stopped (they may share a directory).
+	prior *shard
+	done  chan struct{} // Closed once serve returns.
 
 	mu         sync.Mutex
 	spec       *pc.ShardSpec
@@ -70,6 +75,7 @@ func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
 		spec:       spec,
 		asn:        asn,
 		promotedCh: make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	s.writer = authorOf(asn)
 	s.progress.readThrough = make(pb.Offsets)
@@ -113,6 +119,27 @@ func (s *shard) update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
 	}
 }
 
+// restartReason returns why a replica running spec must start over to run
+// next, or "" if it need not: the transaction bounds and the labels that
+// set its policies apply to a running replica, but its sources, recovery
+// log and hints are fixed when it starts.
+func restartReason(spec, next *pc.ShardSpec) string {
+	var changed []string
+	if !slices.Equal(spec.Sources, next.Sources) {
+		changed = append(changed, "sources")
+	}
+	if spec.RecoveryLogPrefix != next.RecoveryLogPrefix {
+		changed = append(changed, "recovery_log_prefix")
+	}
+	if spec.HintPrefix != next.HintPrefix || spec.HintBackups != next.HintBackups {
+		changed = append(changed, "hints")
+	}
+	if spec.RingBufferSize != next.RingBufferSize || spec.ReadChannelSize != next.ReadChannelSize {
+		changed = append(changed, "buffer sizes")
+	}
+	return strings.Join(changed, ", ")
+}
+
 // author identifies this replica's writes to the recovery log.
 func (s *shard) author() recoverylog.Author { return s.writer }
 
@@ -131,6 +158,11 @@ func authorOf(asn keyspace.KeyValue) recoverylog.Author {
 // shows.
 func (s *shard) serve() {
 	defer s.svc.wg.Done()
+	defer close(s.done)
+	if s.prior != nil {
+		<-s.prior.done
+		s.prior = nil
+	}
 	var id = s.Spec().Id
 	var dir = filepath.Join(s.svc.cfg.StateDir, strings.ReplaceAll(id.String(), "/", "_")+fmt.Sprintf("-%d", s.createRevision()))
 	defer func() {
@@ -224,10 +256,10 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 // transactions from it until the shard is lost or fails.
 func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM) error {
 	var spec = s.Spec()
-	var policy, err = decodePolicyOf(spec)
-	if err != nil {
+	if _, err := decodePolicyOf(spec); err != nil {
 		return err
 	}
+	var err error
 	var rec runtime.Recorder = localDir(dir)
 	var recorder *recoverylog.Recorder
 	if fsm != nil {
@@ -267,7 +299,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	var readers sync.WaitGroup
 	var readCtx, stopReading = context.WithCancel(s.ctx)
 	defer func() { stopReading(); readers.Wait() }()
-	s.startReading(readCtx, &readers, spec, policy, cp, reads)
+	s.startReading(readCtx, &readers, spec, cp, reads)
 
 	var pipeline = &txn.Pipeline{
 		Shard:     s,
@@ -281,16 +313,17 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 			}), s.svc.cfg.App.NewMessage)
 		},
 		Pending:              func() client.OpFutures { return s.ajc.PendingExcept(recLog) },
-		Clock:                wallClock{},
-		MinDuration:          spec.MinTxnDuration,
-		MaxDuration:          max(spec.MaxTxnDuration, spec.MinTxnDuration),
-		WaitForAck:           !spec.DisableWaitForAck,
+		Clock: wallClock{},
+		// The transaction bounds of the spec as it is when each
+		// transaction begins: a change applies from the next one.
+		Limits: func() txn.Limits {
+			var spec = s.Spec()
+			return txn.Limits{MinDuration: spec.MinTxnDuration, MaxDuration: spec.MaxTxnDuration, WaitForAck: !spec.DisableWaitForAck}
+		},
 		ProducerPruneHorizon: 24 * time.Hour,
 		Committed:            s.committed,
 		Progress:             s.readIdle,
-	}
-	if policy.skip {
-		pipeline.Skip = skipper(spec.Id, policy)
+		Skip:                 s.skip,
 	}
 	err = pipeline.Run(s.ctx, cp, reads)
 	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
@@ -304,8 +337,8 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 // startReading reads each source journal from the checkpoint's offset (at
 // least the source's MinOffset) into reads, read-uncommitted. A message that
 // fails to decode ends reading with its error, or is passed on to be
-// skipped, as policy says.
-func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, policy decodePolicy, cp pc.Checkpoint, reads *txn.Queue) {
+// skipped, as the decode policy of the shard's current spec says.
+func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, cp pc.Checkpoint, reads *txn.Queue) {
 	for _, src := range spec.Sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
@@ -326,7 +359,12 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 					}
 					err = fmt.Errorf("reading journal %s (next offset %d): %w", src.Journal, rr.Offset(), err)
 				}
-				var r = policy.toRead(env, undecodable, err)
+				var r txn.Read
+				if policy, perr := decodePolicyOf(s.Spec()); undecodable != nil && perr != nil {
+					r = txn.Read{Err: perr}
+				} else {
+					r = policy.toRead(env, undecodable, err)
+				}
 				if reads.Put(ctx, r) != nil {
 					return // Cancelled.
 				}
@@ -358,6 +396,20 @@ func (s *shard) readIdle(journal pb.Journal, offset pb.Offset) {
 	close(s.progress.changed)
 	s.progress.changed = make(chan struct{})
 	s.progress.Unlock()
+}
+
+// skip records an undecodable message into the dead-letter journal that the
+// shard's current spec names. If the spec no longer asks for skipping, the
+// message fails the shard.
+func (s *shard) skip(env message.Envelope, cause error, pub *message.Publisher) error {
+	var spec = s.Spec()
+	var policy, err = decodePolicyOf(spec)
+	if err != nil {
+		return err
+	} else if !policy.skip {
+		return cause
+	}
+	return skipper(spec.Id, policy)(env, cause, pub)
 }
 
 // committed records the progress of a committed transaction.

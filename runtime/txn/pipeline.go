@@ -68,6 +68,13 @@ type Stats struct {
 	PublishAt pb.Offsets
 }
 
+// Limits bound a transaction. A MaxDuration below MinDuration is taken as
+// MinDuration.
+type Limits struct {
+	MinDuration, MaxDuration time.Duration
+	WaitForAck               bool
+}
+
 // Pipeline runs the transactions of one shard.
 type Pipeline struct {
 	Shard runtime.Shard
@@ -92,6 +99,10 @@ type Pipeline struct {
 	// WaitForAck keeps a transaction open, up to MaxDuration, while a
 	// message sequence it read awaits its acknowledgement.
 	WaitForAck bool
+	// Limits, if set, is called as each transaction begins, and what it
+	// returns replaces MinDuration, MaxDuration and WaitForAck from that
+	// transaction on: a shard's spec changes apply to a running shard.
+	Limits func() Limits
 	// ProducerPruneHorizon drops the state of producers that have not
 	// written to a journal for this long from checkpoints; zero keeps all.
 	ProducerPruneHorizon time.Duration
@@ -378,6 +389,10 @@ func (p *Pipeline) begin(cur *txn) error {
 		return nil
 	}
 	cur.began = true
+	if p.Limits != nil {
+		var l = p.Limits()
+		p.MinDuration, p.MaxDuration, p.WaitForAck = l.MinDuration, max(l.MaxDuration, l.MinDuration), l.WaitForAck
+	}
 	if bf, ok := p.App.(runtime.BeginFinisher); ok {
 		if err := bf.BeginTxn(p.Shard, p.Store); err != nil {
 			return fmt.Errorf("BeginTxn: %w", err)
