@@ -312,8 +312,8 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 				Journal: journal, Offset: begin, EndOffset: end, Block: true,
 			}), s.svc.cfg.App.NewMessage)
 		},
-		Pending:              func() client.OpFutures { return s.ajc.PendingExcept(recLog) },
-		Clock: wallClock{},
+		Pending: func() client.OpFutures { return s.ajc.PendingExcept(recLog) },
+		Clock:   wallClock{},
 		// The transaction bounds of the spec as it is when each
 		// transaction begins: a change applies from the next one.
 		Limits: func() txn.Limits {
