@@ -141,6 +141,8 @@ func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReq
 			continue
 		} else if _, err := decodePolicyOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
+		} else if _, err := maxMessageSizeOf(change.Upsert); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
 	if err := a.verifyJournals(ctx, req); err != nil {

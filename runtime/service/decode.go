@@ -1,14 +1,18 @@
 package service
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"strconv"
 
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"go.gazette.dev/core/broker/client"
@@ -150,54 +154,163 @@ func skipper(id pc.ShardID, p decodePolicy) func(message.Envelope, error, *messa
 	}
 }
 
+// DefaultMaxMessageSize is the largest protobuf frame a shard reads, unless
+// its LabelMaxMessageSize says otherwise.
+const DefaultMaxMessageSize = 256 << 10
+
+// LabelMaxMessageSize is the shard label setting the largest protobuf frame,
+// in bytes, that the shard reads as a message. A frame header claiming more
+// is undecodable content: a garbled header would otherwise have the shard
+// wait for, and swallow, the messages appended after it.
+const LabelMaxMessageSize = "gazconsumer.dev/max-message-bytes"
+
+// maxMessageSizeOf returns the largest frame that spec's labels accept.
+func maxMessageSizeOf(spec *pc.ShardSpec) (int, error) {
+	var v = spec.LabelSet.ValueOf(LabelMaxMessageSize)
+	if v == "" {
+		return DefaultMaxMessageSize, nil
+	}
+	var n, err = strconv.ParseUint(v, 10, 31)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("shard %s: label %s is %q, not a number of bytes in [1, %d]", spec.Id, LabelMaxMessageSize, v, math.MaxInt32)
+	}
+	return int(n), nil
+}
+
 // sourceIter reads the envelopes of a journal, read-uncommitted, and tells
-// messages that fail to decode from errors that end reading.
+// messages that fail to decode from errors that end reading. It reads as
+// Gazette's message.ReadUncommittedIter does, but itself checks the header
+// of each protobuf frame: content that is not a frame, or a frame larger
+// than maxSize, is an undecodable span of the journal, with its offsets and
+// bytes, and reading resumes at the next frame header.
 type sourceIter struct {
-	rr  *client.RetryReader
-	it  *message.ReadUncommittedIter
+	rr      *client.RetryReader
+	br      *bufio.Reader
+	newMsg  message.NewMessageFunc
+	maxSize int
+
+	spec      *pb.JournalSpec // Fetched on the first read.
+	fixed     bool            // The journal's framing is protobuf fixed frames.
+	unmarshal message.UnmarshalFunc
+
 	end pb.Offset // Of the last envelope read.
 	// wrap is the lenient wrapper of the message being read, reused: next
 	// unwraps each envelope's message before returning it.
 	wrap lenient
 }
 
-func newSourceIter(rr *client.RetryReader, newMsg message.NewMessageFunc) *sourceIter {
-	var s = &sourceIter{rr: rr, end: rr.Offset()}
-	s.it = message.NewReadUncommittedIter(rr, func(spec *pb.JournalSpec) (message.Message, error) {
-		var m, err = newMsg(spec)
-		if err != nil {
-			return nil, err
-		}
-		s.wrap = lenient{Message: m}
-		return &s.wrap, nil
-	})
-	return s
+func newSourceIter(rr *client.RetryReader, newMsg message.NewMessageFunc, maxSize int) *sourceIter {
+	return &sourceIter{rr: rr, br: bufio.NewReader(rr), newMsg: newMsg, maxSize: maxSize, end: rr.Offset()}
+}
+
+// init fetches the journal's spec and chooses its framing.
+func (s *sourceIter) init() error {
+	var spec, err = client.GetJournal(s.rr.Context, s.rr.Client, s.rr.Journal())
+	if err != nil {
+		return fmt.Errorf("fetching the spec of journal %s: %w", s.rr.Journal(), err)
+	}
+	var ct = spec.LabelSet.ValueOf(labels.ContentType)
+	framing, err := message.FramingByContentType(ct)
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", spec.Name, err)
+	}
+	spec.Name = s.rr.Journal() // With any metadata path segment, as Gazette's iterators.
+	s.spec, s.fixed, s.unmarshal = spec, ct == labels.ContentType_ProtoFixed, framing.NewUnmarshalFunc(s.br)
+	return nil
 }
 
 // next returns the next envelope. If its message failed to decode, the
 // envelope's Message is nil and undecodable tells why.
 func (s *sourceIter) next() (env message.Envelope, undecodable *DecodeError, err error) {
-	env, err = s.it.Next()
-	var parseErr *csv.ParseError
-	switch {
-	case err == nil:
-		s.end = env.End
-		var l = env.Message.(*lenient)
-		if l.err == nil {
-			env.Message = l.Message
-			return env, nil, nil
+	if s.spec == nil {
+		if err = s.init(); err != nil {
+			return env, nil, err
 		}
-		env.Message = nil
-		return env, &DecodeError{Journal: env.Journal.Name, Begin: env.Begin, End: env.End, Content: l.content, Err: l.err}, nil
-	case errors.Is(err, message.ErrDesyncDetected) || errors.As(err, &parseErr):
-		// The framing could not find the message's end; reading goes on
-		// from the next message it finds.
-		var spec = &pb.JournalSpec{Name: s.rr.Journal()}
-		return message.Envelope{Journal: spec, Begin: s.end, End: s.end},
-			&DecodeError{Journal: spec.Name, Begin: s.end, End: s.end, Err: err}, nil
-	default:
-		return env, nil, err
 	}
+	for {
+		var begin = s.rr.AdjustedOffset(s.br)
+		if s.fixed {
+			if content, cause := s.badFrame(begin); cause != nil {
+				s.end = s.rr.AdjustedOffset(s.br)
+				return message.Envelope{Journal: s.spec, Begin: begin, End: s.end},
+					&DecodeError{Journal: s.spec.Name, Begin: begin, End: s.end, Content: content, Err: cause}, nil
+			}
+		}
+		var m, err = s.newMsg(s.spec)
+		if err != nil {
+			return env, nil, fmt.Errorf("journal %s offset %d: %w", s.spec.Name, begin, err)
+		}
+		s.wrap = lenient{Message: m}
+		err = s.unmarshal(&s.wrap)
+		var parseErr *csv.ParseError
+		switch {
+		case err == nil:
+			s.end = s.rr.AdjustedOffset(s.br)
+			env = message.Envelope{Journal: s.spec, Begin: begin, End: s.end}
+			if s.wrap.err == nil {
+				env.Message = s.wrap.Message
+				return env, nil, nil
+			}
+			return env, &DecodeError{Journal: s.spec.Name, Begin: begin, End: s.end, Content: s.wrap.content, Err: s.wrap.err}, nil
+		case errors.Is(err, io.EOF):
+			return env, nil, err
+		case errors.Is(err, io.ErrNoProgress):
+			// An empty read of the retrying reader, surfaced by the
+			// bufio.Reader: nothing is wrong (as Gazette's iterator).
+			continue
+		case errors.Is(err, client.ErrOffsetJump):
+			// Content was removed from the journal: reading goes on at the
+			// next offset there is.
+			slog.Warn("source journal offset jump", "journal", s.spec.Name, "from", begin, "to", s.rr.Offset())
+			continue
+		case errors.As(err, &parseErr) || errors.Is(err, message.ErrDesyncDetected):
+			// The framing could not tell the message's end; reading goes
+			// on from the next message it finds.
+			s.end = s.rr.AdjustedOffset(s.br)
+			return message.Envelope{Journal: s.spec, Begin: begin, End: s.end},
+				&DecodeError{Journal: s.spec.Name, Begin: begin, End: s.end, Err: err}, nil
+		default:
+			return env, nil, fmt.Errorf("framing at offset %d: %w", begin, err)
+		}
+	}
+}
+
+// badFrame checks the protobuf frame header at offset begin. If the content
+// there is not a frame header, or the header claims more than maxSize
+// bytes, it discards the content up to the next frame header it finds among
+// the buffered bytes (all of them but a last few that may begin a header)
+// and returns it with the reason. A header not yet fully read is left to the
+// framing, which waits for it or reports the reader's error.
+func (s *sourceIter) badFrame(begin pb.Offset) ([]byte, error) {
+	var b, err = s.br.Peek(message.FixedFrameHeaderLength)
+	if err != nil {
+		return nil, nil
+	}
+	var cause error
+	if !bytes.Equal(b[:4], message.FixedFrameWord[:]) {
+		cause = fmt.Errorf("no frame header: %w", message.ErrDesyncDetected)
+	} else if size := binary.LittleEndian.Uint32(b[4:]); uint64(size) > uint64(s.maxSize) {
+		cause = fmt.Errorf("frame header claims %d bytes, more than the largest message read (%d bytes; shard label %s)",
+			size, s.maxSize, LabelMaxMessageSize)
+	} else {
+		return nil, nil
+	}
+	b, _ = s.br.Peek(s.br.Buffered())
+	var n = len(b)
+	if i := bytes.Index(b[1:], message.FixedFrameWord[:]); i >= 0 {
+		n = 1 + i
+	} else {
+		// Keep a last few bytes that may begin the next header.
+		for k := len(message.FixedFrameWord) - 1; k > 0; k-- {
+			if bytes.HasSuffix(b, message.FixedFrameWord[:k]) {
+				n = len(b) - k
+				break
+			}
+		}
+	}
+	var content = append([]byte(nil), b[:n]...)
+	_, _ = s.br.Discard(n)
+	return content, cause
 }
 
 // Next implements message.Iterator for the Sequencer's replays, passing

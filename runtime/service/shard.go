@@ -259,7 +259,10 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	if _, err := decodePolicyOf(spec); err != nil {
 		return err
 	}
-	var err error
+	maxSize, err := maxMessageSizeOf(spec)
+	if err != nil {
+		return err
+	}
 	var rec runtime.Recorder = localDir(dir)
 	var recorder *recoverylog.Recorder
 	if fsm != nil {
@@ -299,7 +302,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	var readers sync.WaitGroup
 	var readCtx, stopReading = context.WithCancel(s.ctx)
 	defer func() { stopReading(); readers.Wait() }()
-	s.startReading(readCtx, &readers, spec, cp, reads)
+	s.startReading(readCtx, &readers, spec, maxSize, cp, reads)
 
 	var pipeline = &txn.Pipeline{
 		Shard:     s,
@@ -310,7 +313,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
 			return newSourceIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
 				Journal: journal, Offset: begin, EndOffset: end, Block: true,
-			}), s.svc.cfg.App.NewMessage)
+			}), s.svc.cfg.App.NewMessage, maxSize)
 		},
 		Pending: func() client.OpFutures { return s.ajc.PendingExcept(recLog) },
 		Clock:   wallClock{},
@@ -338,11 +341,11 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 // least the source's MinOffset) into reads, read-uncommitted. A message that
 // fails to decode ends reading with its error, or is passed on to be
 // skipped, as the decode policy of the shard's current spec says.
-func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, cp pc.Checkpoint, reads *txn.Queue) {
+func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, maxSize int, cp pc.Checkpoint, reads *txn.Queue) {
 	for _, src := range spec.Sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
-		var it = newSourceIter(rr, s.svc.cfg.App.NewMessage)
+		var it = newSourceIter(rr, s.svc.cfg.App.NewMessage, maxSize)
 		var lag = lagReporter{shard: spec.Id.String(), journal: src.Journal.String(), last: -1}
 
 		wg.Add(1)
