@@ -445,19 +445,25 @@ func (s *Stack) Close() error {
 	return s.closeErr
 }
 
-// syncPersisterKeySpace waits until the persister's KeySpace reflects every
-// etcd revision up to now.
+// syncPersisterKeySpace waits until the persister's KeySpace reflects the
+// last write under the stack's etcd prefix. It waits for that write's
+// revision, not etcd's current one: the KeySpace watches only the prefix,
+// and writes elsewhere (a consumer's shards, say) never reach it.
 func (s *Stack) syncPersisterKeySpace() error {
 	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var resp, err = s.etcdClient.Get(ctx, s.opts.EtcdPrefix, clientv3.WithCountOnly())
+	var resp, err = s.etcdClient.Get(ctx, s.opts.EtcdPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
-		return fmt.Errorf("devstack: reading etcd revision before persisting fragments: %w", err)
+		return fmt.Errorf("devstack: reading the last revision of %s before persisting fragments: %w", s.opts.EtcdPrefix, err)
+	} else if len(resp.Kvs) == 0 {
+		return nil
 	}
+	var rev = resp.Kvs[0].ModRevision
 	s.persisterKS.Mu.RLock()
 	defer s.persisterKS.Mu.RUnlock()
-	if err = s.persisterKS.WaitForRevision(ctx, resp.Header.Revision); err != nil {
-		return fmt.Errorf("devstack: waiting for the persister to see revision %d: %w", resp.Header.Revision, err)
+	if err = s.persisterKS.WaitForRevision(ctx, rev); err != nil {
+		return fmt.Errorf("devstack: waiting for the persister to see revision %d: %w", rev, err)
 	}
 	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,7 +119,27 @@ func TestStartAppendReadClose(t *testing.T) {
 	} else if got := members.Members[0].ClientURLs; len(got) != 1 || got[0] != s.EtcdURL() {
 		t.Fatalf("etcd advertises client URLs %q, not %q", got, s.EtcdURL())
 	}
-	if err := s.Close(); err != nil {
+	// Writes outside the stack's prefix (a consumer's, say) while it
+	// closes: the persister never sees them, and Close must not wait for it.
+	var stop = make(chan struct{})
+	var writing sync.WaitGroup
+	writing.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+			_, _ = s.Etcd().Put(ctx, fmt.Sprintf("/gazette/consumers/other/%d", i%10), "x")
+			cancel()
+		}
+	})
+	time.Sleep(20 * time.Millisecond)
+	var err = s.Close()
+	close(stop)
+	writing.Wait()
+	if err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if err := s.Close(); err != nil {
