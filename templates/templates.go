@@ -72,9 +72,9 @@ type MainData struct {
 	// library's. An Import's Name is empty where the package's own name
 	// serves.
 	Imports []Import
-	// GenName, HandlersName, RuntimePkg, ServicePkg and RocksPkg are the
-	// names under which the command refers to the generated package, the
-	// handlers' package and gazconsumer's runtime, runtime/service and
+	// GenName, HandlersName, RuntimePkg, RunPkg and RocksPkg are the names
+	// under which the command refers to the generated package, the
+	// handlers' package and gazconsumer's runtime, runtime/runconsumer and
 	// store/rocks packages.
-	GenName, HandlersName, RuntimePkg, ServicePkg, RocksPkg string
+	GenName, HandlersName, RuntimePkg, RunPkg, RocksPkg string
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )

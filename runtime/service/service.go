@@ -30,6 +30,7 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,6 +81,17 @@ type Config struct {
 	// HintsInterval is how often a primary stores recovery-log hints;
 	// zero means 10s.
 	HintsInterval time.Duration
+	// ServerTLS, if set, serves the member's gRPC and HTTP port over TLS
+	// (server.BuildTLSConfig: with a CA, client certificates are required
+	// and verified). PeerTLS is the TLS of the member's own calls to its
+	// port (its loopback), which presents the peer certificate.
+	ServerTLS, PeerTLS *tls.Config
+	// Verifier verifies the authorization of every call of the Shard API
+	// (Gazette's auth.NewKeyedAuth): a call without a token, or with one
+	// not signed by its keys or whose claims don't cover the call, is
+	// refused. Nil serves the API to anyone who reaches the port, which
+	// the member logs as it starts.
+	Verifier pb.Verifier
 	// DirectFragmentReads has recovery logs played from persisted
 	// fragments read straight from their stores (recoverylog.Player's
 	// DoNotProxy), rather than through the brokers. The process must be
@@ -145,7 +157,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Host == "127.0.0.1" || cfg.Host == "localhost" {
 		iface = "127.0.0.1" // Don't listen beyond loopback when advertising it.
 	}
-	var srv, err = server.New(iface, cfg.Host, cfg.Port, nil, nil, 4<<20, nil)
+	if cfg.ServerTLS != nil && cfg.PeerTLS == nil {
+		return nil, errors.New("service: Config.ServerTLS needs PeerTLS, for the member's calls to itself")
+	}
+	var srv, err = server.New(iface, cfg.Host, cfg.Port, cfg.ServerTLS, cfg.PeerTLS, 4<<20, nil)
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
@@ -162,8 +177,11 @@ func New(cfg Config) (*Service, error) {
 	s.ks.Observers = append(s.ks.Observers, s.updateLocalShards)
 	s.ks.WatchApplyDelay = 10 * time.Millisecond
 
-	var noAuth = auth.NewNoopAuth()
-	pc.RegisterShardServer(srv.GRPCServer, pc.NewVerifiedShardServer(&shardAPI{svc: s}, noAuth))
+	var verifier = cfg.Verifier
+	if verifier == nil {
+		verifier = auth.NewNoopAuth()
+	}
+	pc.RegisterShardServer(srv.GRPCServer, pc.NewVerifiedShardServer(&shardAPI{svc: s}, verifier))
 	srv.HTTPMux = http.NewServeMux()
 	srv.HTTPMux.Handle("/metrics", promhttp.Handler())
 	return s, nil
@@ -184,6 +202,12 @@ func (s *Service) ID() pb.ProcessSpec_ID {
 // over the member's shards within the handoff timeout: the member stopped
 // with shards still assigned to it, which wait for its lease to go.
 var ErrHandoffTimedOut = errors.New("shards were not handed off in time")
+
+// ErrLeaseLost is returned by Run when the member could not keep its etcd
+// lease alive (etcd unreachable for longer than the lease's TTL): other
+// members may already run its shards, so it stops them and exits rather
+// than go on, as Gazette's consumers do. A supervisor should restart it.
+var ErrLeaseLost = errors.New("lost the member's etcd lease (etcd was unreachable for longer than --etcd.lease); its shards may run elsewhere, so it stopped")
 
 // Run announces the member and serves until ctx is done, then exits as
 // Gazette members do on SIGTERM: it marks itself as exiting, so that the
@@ -214,7 +238,12 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 		s.srv.BoundedGracefulStop()
 		return nil
 	})
-	slog.Info("consumer member started", "member", s.cfg.ID, "endpoint", s.srv.Endpoint(), "prefix", s.cfg.Prefix)
+	slog.Info("consumer member started", "member", s.cfg.ID, "endpoint", s.srv.Endpoint(), "prefix", s.cfg.Prefix,
+		"tls", s.cfg.ServerTLS != nil, "authorization", s.cfg.Verifier != nil)
+	if s.cfg.Verifier == nil {
+		slog.Warn("the member's Shard API is open: anyone who reaches its port may apply, delete or unassign shards (set --consumer.auth-keys)",
+			"member", s.cfg.ID, "endpoint", s.srv.Endpoint())
+	}
 	s.tasks.GoRun()
 
 	var handoffErr error
@@ -266,7 +295,7 @@ func (s *Service) startSession() error {
 			}
 			return lease.Close()
 		case <-lease.Done():
-			return errors.New("unable to keep the member's etcd lease alive")
+			return ErrLeaseLost
 		}
 	})
 	var ann = allocator.Announce(s.cfg.Etcd, s.state.LocalKey, spec.MarshalString(), lease.Lease())

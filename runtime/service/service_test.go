@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
-	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"google.golang.org/grpc/codes"

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
-	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"

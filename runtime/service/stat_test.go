@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 )

@@ -30,24 +30,22 @@ import (
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/summer"
 	"github.com/gazconsumer/gazconsumer/runtime"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/runtime/runconsumer"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 )
 
 func main() {
 	defer profile.Start()()
-	var flags service.Flags
+	var flags runconsumer.Flags
 	flags.Register(flag.CommandLine, "summer")
 	var aggregate = flag.Bool("summer.aggregate", false, "sum in memory within a transaction, writing each row once as it finalizes")
-	var level slog.Level
-	flag.TextVar(&level, "log.level", slog.LevelInfo, "log level: debug, info, warn or error")
 	flag.Parse()
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: flags.LogLevel})))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	err := service.Serve(ctx, flags, func(d service.Deps) (runtime.Application, error) {
+	err := runconsumer.Serve(ctx, flags, func(d runconsumer.Deps) (runtime.Application, error) {
 		var handler benchv1.SummerHandler = summer.NewSummerHandler()
 		if *aggregate {
 			handler = summer.NewAggregator()

@@ -29,7 +29,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/internal/benchstate"
-	"github.com/gazconsumer/gazconsumer/runtime/service/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"

@@ -19,7 +19,7 @@ import (
 
 // Import paths of the packages a scaffolded command uses.
 const (
-	pathService = "github.com/gazconsumer/gazconsumer/runtime/service"
+	pathRun     = "github.com/gazconsumer/gazconsumer/runtime/runconsumer"
 	pathRocks   = "github.com/gazconsumer/gazconsumer/store/rocks"
 )
 
@@ -142,8 +142,8 @@ func renderMain(fm *fileModel, c *consumer, pkg, handlers string) ([]byte, error
 		Service:  c.svc.GoName,
 		FullName: string(c.svc.Desc.FullName()),
 	}
-	// The standard library packages the template uses, and main.
-	taken := map[string]bool{"context": true, "flag": true, "slog": true, "os": true, "signal": true, "syscall": true, "main": true}
+	// The names the template declares.
+	taken := map[string]bool{"main": true}
 	add := func(path, name string) string {
 		unique := uniqueName(name, taken)
 		imp := templates.Import{Path: path}
@@ -156,7 +156,7 @@ func renderMain(fm *fileModel, c *consumer, pkg, handlers string) ([]byte, error
 	data.GenName = add(string(fm.file.GoImportPath), string(fm.file.GoPackageName))
 	data.HandlersName = add(handlers, pkg)
 	data.RuntimePkg = add(pathRuntime, "runtime")
-	data.ServicePkg = add(pathService, "service")
+	data.RunPkg = add(pathRun, "runconsumer")
 	data.RocksPkg = add(pathRocks, "rocks")
 	return execute(templates.Main, data)
 }

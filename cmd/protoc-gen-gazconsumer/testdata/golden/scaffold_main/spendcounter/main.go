@@ -6,43 +6,24 @@
 //
 // It is configured as Gazette's consumers are, by flags or the environment:
 // --etcd.address (ETCD_ADDRESS), --broker.address (BROKER_ADDRESS),
-// --consumer.port (CONSUMER_PORT), and more (run it with -help). Its shards
-// are applied with gazctl, against the address the member serves on:
+// --consumer.port (CONSUMER_PORT), TLS and authorization (--*.cert-file,
+// --consumer.auth-keys, ...), and more (run it with -help). Its shards are
+// applied with gazctl, against the address the member serves on:
 // `gazctl shards apply --consumer.address http://HOST:PORT --specs FILE`.
-// SIGTERM or Ctrl-C hands its shards to other members and stops it.
+// SIGTERM or Ctrl-C hands its shards to other members and stops it; its exit
+// code tells why it stopped (runconsumer.ExitCode).
 package main
 
 import (
-	"context"
-	"flag"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-
 	acmev1 "example.test/golden/acme/v1"
 	"example.test/golden/scaffold/spendcounter"
 	"github.com/gazconsumer/gazconsumer/runtime"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/runtime/runconsumer"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 )
 
 func main() {
-	var flags service.Flags
-	flags.Register(flag.CommandLine, "spendcounter")
-	var level slog.Level
-	flag.TextVar(&level, "log.level", slog.LevelInfo, "log level: debug, info, warn or error")
-	flag.Parse()
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	err := service.Serve(ctx, flags, func(d service.Deps) (runtime.Application, error) {
+	runconsumer.Main("spendcounter", func(d runconsumer.Deps) (runtime.Application, error) {
 		return acmev1.NewSpendCounterApplication(spendcounter.NewSpendCounterHandler(), rocks.Opener{}, d.Partitions)
 	})
-	if err != nil {
-		slog.Error("spendcounter stopped", "err", err)
-		os.Exit(1)
-	}
 }
