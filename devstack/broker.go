@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
-	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker"
 	"go.gazette.dev/core/broker/http_gateway"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -43,21 +42,20 @@ func startBroker(ctx context.Context, s *Stack, index, port int) (*Broker, error
 	if port != 0 {
 		portStr = strconv.Itoa(port)
 	}
-	var srv, err = server.New("127.0.0.1", "127.0.0.1", portStr, nil, nil, maxGRPCRecvSize, nil)
+	var srv, err = server.New("127.0.0.1", "127.0.0.1", portStr, s.serverTLS, s.peerTLS, maxGRPCRecvSize, nil)
 	if err != nil {
 		return nil, fmt.Errorf("devstack: broker %d: %w", index, err)
 	}
 
 	var (
-		noAuth = auth.NewNoopAuth()
-		id     = pb.ProcessSpec_ID{Zone: s.opts.Zone, Suffix: fmt.Sprintf("broker-%d", index)}
-		ks     = broker.NewKeySpace(s.opts.EtcdPrefix)
-		state  = allocator.NewObservedState(ks, allocator.MemberKey(ks, id.Zone, id.Suffix), broker.JournalIsConsistent)
-		lo     = pb.NewAuthJournalClient(pb.NewJournalClient(srv.GRPCLoopback), noAuth)
-		svc    = broker.NewService(state, lo, s.etcdClient)
-		b      = &Broker{stack: s, state: state, id: id, srv: srv, tasks: task.NewGroup(context.Background()), sigCh: make(chan os.Signal, 1)}
+		id    = pb.ProcessSpec_ID{Zone: s.opts.Zone, Suffix: fmt.Sprintf("broker-%d", index)}
+		ks    = broker.NewKeySpace(s.opts.EtcdPrefix)
+		state = allocator.NewObservedState(ks, allocator.MemberKey(ks, id.Zone, id.Suffix), broker.JournalIsConsistent)
+		lo    = pb.NewAuthJournalClient(pb.NewJournalClient(srv.GRPCLoopback), s.authorizer)
+		svc   = broker.NewService(state, lo, s.etcdClient)
+		b     = &Broker{stack: s, state: state, id: id, srv: srv, tasks: task.NewGroup(context.Background()), sigCh: make(chan os.Signal, 1)}
 	)
-	pb.RegisterJournalServer(srv.GRPCServer, pb.NewVerifiedJournalServer(svc, noAuth))
+	pb.RegisterJournalServer(srv.GRPCServer, pb.NewVerifiedJournalServer(svc, s.verifier))
 
 	srv.HTTPMux = http.NewServeMux()
 	srv.HTTPMux.Handle("/metrics", promhttp.Handler())

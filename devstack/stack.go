@@ -14,6 +14,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,11 +27,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/devstack/devcerts"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.gazette.dev/core/allocator"
+	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker"
 	"go.gazette.dev/core/broker/client"
 	"go.gazette.dev/core/broker/fragment"
@@ -38,6 +42,7 @@ import (
 	"go.gazette.dev/core/broker/stores"
 	"go.gazette.dev/core/broker/stores/fs"
 	"go.gazette.dev/core/keyspace"
+	"go.gazette.dev/core/server"
 	"go.gazette.dev/core/task"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -75,6 +80,22 @@ type Options struct {
 	// LogLevel of Gazette's and etcd's own logs, routed to slog.Default().
 	// The zero value is slog.LevelInfo; tests usually want slog.LevelWarn.
 	LogLevel slog.Level
+	// TLS serves etcd and the brokers over mutual TLS, with a CA and
+	// certificates the stack makes under Dir/tls (the CA is kept, so its
+	// certificates stay valid across restarts): see Stack.TLS.
+	TLS bool
+	// AuthKeys, if set, are Gazette's authorization keys (whitespace- or
+	// comma-separated, base64): brokers refuse requests not signed by them,
+	// and the stack's own clients sign with the first.
+	AuthKeys string
+}
+
+// TLSFiles are the TLS material of a Stack started with Options.TLS: the
+// CA's certificate, and a certificate (with its key) that the CA signed for
+// 127.0.0.1 and localhost, good for serving and as a client certificate.
+type TLSFiles struct {
+	CAFile            string
+	CertFile, KeyFile string
 }
 
 // Stack is a running etcd server and its Gazette brokers.
@@ -94,6 +115,12 @@ type Stack struct {
 
 	conn     *grpc.ClientConn
 	journals pb.RoutedJournalClient
+
+	tlsFiles           TLSFiles    // Set if opts.TLS.
+	serverTLS, peerTLS *tls.Config // Of etcd's and the brokers' servers, and their peers.
+	clientTLS          *tls.Config // Of the stack's own clients.
+	authorizer         pb.Authorizer
+	verifier           pb.Verifier
 
 	closeOnce sync.Once
 	closeErr  error
@@ -141,11 +168,55 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	active.Unlock()
 
 	var s = &Stack{opts: opts, closed: make(map[*Broker]bool)}
+	if err = s.security(); err != nil {
+		active.Lock()
+		active.running = false
+		active.Unlock()
+		return nil, err
+	}
 	if err = s.start(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// security makes the TLS material and authorization of the options.
+func (s *Stack) security() error {
+	var a = auth.NewNoopAuth()
+	s.authorizer, s.verifier = a, a
+	if s.opts.AuthKeys != "" {
+		var k, err = auth.NewKeyedAuth(s.opts.AuthKeys)
+		if err != nil {
+			return fmt.Errorf("devstack: Options.AuthKeys: %w", err)
+		}
+		s.authorizer, s.verifier = k, k
+	}
+	if !s.opts.TLS {
+		return nil
+	}
+	var dir = filepath.Join(s.opts.Dir, "tls")
+	var ca, err = devcerts.LoadOrNewCA(dir, "devstack")
+	if err != nil {
+		return err
+	}
+	pair, err := ca.Issue(dir, "devstack", "127.0.0.1", "localhost")
+	if err != nil {
+		return err
+	}
+	s.tlsFiles = TLSFiles{CAFile: ca.CertFile, CertFile: pair.CertFile, KeyFile: pair.KeyFile}
+	// The one certificate serves, and is presented by every client: the
+	// CA makes client certificates required.
+	if s.serverTLS, err = server.BuildTLSConfig(pair.CertFile, pair.KeyFile, ca.CertFile); err != nil {
+		return fmt.Errorf("devstack: %w", err)
+	}
+	if s.peerTLS, err = server.BuildTLSConfig(pair.CertFile, pair.KeyFile, ca.CertFile); err != nil {
+		return fmt.Errorf("devstack: %w", err)
+	}
+	if s.clientTLS, err = server.BuildTLSConfig(pair.CertFile, pair.KeyFile, ca.CertFile); err != nil {
+		return fmt.Errorf("devstack: %w", err)
+	}
+	return nil
 }
 
 func (s *Stack) start(ctx context.Context) error {
@@ -203,8 +274,9 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 
 	var err error
-	if s.journals, s.conn, err = DialJournals(s.brokers[0].Endpoint()); err != nil {
-		return err
+	if s.journals, s.conn, err = brokerconn.DialSecure(s.brokers[0].Endpoint(), pb.NoopDispatchRouter{},
+		brokerconn.Security{TLS: s.clientTLS, Auth: s.authorizer}); err != nil {
+		return fmt.Errorf("devstack: %w", err)
 	}
 	return s.resetHeads(ctx)
 }
@@ -288,7 +360,15 @@ func (s *Stack) startEtcd(ctx context.Context) error {
 				return fmt.Errorf("devstack: choosing etcd's port: %w", err)
 			}
 		}
-		var client = url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
+		var scheme = "http"
+		if s.opts.TLS {
+			scheme = "https"
+			cfg.ClientTLSInfo = transport.TLSInfo{
+				CertFile: s.tlsFiles.CertFile, KeyFile: s.tlsFiles.KeyFile,
+				TrustedCAFile: s.tlsFiles.CAFile, ClientCertAuth: true,
+			}
+		}
+		var client = url.URL{Scheme: scheme, Host: "127.0.0.1:" + strconv.Itoa(port)}
 		var peer = url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
@@ -314,7 +394,8 @@ func (s *Stack) startEtcd(ctx context.Context) error {
 	}
 
 	s.etcdClient, err = clientv3.New(clientv3.Config{
-		Endpoints:   []string{s.EtcdEndpoint()},
+		Endpoints:   []string{s.EtcdURL()},
+		TLS:         s.clientTLS,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})
@@ -381,8 +462,20 @@ func (s *Stack) Etcd() *clientv3.Client { return s.etcdClient }
 // EtcdEndpoint is the URL of the etcd server's client endpoint.
 func (s *Stack) EtcdEndpoint() string { return s.etcd.Clients[0].Addr().String() }
 
-// EtcdURL is EtcdEndpoint with its scheme, as Gazette's ETCD_ADDRESS takes it.
-func (s *Stack) EtcdURL() string { return "http://" + s.EtcdEndpoint() }
+// EtcdURL is EtcdEndpoint with its scheme (https with Options.TLS), as
+// Gazette's ETCD_ADDRESS takes it.
+func (s *Stack) EtcdURL() string {
+	if s.opts.TLS {
+		return "https://" + s.EtcdEndpoint()
+	}
+	return "http://" + s.EtcdEndpoint()
+}
+
+// TLS returns the stack's TLS material, and whether it serves TLS.
+func (s *Stack) TLS() (TLSFiles, bool) { return s.tlsFiles, s.opts.TLS }
+
+// AuthKeys are the stack's Options.AuthKeys.
+func (s *Stack) AuthKeys() string { return s.opts.AuthKeys }
 
 // EtcdPrefix is the etcd prefix of broker state.
 func (s *Stack) EtcdPrefix() string { return s.opts.EtcdPrefix }

@@ -320,3 +320,55 @@ func TestFragmentsPersistToDir(t *testing.T) {
 		t.Fatalf("no persisted fragment of tests/one holds the appended data (%d files)", len(entries))
 	}
 }
+
+// A stack started with TLS and authorization keys serves mutual TLS from a
+// CA it keeps across restarts, and its brokers refuse plaintext clients and
+// requests not signed by its keys.
+func TestSecuredStack(t *testing.T) {
+	var dir = t.TempDir()
+	var opts = devstack.Options{Dir: dir, UnsafeNoFsync: true, LogLevel: devstacktest.LogLevel(), TLS: true, AuthKeys: "c2VjcmV0LWtleS1vZi10aGUtc3RhY2s="}
+	var startSecured = func() *devstack.Stack {
+		var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var s, err = devstack.Start(ctx, opts)
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		return s
+	}
+	var s = startSecured()
+	var files, ok = s.TLS()
+	if !ok || !strings.HasPrefix(s.EtcdURL(), "https://") || !strings.HasPrefix(string(s.Brokers()[0].Endpoint()), "https://") {
+		t.Fatalf("a TLS stack serves %s and %s (%v)", s.EtcdURL(), s.Brokers()[0].Endpoint(), ok)
+	}
+	applyFile(t, s.Journals(), "testdata/journals.yaml")
+	appendTo(t, s.Journals(), "tests/one", "hello\n")
+
+	// A client with the stack's certificate but no authorization.
+	var jc, conn, err = devstack.DialJournals(s.Brokers()[0].Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err = client.ListAllJournals(ctx, jc, pb.ListRequest{}); err == nil {
+		t.Error("a client without a certificate listed the journals")
+	}
+	var ca, _ = os.ReadFile(files.CAFile)
+	if err = s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = startSecured()
+	defer s.Close()
+	if files2, _ := s.TLS(); files2 != files {
+		t.Errorf("TLS files moved: %v, then %v", files, files2)
+	}
+	if again, _ := os.ReadFile(files.CAFile); !bytes.Equal(ca, again) {
+		t.Error("a restart made a new CA")
+	}
+	if got := readN(t, s.Journals(), "tests/one", 6); got != "hello\n" {
+		t.Fatalf("read back %q", got)
+	}
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +24,8 @@ type devFlags struct {
 	journals   []string
 	logLevel   string
 	envFile    string
+	tls        bool
+	authKeys   string
 }
 
 func newDevCmd() *cobra.Command {
@@ -48,6 +52,8 @@ brokers persist their journal fragments before exiting.`,
 	cmd.Flags().StringSliceVar(&f.journals, "journals", nil, "journal spec YAML files to apply once the stack is up (gazctl journals apply format)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&f.envFile, "env-file", "", "also write the gazctl environment to this file, as shell exports")
+	cmd.Flags().BoolVar(&f.tls, "tls", false, "serve etcd and the brokers over mutual TLS, with a CA and certificates made under --dir/tls; the environment printed has gazctl and members use them")
+	cmd.Flags().StringVar(&f.authKeys, "auth-keys", "", "Gazette authorization keys (base64, comma-separated; \"generate\" makes one): brokers and members refuse requests not signed by them; the environment printed has gazctl and members sign with them")
 	return cmd
 }
 
@@ -76,6 +82,14 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		files = append(files, journalFile{path, data})
 	}
 
+	if f.authKeys == "generate" {
+		var key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return fmt.Errorf("--auth-keys: %w", err)
+		}
+		f.authKeys = base64.StdEncoding.EncodeToString(key)
+	}
+
 	var startCtx, cancel = context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var stack, err = devstack.Start(startCtx, devstack.Options{
@@ -84,6 +98,8 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		EtcdPort:   f.etcdPort,
 		BrokerPort: f.brokerPort,
 		LogLevel:   level,
+		TLS:        f.tls,
+		AuthKeys:   f.authKeys,
 	})
 	if err != nil {
 		return err
@@ -110,7 +126,8 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	fmt.Fprintf(out, "\nTo use gazctl against this stack:\n\n%s\nPress Ctrl-C to stop.\n", env)
 
 	if f.envFile != "" {
-		if err = os.WriteFile(f.envFile, []byte(env), 0o644); err != nil {
+		// It may hold authorization keys: readable by its owner only.
+		if err = os.WriteFile(f.envFile, []byte(env), 0o600); err != nil {
 			return fmt.Errorf("--env-file: %w", err)
 		}
 	}
@@ -122,11 +139,43 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 // consumers) talk to the stack. It leaves out ETCD_PREFIX: consumers read it
 // as the prefix of their own shards and members (as Gazette's consumers do),
 // which must not be the brokers' prefix.
+//
+// Gazette's variables serve both sides: a member reads CONSUMER_SERVER_*
+// and CONSUMER_PEER_* to serve mutual TLS and CONSUMER_AUTH_KEYS to verify
+// calls, while gazctl reads CONSUMER_CERT_FILE, CONSUMER_TRUSTED_CA_FILE and
+// CONSUMER_AUTH_KEYS to call members.
 func devEnv(s *devstack.Stack) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "export BROKER_ADDRESS=%s\n", s.Brokers()[0].Endpoint())
-	fmt.Fprintf(&b, "export BROKER_CACHE_SIZE=256\n")
-	fmt.Fprintf(&b, "export BROKER_FILE_ROOT=%s\n", s.FragmentsRoot())
-	fmt.Fprintf(&b, "export ETCD_ADDRESS=%s\n", s.EtcdURL())
+	var export = func(name, value string) { fmt.Fprintf(&b, "export %s=%s\n", name, shellQuote(value)) }
+	export("BROKER_ADDRESS", string(s.Brokers()[0].Endpoint()))
+	export("BROKER_CACHE_SIZE", "256")
+	export("BROKER_FILE_ROOT", s.FragmentsRoot())
+	export("ETCD_ADDRESS", s.EtcdURL())
+	if files, ok := s.TLS(); ok {
+		for _, prefix := range []string{"BROKER", "ETCD", "CONSUMER"} {
+			export(prefix+"_CERT_FILE", files.CertFile)
+			export(prefix+"_CERT_KEY_FILE", files.KeyFile)
+			export(prefix+"_TRUSTED_CA_FILE", files.CAFile)
+		}
+		for _, prefix := range []string{"CONSUMER_SERVER", "CONSUMER_PEER"} {
+			export(prefix+"_CERT_FILE", files.CertFile)
+			export(prefix+"_CERT_KEY_FILE", files.KeyFile)
+			export(prefix+"_CA_FILE", files.CAFile)
+		}
+	}
+	if keys := s.AuthKeys(); keys != "" {
+		export("BROKER_AUTH_KEYS", keys)
+		export("CONSUMER_AUTH_KEYS", keys)
+	}
 	return b.String()
+}
+
+// shellQuote quotes v for a POSIX shell, if it needs quoting.
+func shellQuote(v string) string {
+	if v != "" && strings.IndexFunc(v, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=+,@%", r))
+	}) < 0 {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
 }

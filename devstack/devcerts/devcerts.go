@@ -116,6 +116,61 @@ func (ca *CA) Issue(dir, name string, hosts ...string) (Pair, error) {
 	return p, nil
 }
 
+// LoadOrNewCA loads the CA named name from dir (dir/<name>-ca.pem and its
+// key, dir/<name>-ca-key.pem) if both exist, or makes one and writes both:
+// certificates it issues stay trusted by clients of an earlier run.
+func LoadOrNewCA(dir, name string) (*CA, error) {
+	var certFile, keyFile = filepath.Join(dir, name+"-ca.pem"), filepath.Join(dir, name+"-ca-key.pem")
+	var certPEM, cerr = os.ReadFile(certFile)
+	var keyPEM, kerr = os.ReadFile(keyFile)
+	if errors.Is(cerr, os.ErrNotExist) || errors.Is(kerr, os.ErrNotExist) {
+		var ca, err = NewCA(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+		if err != nil {
+			return nil, err
+		}
+		if err = writePEM(keyFile, "PRIVATE KEY", der, 0o600); err != nil {
+			return nil, err
+		}
+		return ca, nil
+	} else if cerr != nil || kerr != nil {
+		return nil, fmt.Errorf("devcerts: reading CA %s: %w", name, errors.Join(cerr, kerr))
+	}
+	var cb, kb = decodePEM(certPEM), decodePEM(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("devcerts: %s or %s is not PEM", certFile, keyFile)
+	}
+	cert, err := x509.ParseCertificate(cb)
+	if err != nil {
+		return nil, fmt.Errorf("devcerts: %s: %w", certFile, err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kb)
+	if err != nil {
+		return nil, fmt.Errorf("devcerts: %s: %w", keyFile, err)
+	}
+	ecKey, ok := key.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("devcerts: %s holds a %T, not an ECDSA key", keyFile, key)
+	}
+	if time.Now().After(cert.NotAfter.Add(-24 * time.Hour)) {
+		// About to expire: make a new one.
+		_ = os.Remove(certFile)
+		_ = os.Remove(keyFile)
+		return LoadOrNewCA(dir, name)
+	}
+	return &CA{CertFile: certFile, cert: cert, key: ecKey}, nil
+}
+
+func decodePEM(b []byte) []byte {
+	if block, _ := pem.Decode(b); block != nil {
+		return block.Bytes
+	}
+	return nil
+}
+
 func serial() *big.Int {
 	var n, _ = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	return n
