@@ -55,6 +55,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.4 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/gogo/gateway v1.1.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
@@ -142,5 +143,6 @@ require (
 
 tool (
 	go.gazette.dev/core/cmd/gazctl
+	go.gazette.dev/core/cmd/gazette
 	google.golang.org/protobuf/cmd/protoc-gen-go
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
 	"github.com/gazconsumer/gazconsumer/example/internal/progress"
 	"github.com/gazconsumer/gazconsumer/example/internal/query"
+	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/specs"
 	pb "go.gazette.dev/core/broker/protocol"
 )
@@ -218,9 +219,9 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 		pubErr = load.Publish(ctx, stack.Journals(), msgs, 100, func(int) { time.Sleep(20 * time.Millisecond) })
 	}()
 
-	var ledgerShards, ledgerConn, _ = query.DialShards(pb.Endpoint(ledger.address()))
+	var ledgerShards, ledgerConn, _ = query.DialShards(pb.Endpoint(ledger.address()), brokerconn.Security{})
 	defer ledgerConn.Close()
-	var boardShards, boardConn, _ = query.DialShards(pb.Endpoint(leaderboard.address()))
+	var boardShards, boardConn, _ = query.DialShards(pb.Endpoint(leaderboard.address()), brokerconn.Security{})
 	defer boardConn.Close()
 	var follower = progress.NewFollower(stack.Journals(),
 		progress.App{Name: "ledger", Shards: ledgerShards}, progress.App{Name: "leaderboard", Shards: boardShards})

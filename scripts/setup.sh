@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh installs what building and testing gazconsumer needs, and only what
 # is missing: Debian packages (RocksDB, protoc and its well-known types), buf
-# from npm, and protoc-gen-go and gazctl built from the versions in go.mod.
+# from npm, and protoc-gen-go, gazctl and gazette built from the versions in
+# go.mod.
 # It is idempotent: a second run changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +32,4 @@ fi
 
 # Go tools come from go.mod's tool directives; go build is a no-op when they
 # are up to date.
-go build -o "$TOOLS/bin/" google.golang.org/protobuf/cmd/protoc-gen-go go.gazette.dev/core/cmd/gazctl
+go build -o "$TOOLS/bin/" google.golang.org/protobuf/cmd/protoc-gen-go go.gazette.dev/core/cmd/gazctl go.gazette.dev/core/cmd/gazette

@@ -11,6 +11,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCmd(), newShardsCmd())
+	root.AddCommand(newDevCmd(), newEtcdCmd(), newShardsCmd())
 	return root
 }

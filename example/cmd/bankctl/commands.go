@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,18 +19,66 @@ import (
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/server"
 	"go.uber.org/zap"
 )
 
-// endpoints are the addresses bankctl talks to.
+// endpoints are the addresses bankctl talks to, and how it authenticates
+// to each: the TLS files and authorization keys of Gazette's clients.
 type endpoints struct {
 	broker, etcd, ledger, leaderboard string
+	brokerTLS, etcdTLS, consumerTLS   tlsFiles
+	brokerAuthKeys, consumerAuthKeys  string
 	closers                           []io.Closer
 }
 
+// tlsFiles are a client's certificate, its key and the CA it trusts.
+type tlsFiles struct{ cert, key, ca string }
+
+func (f *tlsFiles) register(cmd *cobra.Command, name, env string) {
+	cmd.PersistentFlags().StringVar(&f.cert, name+".cert-file", os.Getenv(env+"_CERT_FILE"), "client TLS certificate for "+name+" (env "+env+"_CERT_FILE)")
+	cmd.PersistentFlags().StringVar(&f.key, name+".cert-key-file", os.Getenv(env+"_CERT_KEY_FILE"), "client TLS private key for "+name+" (env "+env+"_CERT_KEY_FILE)")
+	cmd.PersistentFlags().StringVar(&f.ca, name+".trusted-ca-file", os.Getenv(env+"_TRUSTED_CA_FILE"), "CA that "+name+" server certificates must be signed by (env "+env+"_TRUSTED_CA_FILE)")
+}
+
+// config builds the TLS configuration of f, or nil if f names no file.
+func (f tlsFiles) config(name string) (*tls.Config, error) {
+	if f == (tlsFiles{}) {
+		return nil, nil
+	}
+	var c, err = server.BuildTLSConfig(f.cert, f.key, f.ca)
+	if err != nil {
+		return nil, fmt.Errorf("--%s.cert-file: %w", name, err)
+	}
+	return c, nil
+}
+
+// security of calls to name, with f and authorization keys.
+func security(name string, f tlsFiles, keys string) (brokerconn.Security, error) {
+	var sec brokerconn.Security
+	var err error
+	if sec.TLS, err = f.config(name); err != nil {
+		return sec, err
+	}
+	if keys != "" {
+		var a, err = auth.NewKeyedAuth(keys)
+		if err != nil {
+			return sec, fmt.Errorf("--%s.auth-keys: %w", name, err)
+		}
+		sec.Auth = a
+	}
+	return sec, nil
+}
+
 func (e *endpoints) register(cmd *cobra.Command) {
+	e.brokerTLS.register(cmd, "broker", "BROKER")
+	e.etcdTLS.register(cmd, "etcd", "ETCD")
+	e.consumerTLS.register(cmd, "consumer", "CONSUMER")
+	cmd.PersistentFlags().StringVar(&e.brokerAuthKeys, "broker.auth-keys", os.Getenv("BROKER_AUTH_KEYS"), "keys signing requests to brokers (env BROKER_AUTH_KEYS)")
+	cmd.PersistentFlags().StringVar(&e.consumerAuthKeys, "consumer.auth-keys", os.Getenv("CONSUMER_AUTH_KEYS"), "keys signing calls to members (env CONSUMER_AUTH_KEYS)")
 	cmd.PersistentFlags().StringVar(&e.broker, "broker.address", envOr("BROKER_ADDRESS", "http://127.0.0.1:8080"), "Gazette broker endpoint (env BROKER_ADDRESS)")
 	cmd.PersistentFlags().StringVar(&e.etcd, "etcd.address", os.Getenv("ETCD_ADDRESS"), "etcd endpoint, to read recovery-log hints from; empty plays the logs from their start (env ETCD_ADDRESS)")
 	cmd.PersistentFlags().StringVar(&e.ledger, "ledger.address", os.Getenv("LEDGER_ADDRESS"), "address of a ledger member's Shard API (env LEDGER_ADDRESS)")
@@ -44,7 +93,11 @@ func (e *endpoints) close() {
 }
 
 func (e *endpoints) journals() (pb.RoutedJournalClient, error) {
-	var jc, conn, err = brokerconn.Dial(pb.Endpoint(e.broker), pb.NoopDispatchRouter{})
+	var sec, err = security("broker", e.brokerTLS, e.brokerAuthKeys)
+	if err != nil {
+		return nil, err
+	}
+	jc, conn, err := brokerconn.DialSecure(pb.Endpoint(e.broker), pb.NoopDispatchRouter{}, sec)
 	if err != nil {
 		return nil, fmt.Errorf("--broker.address: %w", err)
 	}
@@ -56,7 +109,11 @@ func (e *endpoints) shards(flag, addr string) (pc.ShardClient, error) {
 	if addr == "" {
 		return nil, fmt.Errorf("--%s is required", flag)
 	}
-	var sc, conn, err = query.DialShards(pb.Endpoint(addr))
+	var sec, err = security("consumer", e.consumerTLS, e.consumerAuthKeys)
+	if err != nil {
+		return nil, err
+	}
+	sc, conn, err := query.DialShards(pb.Endpoint(addr), sec)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
@@ -68,7 +125,11 @@ func (e *endpoints) etcdClient() (*clientv3.Client, error) {
 	if e.etcd == "" {
 		return nil, nil
 	}
-	var c, err = clientv3.New(clientv3.Config{Endpoints: []string{e.etcd}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	var tlsConfig, err = e.etcdTLS.config("etcd")
+	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(e.etcd, ","), TLS: tlsConfig, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("--etcd.address: %w", err)
 	}

@@ -9,6 +9,7 @@ package query
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"strings"
 
 	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
+	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,20 +29,35 @@ import (
 	"go.gazette.dev/core/labels"
 	"go.gazette.dev/core/message"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
 // DialShards returns a client of the Shard API served at ep (a consumer
 // member's address, as gazctl's --consumer.address), and its connection.
-func DialShards(ep pb.Endpoint) (pc.ShardClient, *grpc.ClientConn, error) {
+// An https:// member is dialed over TLS with sec.TLS (client certificate
+// and trusted CA); sec.Auth authorizes each call.
+func DialShards(ep pb.Endpoint, sec brokerconn.Security) (pc.ShardClient, *grpc.ClientConn, error) {
 	if err := ep.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("consumer address: %w", err)
 	}
-	var conn, err = grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	var creds = insecure.NewCredentials()
+	if ep.URL().Scheme == "https" {
+		var cfg = sec.TLS
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	var conn, err = grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dialing consumer %s: %w", ep, err)
 	}
-	return pc.NewAuthShardClient(pc.NewShardClient(conn), auth.NewNoopAuth()), conn, nil
+	var authorizer = sec.Auth
+	if authorizer == nil {
+		authorizer = auth.NewNoopAuth()
+	}
+	return pc.NewAuthShardClient(pc.NewShardClient(conn), authorizer), conn, nil
 }
 
 // Snapshot is the state of every shard of an application, each as of its
