@@ -55,7 +55,9 @@ func startBroker(ctx context.Context, s *Stack, index, port int) (*Broker, error
 		svc   = broker.NewService(state, lo, s.etcdClient)
 		b     = &Broker{stack: s, state: state, id: id, srv: srv, tasks: task.NewGroup(context.Background()), sigCh: make(chan os.Signal, 1)}
 	)
-	pb.RegisterJournalServer(srv.GRPCServer, pb.NewVerifiedJournalServer(svc, s.verifier))
+	pb.RegisterJournalServer(srv.GRPCServer, appendLoggingServer{
+		JournalServer: pb.NewVerifiedJournalServer(svc, s.verifier), log: s.appends, admit: s.admitAppend,
+	})
 
 	srv.HTTPMux = http.NewServeMux()
 	srv.HTTPMux.Handle("/metrics", promhttp.Handler())

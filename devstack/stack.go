@@ -13,6 +13,7 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -22,8 +23,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +50,9 @@ import (
 	"go.gazette.dev/core/task"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultEtcdPrefix is the etcd prefix under which brokers keep their state,
@@ -121,6 +128,13 @@ type Stack struct {
 	clientTLS          *tls.Config // Of the stack's own clients.
 	authorizer         pb.Authorizer
 	verifier           pb.Verifier
+
+	appends     *appendLog  // Of acknowledged appends (see appendlog.go).
+	replaying   atomic.Bool // Appends of others wait while the last run's are replayed.
+	replayToken string      // Metadata value of the stack's own appends during replay.
+	losses      []string    // What the last run lost, if anything (see Losses).
+	stopPrune   context.CancelFunc
+	pruneDone   chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -232,6 +246,19 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.startEtcd(ctx); err != nil {
 		return err
 	}
+	// The appends of the last run that its fragments may lack, replayed
+	// once the brokers are up: until then, only the stack's own appends are
+	// served.
+	var logDir = filepath.Join(s.opts.Dir, "appendlog")
+	var earlier, err = appendLogSegments(logDir)
+	if err != nil {
+		return err
+	}
+	if s.appends, err = openAppendLog(logDir, !s.opts.UnsafeNoFsync); err != nil {
+		return err
+	}
+	s.replayToken = strconv.FormatInt(time.Now().UnixNano(), 36)
+	s.replaying.Store(true)
 	if err := s.revokeStaleMembers(ctx); err != nil {
 		return err
 	}
@@ -273,12 +300,37 @@ func (s *Stack) start(ctx context.Context) error {
 		s.brokers = append(s.brokers, b)
 	}
 
-	var err error
 	if s.journals, s.conn, err = brokerconn.DialSecure(s.brokers[0].Endpoint(), pb.NoopDispatchRouter{},
 		brokerconn.Security{TLS: s.clientTLS, Auth: s.authorizer}); err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
-	return s.resetHeads(ctx)
+	if err = s.resetHeads(ctx); err != nil {
+		return err
+	}
+	if err = s.replayAppends(ctx, earlier); err != nil {
+		return err
+	}
+	s.replaying.Store(false)
+
+	var pruneCtx context.Context
+	pruneCtx, s.stopPrune = context.WithCancel(context.Background())
+	s.pruneDone = make(chan struct{})
+	go func() {
+		defer close(s.pruneDone)
+		var ticker = time.NewTicker(appendLogPruneInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-pruneCtx.Done():
+				return
+			case <-ticker.C:
+			}
+			if err := s.appends.prune(pruneCtx, s.persistedEnd); err != nil && pruneCtx.Err() == nil {
+				slog.Warn("devstack: pruning the append log (will retry)", "err", err)
+			}
+		}
+	}()
+	return nil
 }
 
 // resetHeads moves the append offset of every journal to the end of its
@@ -431,7 +483,7 @@ func (s *Stack) revokeStaleMembers(ctx context.Context) error {
 // has yet to assign the journal its replicas.
 func (s *Stack) resetHead(ctx context.Context, journal pb.Journal) error {
 	for {
-		var r = client.NewReader(ctx, s.journals, pb.ReadRequest{
+		var r = client.NewReader(s.ownAppends(ctx), s.journals, pb.ReadRequest{
 			Journal: journal, Offset: -1, Block: false, MetadataOnly: true,
 		})
 		var _, err = r.Read(nil)
@@ -439,7 +491,7 @@ func (s *Stack) resetHead(ctx context.Context, journal pb.Journal) error {
 			if r.Response.Offset == 0 {
 				return nil // Nothing was ever persisted.
 			}
-			var a = client.NewAppender(ctx, s.journals, pb.AppendRequest{Journal: journal, Offset: r.Response.Offset})
+			var a = client.NewAppender(s.ownAppends(ctx), s.journals, pb.AppendRequest{Journal: journal, Offset: r.Response.Offset})
 			if err = a.Close(); err == nil || errors.Is(err, client.ErrWrongAppendOffset) {
 				return nil
 			}
@@ -451,6 +503,145 @@ func (s *Stack) resetHead(ctx context.Context, journal pb.Journal) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("devstack: resetting the head of journal %s: %w (last: %w)", journal, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// appendLogPruneInterval is how often the stack removes segments of its
+// append log that the fragment store has caught up with.
+const appendLogPruneInterval = 10 * time.Second
+
+// replayMetadataKey marks the stack's own appends while it replays.
+const replayMetadataKey = "gazconsumer-devstack-replay"
+
+// ownAppends marks ctx as the stack's own: its appends are served while
+// the stack replays the last run's.
+func (s *Stack) ownAppends(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, replayMetadataKey, s.replayToken)
+}
+
+// admitAppend refuses the appends of others while the stack replays.
+func (s *Stack) admitAppend(ctx context.Context) error {
+	if !s.replaying.Load() {
+		return nil
+	}
+	if md, _ := metadata.FromIncomingContext(ctx); slices.Contains(md.Get(replayMetadataKey), s.replayToken) {
+		return nil
+	}
+	return status.Error(codes.Unavailable, "devstack: replaying the appends that the last run acknowledged but did not persist; retry")
+}
+
+// Losses describes what the last run of the stack on its directory
+// acknowledged but lost (its process died, and its append log could not
+// restore everything): each entry names a journal and the offsets lost.
+// It is empty when nothing was lost, as it is unless the log itself was
+// damaged.
+func (s *Stack) Losses() []string { return slices.Clone(s.losses) }
+
+// persistedEnd returns the end of the content of journal that the fragment
+// store holds.
+func (s *Stack) persistedEnd(ctx context.Context, journal pb.Journal) (pb.Offset, error) {
+	var resp, err = client.ListAllFragments(ctx, s.journals, pb.FragmentsRequest{Journal: journal})
+	if err != nil {
+		return 0, err
+	}
+	var end pb.Offset
+	for _, f := range resp.Fragments {
+		if f.Spec.BackingStore != "" {
+			end = max(end, f.Spec.End)
+		}
+	}
+	return end, nil
+}
+
+// replayAppends appends again, at their very offsets, the appends that the
+// segments of the last run's append log hold and the fragment store lacks,
+// then removes those segments. A journal whose logged appends do not join
+// up with its persisted content is reported in Losses.
+func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
+	if len(segs) == 0 {
+		return nil
+	}
+	var heads = make(map[pb.Journal]pb.Offset)
+	var gone = make(map[pb.Journal]bool)
+	var replayed = make(map[pb.Journal]int64)
+	var lost = make(map[pb.Journal][]string)
+	for _, seg := range segs {
+		var err = readAppendSegment(seg.path, func(rec appendRecord) error {
+			if gone[rec.Journal] {
+				return nil
+			}
+			var head, ok = heads[rec.Journal]
+			if !ok {
+				var err error
+				if head, err = s.writeHead(ctx, rec.Journal); errors.Is(err, client.ErrJournalNotFound) {
+					gone[rec.Journal] = true
+					return nil
+				} else if err != nil {
+					return err
+				}
+			}
+			switch {
+			case rec.End <= head:
+				// Persisted.
+			case rec.Begin == head:
+				var _, err = client.Append(s.ownAppends(ctx), s.journals,
+					pb.AppendRequest{Journal: rec.Journal, Offset: rec.Begin}, bytes.NewReader(rec.Content))
+				if err != nil {
+					return fmt.Errorf("devstack: replaying the append of journal %s at offset %d: %w", rec.Journal, rec.Begin, err)
+				}
+				head = rec.End
+				replayed[rec.Journal] += rec.End - rec.Begin
+			default:
+				lost[rec.Journal] = append(lost[rec.Journal], fmt.Sprintf("[%d, %d)", head, rec.Begin))
+				head = rec.Begin // What follows cannot be placed either.
+				gone[rec.Journal] = true
+			}
+			heads[rec.Journal] = head
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for journal, n := range replayed {
+		slog.Warn("devstack: the last run stopped before persisting appends it had acknowledged: appended them again",
+			"journal", journal, "bytes", n, "through", heads[journal])
+	}
+	for journal, ranges := range lost {
+		var msg = fmt.Sprintf("journal %s: the last run acknowledged content beyond offset %s that its append log cannot place (a gap of unacknowledged content before it); the journal continues from its persisted end",
+			journal, strings.Join(ranges, ", "))
+		slog.Error("devstack: " + msg)
+		s.losses = append(s.losses, msg)
+	}
+	for _, seg := range segs {
+		if err := os.Remove(seg.path); err != nil {
+			return fmt.Errorf("devstack: removing a replayed append log segment: %w", err)
+		}
+	}
+	s.appends.mu.Lock()
+	s.appends.closed = slices.DeleteFunc(s.appends.closed, func(c closedSegment) bool { return c.ends == nil })
+	s.appends.mu.Unlock()
+	return nil
+}
+
+// writeHead returns the write head of journal, as its brokers agree on it.
+func (s *Stack) writeHead(ctx context.Context, journal pb.Journal) (pb.Offset, error) {
+	for {
+		var r = client.NewReader(s.ownAppends(ctx), s.journals, pb.ReadRequest{
+			Journal: journal, Offset: -1, Block: false, MetadataOnly: true,
+		})
+		var _, err = r.Read(nil)
+		if errors.Is(err, client.ErrOffsetNotYetAvailable) {
+			return r.Response.Offset, nil
+		} else if !errors.Is(err, client.ErrInsufficientJournalBrokers) && !errors.Is(err, client.ErrNoJournalPrimaryBroker) &&
+			!errors.Is(err, client.ErrNotJournalPrimaryBroker) {
+			return 0, fmt.Errorf("devstack: write head of journal %s: %w", journal, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("devstack: write head of journal %s: %w (last: %w)", journal, ctx.Err(), err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -528,6 +719,16 @@ func (s *Stack) Close() error {
 		if s.etcd != nil {
 			s.etcd.Close()
 			<-s.etcd.Server.StopNotify()
+		}
+		if s.stopPrune != nil {
+			s.stopPrune()
+			<-s.pruneDone
+		}
+		if s.appends != nil {
+			// Once the persister has written every fragment, the log holds
+			// nothing the fragment store lacks.
+			var persisted = errors.Join(errs...) == nil && s.persister != nil
+			errs = append(errs, s.appends.close(persisted))
 		}
 		s.closeErr = errors.Join(errs...)
 

@@ -1,17 +1,21 @@
 package devstack_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +28,43 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("DEVSTACK_CRASH_CHILD_DIR"); dir != "" {
+		crashChild(dir)
+		return
+	}
 	goleak.VerifyTestMain(m, devstacktest.LeakOptions()...)
+}
+
+// crashChild is the process that TestAcknowledgedAppendsSurviveSIGKILL
+// kills: it runs a stack on dir, appends lines to its journals as fast as
+// they are acknowledged, and prints each line once acknowledged, until it
+// is killed.
+func crashChild(dir string) {
+	var ctx = context.Background()
+	var s, err = devstack.Start(ctx, devstack.Options{Dir: dir, Brokers: 2, LogLevel: slog.LevelError})
+	if err != nil {
+		fmt.Println("start:", err)
+		os.Exit(1)
+	}
+	if _, err = specs.ApplyJournalsFile(ctx, s.Journals(), "testdata/journals.yaml"); err != nil {
+		fmt.Println("apply:", err)
+		os.Exit(1)
+	}
+	var ajc = client.NewAppendService(ctx, s.Journals())
+	for i := 0; ; i++ {
+		var journal = []pb.Journal{"tests/one", "tests/two"}[i%2]
+		var line = fmt.Sprintf("line %d of %s\n", i, journal)
+		var aa = ajc.StartAppend(pb.AppendRequest{Journal: journal}, nil)
+		_, _ = aa.Writer().WriteString(line)
+		if err = aa.Release(); err == nil {
+			err = aa.Err()
+		}
+		if err != nil {
+			fmt.Println("append:", err)
+			os.Exit(1)
+		}
+		fmt.Print("acknowledged ", line) // Only once the append is.
+	}
 }
 
 func start(t *testing.T, dir string, brokers int) *devstack.Stack {
@@ -371,4 +411,57 @@ func TestSecuredStack(t *testing.T) {
 	if got := readN(t, s.Journals(), "tests/one", 6); got != "hello\n" {
 		t.Fatalf("read back %q", got)
 	}
+}
+
+// Appends that a stack acknowledged survive a SIGKILL of its process (all
+// of its brokers at once): a stack started again on the directory appends
+// again what its fragments lacked, at the same offsets, from its append log.
+func TestAcknowledgedAppendsSurviveSIGKILL(t *testing.T) {
+	var dir = t.TempDir()
+	var cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "DEVSTACK_CRASH_CHILD_DIR="+dir)
+	var stdout, err = cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err = cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Read acknowledgements until a good number of appends were made, then
+	// kill the process, reading what it acknowledged in the meantime.
+	var acked = map[pb.Journal][]string{}
+	var sc = bufio.NewScanner(stdout)
+	var n int
+	for sc.Scan() {
+		var line, ok = strings.CutPrefix(sc.Text(), "acknowledged ")
+		if !ok {
+			t.Fatalf("the stack's process: %s", sc.Text())
+		}
+		var journal = pb.Journal(line[strings.LastIndex(line, " ")+1:])
+		acked[journal] = append(acked[journal], line+"\n")
+		if n++; n == 2000 {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
+	}
+	_ = cmd.Wait()
+	if n < 2000 {
+		t.Fatalf("the stack's process acknowledged only %d appends", n)
+	}
+
+	var s = start(t, dir, 2)
+	defer s.Close()
+	if losses := s.Losses(); len(losses) != 0 {
+		t.Errorf("Losses: %v", losses)
+	}
+	for journal, lines := range acked {
+		var want = strings.Join(lines, "")
+		// What it acknowledged, at the offsets it acknowledged, perhaps
+		// followed by an append it made but could not acknowledge.
+		if got := readN(t, s.Journals(), journal, len(want)); got != want {
+			t.Errorf("%s holds %d bytes that differ from the %d acknowledged", journal, len(got), len(want))
+		}
+	}
+	// And the journals take appends again.
+	appendTo(t, s.Journals(), "tests/one", "after the crash\n")
 }

@@ -182,6 +182,7 @@ func newPublishCmd(ep *endpoints) *cobra.Command {
 	var record string
 	var follow bool
 	var timeout time.Duration
+	var rate float64
 	var cmd = &cobra.Command{
 		Use:   "publish",
 		Short: "Publish orders and payments exactly once, and record the outcome they must have",
@@ -200,7 +201,7 @@ until both have caught up with all it published.`,
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			return runPublish(ctx, cmd.OutOrStdout(), ep, opts, record, follow)
+			return runPublish(ctx, cmd.OutOrStdout(), ep, opts, record, follow, rate)
 		},
 	}
 	cmd.Flags().IntVar(&opts.Orders, "orders", 10000, "number of orders")
@@ -212,10 +213,14 @@ until both have caught up with all it published.`,
 	cmd.Flags().StringVar(&record, "record", "bank-record.json", "file to write the record of the load to")
 	cmd.Flags().BoolVar(&follow, "follow", false, "show the consumers' progress until they have caught up")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: never)")
+	cmd.Flags().Float64Var(&rate, "rate", 0, "publish at most this many messages a second (0: as fast as the brokers take them)")
 	return cmd
 }
 
-func runPublish(ctx context.Context, out io.Writer, ep *endpoints, opts load.Options, record string, follow bool) error {
+func runPublish(ctx context.Context, out io.Writer, ep *endpoints, opts load.Options, record string, follow bool, rate float64) error {
+	if rate < 0 {
+		return fmt.Errorf("--rate %v: not a number of messages a second", rate)
+	}
 	var msgs, rec, err = load.Generate(opts)
 	if err != nil {
 		return err
@@ -244,7 +249,19 @@ func runPublish(ctx context.Context, out io.Writer, ep *endpoints, opts load.Opt
 	var start = time.Now()
 	go func() {
 		defer close(done)
-		pubErr <- load.Publish(ctx, jc, msgs, opts.TxnSize, func(n int) { published.Store(int64(n)) })
+		pubErr <- load.Publish(ctx, jc, msgs, opts.TxnSize, func(n int) {
+			published.Store(int64(n))
+			if rate == 0 {
+				return
+			}
+			// Pace the next transaction: n messages take n/rate seconds.
+			if ahead := time.Duration(float64(n)/rate*float64(time.Second)) - time.Since(start); ahead > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(ahead):
+				}
+			}
+		})
 	}()
 
 	var screen = newScreen(out)

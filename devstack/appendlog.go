@@ -1,0 +1,392 @@
+package devstack
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The brokers of a Stack all live in its process: when the process dies
+// (SIGKILL, an out-of-memory kill, a crash), replication cannot save what
+// they acknowledged but had not yet persisted to the fragment store, which
+// Gazette persists only as fragments complete. So the stack keeps an
+// append log: a broker acknowledges an append only once the append's
+// content is in the log (and synced to disk, unless UnsafeNoFsync). The
+// next Start, on the same directory, appends again whatever the fragment
+// store lacks, at its very offsets, before anyone else may append.
+//
+// The log is a sequence of segment files under Dir/appendlog. A segment
+// whose every append the fragment store holds is removed; a clean Close
+// removes them all.
+
+// appendLogSegmentSize is the size past which the log starts a new segment.
+const appendLogSegmentSize = 64 << 20
+
+// appendRecordMagic begins each record.
+var appendRecordMagic = [4]byte{'g', 'z', 'a', 'l'}
+
+// appendRecord is an acknowledged append.
+type appendRecord struct {
+	Journal    pb.Journal
+	Begin, End pb.Offset
+	Content    []byte
+}
+
+// appendLog is the stack's log of acknowledged appends.
+type appendLog struct {
+	dir  string
+	sync bool
+
+	mu       sync.Mutex
+	f        *os.File
+	w        *bufio.Writer
+	seq      int                  // Of the current segment.
+	size     int64                // Of the current segment.
+	ends     map[pb.Journal]int64 // Largest end of each journal in the current segment.
+	closed   []closedSegment      // Earlier segments, not yet removed.
+	written  uint64               // Records written.
+	writeErr error                // Sticky: once writing failed, appends are refused.
+
+	syncMu sync.Mutex
+	synced uint64 // Records known to be on disk.
+}
+
+// closedSegment is a segment no longer written, and the largest end of each
+// journal it holds.
+type closedSegment struct {
+	path string
+	ends map[pb.Journal]int64
+}
+
+// openAppendLog opens a new segment of the log in dir, after those there.
+func openAppendLog(dir string, sync bool) (*appendLog, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("devstack: creating the append log: %w", err)
+	}
+	var segs, err = appendLogSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	var l = &appendLog{dir: dir, sync: sync}
+	if len(segs) != 0 {
+		l.seq = segs[len(segs)-1].seq
+	}
+	for _, s := range segs {
+		// Segments of an earlier run: replay removes them once replayed.
+		l.closed = append(l.closed, closedSegment{path: s.path})
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l, l.rotateLocked()
+}
+
+type segmentFile struct {
+	path string
+	seq  int
+}
+
+// appendLogSegments lists the segments of dir in order.
+func appendLogSegments(dir string) ([]segmentFile, error) {
+	var entries, err = os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("devstack: listing the append log: %w", err)
+	}
+	var out []segmentFile
+	for _, e := range entries {
+		var name, ok = strings.CutSuffix(e.Name(), ".log")
+		if !ok {
+			continue
+		}
+		var seq, err = strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		out = append(out, segmentFile{path: filepath.Join(dir, e.Name()), seq: seq})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out, nil
+}
+
+// rotateLocked closes the current segment, if any, and starts the next.
+func (l *appendLog) rotateLocked() error {
+	if l.f != nil {
+		if err := l.w.Flush(); err != nil {
+			return err
+		}
+		if err := l.f.Sync(); err != nil {
+			return err
+		}
+		if err := l.f.Close(); err != nil {
+			return err
+		}
+		l.closed = append(l.closed, closedSegment{path: l.f.Name(), ends: l.ends})
+		l.syncMu.Lock()
+		l.synced = l.written
+		l.syncMu.Unlock()
+	}
+	l.seq++
+	var f, err = os.OpenFile(filepath.Join(l.dir, fmt.Sprintf("%012d.log", l.seq)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return fmt.Errorf("devstack: creating an append log segment: %w", err)
+	}
+	l.f, l.w, l.size, l.ends = f, bufio.NewWriterSize(f, 1<<16), 0, make(map[pb.Journal]int64)
+	return nil
+}
+
+// record logs an acknowledged append, and returns once it is written (and
+// synced, if the log syncs). Records of concurrent appends share a sync.
+func (l *appendLog) record(rec appendRecord) error {
+	var payload = encodeAppendRecord(rec)
+	l.mu.Lock()
+	if l.writeErr == nil {
+		l.writeErr = l.writeLocked(rec, payload)
+	}
+	var err, seq = l.writeErr, l.written
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !l.sync {
+		return nil
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.synced >= seq {
+		return nil // A sync since covered it.
+	}
+	l.mu.Lock()
+	var f, through = l.f, l.written
+	l.mu.Unlock()
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("devstack: syncing the append log: %w", err)
+	}
+	l.synced = max(l.synced, through)
+	return nil
+}
+
+func (l *appendLog) writeLocked(rec appendRecord, payload []byte) error {
+	if l.size >= appendLogSegmentSize {
+		if err := l.rotateLocked(); err != nil {
+			return fmt.Errorf("devstack: rotating the append log: %w", err)
+		}
+	}
+	var hdr [12]byte
+	copy(hdr[:4], appendRecordMagic[:])
+	binary.LittleEndian.PutUint32(hdr[4:8], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(hdr[8:12], crc32.ChecksumIEEE(payload))
+	if _, err := l.w.Write(hdr[:]); err != nil {
+		return fmt.Errorf("devstack: writing the append log: %w", err)
+	}
+	if _, err := l.w.Write(payload); err != nil {
+		return fmt.Errorf("devstack: writing the append log: %w", err)
+	}
+	// Into the file (the page cache survives the process): a record must
+	// not linger in this process's buffer once its append is acknowledged.
+	if err := l.w.Flush(); err != nil {
+		return fmt.Errorf("devstack: writing the append log: %w", err)
+	}
+	l.size += int64(len(hdr) + len(payload))
+	l.ends[rec.Journal] = max(l.ends[rec.Journal], rec.End)
+	l.written++
+	return nil
+}
+
+func encodeAppendRecord(rec appendRecord) []byte {
+	var b = make([]byte, 0, 2+len(rec.Journal)+16+len(rec.Content))
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(rec.Journal)))
+	b = append(b, rec.Journal...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(rec.Begin))
+	b = binary.LittleEndian.AppendUint64(b, uint64(rec.End))
+	return append(b, rec.Content...)
+}
+
+func decodeAppendRecord(b []byte) (appendRecord, error) {
+	var rec appendRecord
+	if len(b) < 2 {
+		return rec, errors.New("short record")
+	}
+	var n = int(binary.LittleEndian.Uint16(b))
+	if len(b) < 2+n+16 {
+		return rec, errors.New("short record")
+	}
+	rec.Journal = pb.Journal(b[2 : 2+n])
+	rec.Begin = pb.Offset(binary.LittleEndian.Uint64(b[2+n:]))
+	rec.End = pb.Offset(binary.LittleEndian.Uint64(b[2+n+8:]))
+	rec.Content = b[2+n+16:]
+	if rec.End-rec.Begin != int64(len(rec.Content)) {
+		return rec, fmt.Errorf("record of journal %s [%d, %d) holds %d bytes", rec.Journal, rec.Begin, rec.End, len(rec.Content))
+	}
+	return rec, nil
+}
+
+// readAppendSegment calls fn with each record of the segment at path. A
+// torn or corrupt tail (the process died while writing it; its append was
+// never acknowledged) ends the segment.
+func readAppendSegment(path string, fn func(appendRecord) error) error {
+	var f, err = os.Open(path)
+	if err != nil {
+		return fmt.Errorf("devstack: reading the append log: %w", err)
+	}
+	defer f.Close()
+	var r = bufio.NewReaderSize(f, 1<<16)
+	var offset int64
+	for {
+		var hdr [12]byte
+		if _, err = io.ReadFull(r, hdr[:]); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil || !bytes.Equal(hdr[:4], appendRecordMagic[:]) {
+			slog.Warn("append log segment ends in a torn record (written as the process died; never acknowledged)", "segment", path, "offset", offset)
+			return nil
+		}
+		var payload = make([]byte, binary.LittleEndian.Uint32(hdr[4:8]))
+		if _, err = io.ReadFull(r, payload); err != nil || crc32.ChecksumIEEE(payload) != binary.LittleEndian.Uint32(hdr[8:12]) {
+			slog.Warn("append log segment ends in a torn record (written as the process died; never acknowledged)", "segment", path, "offset", offset)
+			return nil
+		}
+		var rec, derr = decodeAppendRecord(payload)
+		if derr != nil {
+			return fmt.Errorf("devstack: append log %s offset %d: %w", path, offset, derr)
+		}
+		if err = fn(rec); err != nil {
+			return err
+		}
+		offset += int64(len(hdr) + len(payload))
+	}
+}
+
+// close closes the log. If persisted, every append is in the fragment
+// store, and the segments are removed.
+func (l *appendLog) close(persisted bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var err error
+	if l.f != nil {
+		err = errors.Join(l.w.Flush(), l.f.Close())
+		l.closed = append(l.closed, closedSegment{path: l.f.Name(), ends: l.ends})
+		l.f = nil
+	}
+	if err != nil || !persisted {
+		return err
+	}
+	for _, s := range l.closed {
+		if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	l.closed = nil
+	return err
+}
+
+// prune removes the closed segments whose every append the fragment store
+// holds, as persistedEnd tells of each journal.
+func (l *appendLog) prune(ctx context.Context, persistedEnd func(context.Context, pb.Journal) (pb.Offset, error)) error {
+	l.mu.Lock()
+	var closed = slices.Clone(l.closed)
+	l.mu.Unlock()
+
+	var removed = make(map[string]bool)
+	for _, s := range closed {
+		if s.ends == nil {
+			continue // Of an earlier run: replay removes it.
+		}
+		var done = true
+		for journal, end := range s.ends {
+			var persisted, err = persistedEnd(ctx, journal)
+			if status.Code(err) == codes.NotFound || errors.Is(err, client.ErrJournalNotFound) {
+				continue // Deleted: nothing to keep for it.
+			} else if err != nil {
+				return err
+			} else if persisted < end {
+				done = false
+				break
+			}
+		}
+		if !done {
+			break // Segments are pruned in order.
+		}
+		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("devstack: removing append log segment: %w", err)
+		}
+		removed[s.path] = true
+	}
+	l.mu.Lock()
+	l.closed = slices.DeleteFunc(l.closed, func(s closedSegment) bool { return removed[s.path] })
+	l.mu.Unlock()
+	return nil
+}
+
+// appendLoggingServer is a JournalServer whose acknowledgements of appends
+// wait for the append log, and which refuses the appends that admit does.
+type appendLoggingServer struct {
+	pb.JournalServer
+	log   *appendLog
+	admit func(context.Context) error
+}
+
+func (s appendLoggingServer) Append(stream pb.Journal_AppendServer) error {
+	return s.JournalServer.Append(&loggedAppendStream{Journal_AppendServer: stream, log: s.log, admit: s.admit})
+}
+
+// loggedAppendStream keeps the content of an append, and logs it before it
+// acknowledges the append.
+type loggedAppendStream struct {
+	pb.Journal_AppendServer
+	log      *appendLog
+	admit    func(context.Context) error
+	admitted bool
+	journal  pb.Journal
+	content  []byte
+}
+
+func (s *loggedAppendStream) Recv() (*pb.AppendRequest, error) {
+	var req, err = s.Journal_AppendServer.Recv()
+	if err == nil && !s.admitted {
+		// A request a broker proxies carries its Header: the proxying
+		// broker, one of the stack's, admitted it.
+		if req.Header == nil {
+			if err = s.admit(s.Context()); err != nil {
+				return nil, err
+			}
+		}
+		s.admitted = true
+	}
+	if err == nil {
+		if req.Journal != "" {
+			s.journal = req.Journal
+		}
+		s.content = append(s.content, req.Content...)
+	}
+	return req, err
+}
+
+func (s *loggedAppendStream) SendAndClose(resp *pb.AppendResponse) error {
+	if resp.Status == pb.Status_OK && resp.Commit != nil && resp.Commit.End > resp.Commit.Begin {
+		var c = resp.Commit
+		if int64(len(s.content)) != c.End-c.Begin {
+			return status.Errorf(codes.Internal, "devstack: append to %s committed [%d, %d) but carried %d bytes: not logged", c.Journal, c.Begin, c.End, len(s.content))
+		}
+		if err := s.log.record(appendRecord{Journal: c.Journal, Begin: c.Begin, End: c.End, Content: s.content}); err != nil {
+			// The append is in the broker, but would not survive a crash.
+			return status.Errorf(codes.Unavailable, "%v", err)
+		}
+	}
+	return s.Journal_AppendServer.SendAndClose(resp)
+}
