@@ -8,7 +8,7 @@ export PATH := $(TOOLS):$(PATH)
 # Packages whose tests exercise concurrency, run again under the race detector.
 RACE_PKGS := ./devstack/... ./recoverylog/... ./store/rocks/... ./runtime/...
 
-.PHONY: all setup generate build test race vet demo bench bench-go bench-consumers bench-recovery clean
+.PHONY: all setup generate build test test-multihost race vet demo bench bench-go bench-consumers bench-recovery clean
 
 all: build
 
@@ -36,6 +36,13 @@ test: setup
 	cd bench && go vet ./...
 	go test -timeout 20m ./...
 	go test -race -timeout 20m $(RACE_PKGS)
+
+## test-multihost: the example bank across hosts, each a network namespace
+## (it needs root): etcd, three brokers and the members on hosts of their
+## own, over mutual TLS with authorization, through a broker host going
+## down, a member host cut off and members killed (example/multihost).
+test-multihost: setup
+	go test -tags multihost -count=1 -timeout 20m -v ./example/multihost/
 
 ## demo: the main job, the example bank, on the in-process stack: generates,
 ## builds, runs and checks it (see scripts/demo.sh).

@@ -3,6 +3,7 @@ package example_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -84,6 +85,9 @@ type member struct {
 	started int
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
+	done    chan error // Receives what Wait returned, once.
+	exited  bool
+	exitErr error
 }
 
 func (m *member) address() string { return "http://127.0.0.1:" + m.port }
@@ -105,6 +109,34 @@ func (m *member) start() {
 	if err := m.cmd.Start(); err != nil {
 		m.t.Fatalf("starting %s: %v", m.app, err)
 	}
+	var cmd, done = m.cmd, make(chan error, 1)
+	m.done, m.exited, m.exitErr = done, false, nil
+	go func() { done <- cmd.Wait() }()
+}
+
+// wait waits up to d for the process to exit, and reports whether it did.
+func (m *member) wait(d time.Duration) bool {
+	if m.exited {
+		return true
+	}
+	select {
+	case m.exitErr = <-m.done:
+		m.exited = true
+	case <-time.After(d):
+	}
+	return m.exited
+}
+
+// exitCode returns the process's exit code, if it has exited.
+func (m *member) exitCode() (int, bool) {
+	if !m.wait(0) {
+		return 0, false
+	}
+	var exit *exec.ExitError
+	if errors.As(m.exitErr, &exit) {
+		return exit.ExitCode(), true
+	}
+	return 0, true
 }
 
 // waitServing waits until the member accepts connections on its port.
@@ -130,7 +162,7 @@ func (m *member) kill() {
 	if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		m.t.Fatalf("killing %s: %v", m.app, err)
 	}
-	_ = m.cmd.Wait()
+	m.wait(time.Minute)
 }
 
 // stop stops the process with SIGTERM, once it has installed its handler
@@ -139,19 +171,17 @@ func (m *member) stop() {
 	m.t.Helper()
 	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if m.wait(0) {
+		return // It exited already: its caller judged how.
+	}
 	m.waitServing(ctx)
 	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	var done = make(chan error, 1)
-	go func() { done <- m.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			m.t.Errorf("%s exited with %v:\n%s", m.app, err, m.log)
-		}
-	case <-time.After(time.Minute):
+	if !m.wait(time.Minute) {
 		_ = m.cmd.Process.Kill()
-		<-done
+		m.wait(time.Minute)
 		m.t.Errorf("%s did not stop on SIGTERM:\n%s", m.app, m.log)
+	} else if m.exitErr != nil {
+		m.t.Errorf("%s exited with %v:\n%s", m.app, m.exitErr, m.log)
 	}
 }
 
@@ -223,7 +253,7 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 	defer ledgerConn.Close()
 	var boardShards, boardConn, _ = query.DialShards(pb.Endpoint(leaderboard.address()), brokerconn.Security{})
 	defer boardConn.Close()
-	var follower = progress.NewFollower(stack.Journals(),
+	var follower = progress.NewFollower(stack.Journals(), brokerconn.Security{},
 		progress.App{Name: "ledger", Shards: ledgerShards}, progress.App{Name: "leaderboard", Shards: boardShards})
 	defer follower.Close()
 

@@ -69,6 +69,27 @@ func ApplyJournals(ctx context.Context, jc pb.JournalClient, name string, data [
 	return resp, nil
 }
 
+// UpsertJournals is ApplyJournals, but a journal whose spec gives no
+// revision is created or updated, whichever it needs, where gazctl would
+// refuse to create a journal that exists: for applying the same files on
+// every start of a stack.
+func UpsertJournals(ctx context.Context, jc pb.JournalClient, name string, data []byte) (*pb.ApplyResponse, error) {
+	var req, err = ParseJournals(name, data)
+	if err != nil {
+		return nil, err
+	}
+	for i := range req.Changes {
+		if req.Changes[i].ExpectModRevision == 0 {
+			req.Changes[i].ExpectModRevision = -1
+		}
+	}
+	resp, err := client.ApplyJournals(ctx, jc, req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: applying %d journal changes: %w", name, len(req.Changes), err)
+	}
+	return resp, nil
+}
+
 // ApplyJournalsFile reads the file at path and applies it (see ApplyJournals).
 func ApplyJournalsFile(ctx context.Context, jc pb.JournalClient, path string) (*pb.ApplyResponse, error) {
 	var data, err = os.ReadFile(path)

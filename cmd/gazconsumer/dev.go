@@ -49,7 +49,7 @@ brokers persist their journal fragments before exiting.`,
 	cmd.Flags().IntVar(&f.brokers, "brokers", 1, "number of brokers")
 	cmd.Flags().IntVar(&f.etcdPort, "etcd-port", 0, "loopback port of etcd's client endpoint (0: any free port)")
 	cmd.Flags().IntVar(&f.brokerPort, "broker-port", 8080, "loopback port of the first broker; the others follow it (0: any free port)")
-	cmd.Flags().StringSliceVar(&f.journals, "journals", nil, "journal spec YAML files to apply once the stack is up (gazctl journals apply format)")
+	cmd.Flags().StringSliceVar(&f.journals, "journals", nil, "journal spec YAML files to apply once the stack is up (gazctl journals apply format); journals without a revision are created or updated, so that a restart applies them again")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&f.envFile, "env-file", "", "also write the gazctl environment to this file, as shell exports")
 	cmd.Flags().BoolVar(&f.tls, "tls", false, "serve etcd and the brokers over mutual TLS, with a CA and certificates made under --dir/tls; the environment printed has gazctl and members use them")
@@ -112,7 +112,7 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	}()
 
 	for _, jf := range files {
-		if _, err = specs.ApplyJournals(startCtx, stack.Journals(), jf.path, jf.data); err != nil {
+		if _, err = specs.UpsertJournals(startCtx, stack.Journals(), jf.path, jf.data); err != nil {
 			return err
 		}
 	}

@@ -239,7 +239,11 @@ func runPublish(ctx context.Context, out io.Writer, ep *endpoints, opts load.Opt
 		if err != nil {
 			return err
 		}
-		follower = progress.NewFollower(jc, progress.App{Name: "ledger", Shards: ledger}, progress.App{Name: "leaderboard", Shards: leaderboard})
+		sec, err := security("consumer", ep.consumerTLS, ep.consumerAuthKeys)
+		if err != nil {
+			return err
+		}
+		follower = progress.NewFollower(jc, sec, progress.App{Name: "ledger", Shards: ledger}, progress.App{Name: "leaderboard", Shards: leaderboard})
 		defer follower.Close()
 	}
 
@@ -326,7 +330,11 @@ func newFollowCmd(ep *endpoints) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var f = progress.NewFollower(jc, progress.App{Name: "ledger", Shards: ledger}, progress.App{Name: "leaderboard", Shards: leaderboard})
+			sec, err := security("consumer", ep.consumerTLS, ep.consumerAuthKeys)
+			if err != nil {
+				return err
+			}
+			var f = progress.NewFollower(jc, sec, progress.App{Name: "ledger", Shards: ledger}, progress.App{Name: "leaderboard", Shards: leaderboard})
 			defer f.Close()
 			var done = make(chan struct{})
 			close(done)

@@ -6,6 +6,7 @@ package progress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,11 +15,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -49,6 +53,7 @@ type Status struct {
 // Follower takes readings of applications.
 type Follower struct {
 	jc    pb.RoutedJournalClient
+	sec   brokerconn.Security
 	apps  []App
 	mu    sync.Mutex
 	conns map[pb.Endpoint]*grpc.ClientConn
@@ -56,9 +61,15 @@ type Follower struct {
 }
 
 // NewFollower returns a Follower of apps, whose sources it reads the write
-// heads of through jc.
-func NewFollower(jc pb.RoutedJournalClient, apps ...App) *Follower {
-	return &Follower{jc: jc, apps: apps, conns: make(map[pb.Endpoint]*grpc.ClientConn), http: &http.Client{Timeout: 5 * time.Second}}
+// heads of through jc. It calls the members that are primaries of the
+// apps' shards with sec: over TLS (sec.TLS) for https:// members, whose
+// metrics too it reads with sec.TLS's client certificate, authorized by
+// sec.Auth.
+func NewFollower(jc pb.RoutedJournalClient, sec brokerconn.Security, apps ...App) *Follower {
+	var transport = http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = sec.TLS
+	return &Follower{jc: jc, sec: sec, apps: apps, conns: make(map[pb.Endpoint]*grpc.ClientConn),
+		http: &http.Client{Timeout: 5 * time.Second, Transport: transport}}
 }
 
 // Close closes the connections to the members.
@@ -168,7 +179,15 @@ func (f *Follower) stat(ctx context.Context, ep pb.Endpoint, shard pc.ShardID) (
 	var conn, ok = f.conns[ep]
 	f.mu.Unlock()
 	if !ok {
-		var c, err = grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		var creds = insecure.NewCredentials()
+		if ep.URL().Scheme == "https" {
+			var cfg = f.sec.TLS
+			if cfg == nil {
+				cfg = &tls.Config{}
+			}
+			creds = credentials.NewTLS(cfg)
+		}
+		var c, err = grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return nil, fmt.Errorf("dialing %s: %w", ep, err)
 		}
@@ -176,7 +195,11 @@ func (f *Follower) stat(ctx context.Context, ep pb.Endpoint, shard pc.ShardID) (
 		f.conns[ep], conn = c, c
 		f.mu.Unlock()
 	}
-	var resp, err = pc.NewShardClient(conn).Stat(ctx, &pc.StatRequest{Shard: shard})
+	var authorizer = f.sec.Auth
+	if authorizer == nil {
+		authorizer = auth.NewNoopAuth()
+	}
+	var resp, err = pc.NewAuthShardClient(pc.NewShardClient(conn), authorizer).Stat(ctx, &pc.StatRequest{Shard: shard})
 	if err != nil {
 		return nil, fmt.Errorf("shard %s at %s: stat: %w", shard, ep, err)
 	}
