@@ -68,7 +68,7 @@ bench-consumers: setup
 ## bench-recovery: recovery of a shard with 1 GiB of live state, against its
 ## live bytes and an fsync'd write of them (a few minutes; not part of test).
 bench-recovery: setup
-	go run ./internal/recoverybench
+	cd bench && go run ./cmd/recoverybench
 
 clean:
 	rm -rf bin .gazconsumer

@@ -185,6 +185,37 @@ func (m *member) stop() {
 	}
 }
 
+// startBank starts the example's ledger and leaderboard as members of the
+// stack at etcd and broker, stopped when t ends, and applies their shards
+// with Gazette's gazctl, through the members' Shard API.
+func startBank(ctx context.Context, t *testing.T, bin, gazctl, etcd, broker string) (ledger, leaderboard *member) {
+	t.Helper()
+	var common = []string{"--etcd.address", etcd, "--broker.address", broker}
+	ledger = &member{t: t, bin: bin, app: "ledger", port: freePort(t), args: common}
+	leaderboard = &member{t: t, bin: bin, app: "leaderboard", port: freePort(t), args: common}
+	var members = []*member{ledger, leaderboard}
+	for _, m := range members {
+		m.start()
+	}
+	t.Cleanup(func() {
+		for _, m := range members {
+			m.stop()
+			if t.Failed() {
+				t.Logf("%s (process %d) logged:\n%s", m.app, m.started, m.log)
+			}
+		}
+	})
+	for _, m := range members {
+		m.waitServing(ctx)
+		var out, err = exec.CommandContext(ctx, gazctl, "shards", "apply", "--specs", "specs/"+m.app+"-shards.yaml",
+			"--consumer.address", m.address(), "--broker.address", broker).CombinedOutput()
+		if err != nil {
+			t.Fatalf("gazctl shards apply to %s: %v\n%s", m.app, err, out)
+		}
+	}
+	return ledger, leaderboard
+}
+
 // TestExactlyOnceUnderCrashes publishes a load of orders and payments while
 // the ledger and the leaderboard run as processes, kills them with SIGKILL
 // at random moments and restarts them each time. Once they have caught up,
@@ -211,31 +242,8 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 	if _, err := specs.ApplyJournalsFile(ctx, stack.Journals(), "specs/journals.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	var common = []string{"--etcd.address", stack.EtcdURL(), "--broker.address", string(stack.Brokers()[0].Endpoint())}
-	var ledger = &member{t: t, bin: bin, app: "ledger", port: freePort(t), args: common}
-	var leaderboard = &member{t: t, bin: bin, app: "leaderboard", port: freePort(t), args: common}
+	var ledger, leaderboard = startBank(ctx, t, bin, gazctl, stack.EtcdURL(), string(stack.Brokers()[0].Endpoint()))
 	var members = []*member{ledger, leaderboard}
-	for _, m := range members {
-		m.start()
-	}
-	defer func() {
-		for _, m := range members {
-			m.stop()
-			if t.Failed() {
-				t.Logf("%s (process %d) logged:\n%s", m.app, m.started, m.log)
-			}
-		}
-	}()
-
-	// Shards are applied with Gazette's gazctl, through the members' Shard API.
-	for _, m := range members {
-		m.waitServing(ctx)
-		var out, err = exec.CommandContext(ctx, gazctl, "shards", "apply", "--specs", "specs/"+m.app+"-shards.yaml",
-			"--consumer.address", m.address(), "--broker.address", string(stack.Brokers()[0].Endpoint())).CombinedOutput()
-		if err != nil {
-			t.Fatalf("gazctl shards apply to %s: %v\n%s", m.app, err, out)
-		}
-	}
 
 	var msgs, rec, err = load.Generate(load.Options{Orders: 15000, Payments: 15000, Customers: 300, Accounts: 3, Seed: seed, TxnSize: 100})
 	if err != nil {

@@ -60,38 +60,18 @@ func TestDevStackSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 	startDev()
-	defer func() {
+	// After the members stop (cleanups run last first).
+	t.Cleanup(func() {
 		_ = dev.Process.Signal(syscall.SIGTERM)
 		_ = dev.Wait()
 		if t.Failed() {
 			t.Logf("gazconsumer dev logged:\n%s", devLog.String())
 		}
-	}()
+	})
 
 	var env = append(os.Environ(), "BROKER_ADDRESS=http://127.0.0.1:"+brokerPort, "ETCD_ADDRESS=http://127.0.0.1:"+etcdPort)
-	var common = []string{"--etcd.address", "http://127.0.0.1:" + etcdPort, "--broker.address", "http://127.0.0.1:" + brokerPort}
-	var ledger = &member{t: t, bin: bin, app: "ledger", port: freePort(t), args: common}
-	var leaderboard = &member{t: t, bin: bin, app: "leaderboard", port: freePort(t), args: common}
+	var ledger, leaderboard = startBank(ctx, t, bin, gazctl, "http://127.0.0.1:"+etcdPort, "http://127.0.0.1:"+brokerPort)
 	var members = []*member{ledger, leaderboard}
-	for _, m := range members {
-		m.start()
-	}
-	defer func() {
-		for _, m := range members {
-			m.stop()
-			if t.Failed() {
-				t.Logf("%s (process %d) logged:\n%s", m.app, m.started, m.log)
-			}
-		}
-	}()
-	for _, m := range members {
-		m.waitServing(ctx)
-		var out, err = exec.CommandContext(ctx, gazctl, "shards", "apply", "--specs", "specs/"+m.app+"-shards.yaml",
-			"--consumer.address", m.address(), "--broker.address", "http://127.0.0.1:"+brokerPort).CombinedOutput()
-		if err != nil {
-			t.Fatalf("gazctl shards apply to %s: %v\n%s", m.app, err, out)
-		}
-	}
 
 	var record = filepath.Join(dir, "record.json")
 	var pubOut bytes.Buffer

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -19,21 +18,7 @@ import (
 // other dependency to the versions of this repository's go.mod.
 func writeModule(t *testing.T, dir string) {
 	t.Helper()
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gomod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gomod = regexp.MustCompile(`(?m)^module .*$`).ReplaceAll(gomod, []byte("module example.test/golden"))
-	gomod = regexp.MustCompile(`(?s)\ntool \(.*?\)\n`).ReplaceAll(gomod, nil)
-	gomod = append(gomod, []byte("\nrequire github.com/gazconsumer/gazconsumer v0.0.0\n\nreplace github.com/gazconsumer/gazconsumer => "+repo+"\n")...)
-	gosum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gomod, gosum := moduleFiles(t, "example.test/golden")
 	write := func(name string, content []byte) {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -63,19 +48,24 @@ func writeModule(t *testing.T, dir string) {
 			}
 		}
 	}
-	for _, name := range []string{"acme_test.go", "e2e_test.go", "unfilled_test.go"} {
-		src, err := os.ReadFile(filepath.Join("testdata", "behaviour", name))
+	// Behaviour tests, by the package they test.
+	for _, b := range []struct{ name, dir string }{
+		{"acme_test.go", "acme/v1"}, {"e2e_test.go", "acme/v1"}, {"unfilled_test.go", "acme/v1"},
+		{"harness_test.go", "acme/v1"}, {"watcher_test.go", "edition/v1"},
+	} {
+		src, err := os.ReadFile(filepath.Join("testdata", "behaviour", b.name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		write("acme/v1/"+name, src)
+		write(b.dir+"/"+b.name, src)
 	}
 }
 
 // TestBuildGoldens builds, vets and tests the generated packages, with tests
 // exercising the generated tables, framing, NewMessage, adapter and
-// publisher mapping, and one publishing through a generated consumer to
-// real brokers and reading back with gazctl.
+// publisher mapping, one publishing through a generated consumer to real
+// brokers and reading back with gazctl, and tests of consumers through
+// their generated test harnesses.
 func TestBuildGoldens(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds generated packages")

@@ -19,7 +19,8 @@ import (
 	"github.com/gazconsumer/gazconsumer/devstack/devcerts"
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime"
-	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
 	"github.com/gazconsumer/gazconsumer/runtime/runconsumer"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"go.gazette.dev/core/allocator"
@@ -116,22 +117,8 @@ func waitPrimary(t *testing.T, c *sums.Cluster, prefix, id string) {
 	if _, err := testStack.Etcd().Put(ctx, allocator.ItemKey(ks, spec.Id.String()), spec.MarshalString()); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		var resp, err = testStack.Etcd().Get(ctx, allocator.ItemAssignmentsPrefix(ks, spec.Id.String())+"local#"+id+"#0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.Kvs) == 1 {
-			var st pc.ReplicaStatus
-			if err = st.Unmarshal(resp.Kvs[0].Value); err == nil && st.Code == pc.ReplicaStatus_PRIMARY {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("member %s never became primary", id)
-		case <-time.After(20 * time.Millisecond):
-		}
+	if _, err := membertest.WaitStatus(ctx, testStack.Etcd(), prefix, spec.Id, pb.ProcessSpec_ID{Zone: "local", Suffix: id}, pc.ReplicaStatus_PRIMARY); err != nil {
+		t.Fatalf("member %s never became primary: %v", id, err)
 	}
 }
 
@@ -144,7 +131,7 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("ETCD_LEASE_TTL", "4s")
 	t.Setenv("LOG_LEVEL", "warn")
 	var f, stop = serve(t, c, "--consumer.id=deployed-1", "--consumer.host=127.0.0.1", "--consumer.state-dir="+t.TempDir())
-	if f.EtcdPrefix != c.Prefix() || f.ID != "deployed-1" || f.EtcdLeaseTTL != 4*time.Second || f.LogLevel.String() != "WARN" {
+	if f.EtcdPrefix != c.Prefix || f.ID != "deployed-1" || f.EtcdLeaseTTL != 4*time.Second || f.LogLevel.String() != "WARN" {
 		t.Fatalf("flags = %+v", f)
 	}
 	waitPrimary(t, c, f.EtcdPrefix, "deployed-1")

@@ -20,7 +20,7 @@ func BenchmarkConsumeVsRawRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer m.Abort()
+	defer m.Kill()
 
 	b.ResetTimer()
 	tp, err := c.MeasureThroughput(ctx, 100000*b.N, func(s *pc.ShardSpec) { s.HotStandbys = 0 })

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime/service"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -23,7 +21,6 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 	defer cancel()
 	var c = newCluster(t, 1)
 	var stack = c.Stack
-	var err error
 
 	var m = start(t, c, "member-a")
 	var spec = c.ShardSpec(0)
@@ -32,32 +29,16 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 	if resp, err := sc.Apply(ctx, &pc.ApplyRequest{Changes: []pc.ApplyRequest_Change{{Upsert: spec}}}); err != nil || resp.Status != pc.Status_OK {
 		t.Fatalf("Apply: %v %v", resp, err)
 	}
-	if _, err = client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: c.Input(0)},
+	if _, err := client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: c.Input(0)},
 		strings.NewReader("{\"Key\": \"fine\", \"Value\": 1}\n{this is not json}\n")); err != nil {
 		t.Fatal(err)
 	}
 
-	var prefix = allocator.ItemAssignmentsPrefix(m.Svc.KeySpace(), spec.Id.String())
-	for {
-		var resp, err = stack.Etcd().Get(ctx, prefix, clientv3.WithPrefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, kv := range resp.Kvs {
-			var st pc.ReplicaStatus
-			if st.Unmarshal(kv.Value) == nil && st.Code == pc.ReplicaStatus_FAILED {
-				// The bad line follows the 28 bytes of the good one.
-				if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "journal "+c.Input(0).String()+" offset 28: undecodable message") {
-					t.Fatalf("failed status %v does not name the journal and offset", st.Errors)
-				}
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the shard did not fail")
-		case <-time.After(20 * time.Millisecond):
-		}
+	var st, err = c.WaitStatus(ctx, spec.Id, m.ID(), pc.ReplicaStatus_FAILED)
+	must(t, err)
+	// The bad line follows the 28 bytes of the good one.
+	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "journal "+c.Input(0).String()+" offset 28: undecodable message") {
+		t.Fatalf("failed status %v does not name the journal and offset", st.Errors)
 	}
 }
 

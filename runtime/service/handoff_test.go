@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 )
 
@@ -31,7 +33,7 @@ func TestRollingRestartHandsShardsOff(t *testing.T) {
 	c.LeaseTTL = 20 * time.Second
 	c.Handoff = time.Minute
 
-	var old = []*sums.Member{start(t, c, "member-a"), start(t, c, "member-b"), start(t, c, "member-c")}
+	var old = []*membertest.Member{start(t, c, "member-a"), start(t, c, "member-b"), start(t, c, "member-c")}
 	must(t, c.ApplyShards(ctx, old[0], nil))
 	var feedCtx, stopFeed = context.WithCancel(ctx)
 	defer stopFeed()
@@ -96,9 +98,9 @@ func startProbe(ctx context.Context, c *sums.Cluster) (stop func() (time.Duratio
 				default:
 				}
 				var began = time.Now()
-				var offset, err = sums.WriteHead(ctx, c.Stack.Journals(), c.Input(i))
+				var offset, err = membertest.WriteHead(ctx, c.Stack.Journals(), c.Input(i))
 				if err == nil {
-					err = c.WaitReadThrough(ctx, i, offset)
+					err = c.WaitReadThrough(ctx, sums.ShardID(i), pb.Offsets{c.Input(i): offset})
 				}
 				mu.Lock()
 				if err != nil {
@@ -127,7 +129,7 @@ func startProbe(ctx context.Context, c *sums.Cluster) (stop func() (time.Duratio
 // transaction, so that the shard never lacked a primary.
 func checkPromotions(t *testing.T, ctx context.Context, c *sums.Cluster, from, to int64) {
 	t.Helper()
-	var prefix = c.Prefix() + "/assign/"
+	var prefix = c.Prefix + "/assign/"
 	var wctx, cancel = context.WithCancel(ctx)
 	defer cancel()
 	var wch = c.Stack.Etcd().Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from+1), clientv3.WithProgressNotify())

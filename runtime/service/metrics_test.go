@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -30,10 +30,10 @@ func TestMetricsDescribeShards(t *testing.T) {
 	var shard = map[string]string{"shard": "shard-0"}
 	var source = map[string]string{"shard": "shard-0", "journal": c.Input(0).String()}
 	var before = scrape(t)
-	head0, err := sums.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
+	head0, err := membertest.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
 	must(t, err)
 	must(t, feed.Publish(300))
-	head1, err := sums.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
+	head1, err := membertest.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
 	must(t, err)
 	must(t, c.WaitCaughtUp(ctx))
 	var after = scrape(t)
@@ -69,7 +69,7 @@ func TestMetricsDescribeShards(t *testing.T) {
 	// The standby plays the log as the primary writes it, through its head.
 	for {
 		var m = scrape(t)
-		logHead, err := sums.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog())
+		logHead, err := membertest.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog())
 		must(t, err)
 		var played, remaining = m.value("gazconsumer_shard_recovery_played_bytes", shard), m.value("gazconsumer_shard_recovery_remaining_bytes", shard)
 		if played < 0 || played > float64(logHead) || remaining < 0 || remaining > float64(logHead) {

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -36,14 +37,14 @@ func newCluster(t testing.TB, n int) *sums.Cluster {
 	return c
 }
 
-// start starts a member of c, aborted when t ends if it's still running.
-func start(t *testing.T, c *sums.Cluster, id string) *sums.Member {
+// start starts a member of c, killed when t ends if it's still running.
+func start(t *testing.T, c *sums.Cluster, id string) *membertest.Member {
 	t.Helper()
 	var m, err = c.Start(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.Abort() })
+	t.Cleanup(func() { _ = m.Kill() })
 	return m
 }
 
@@ -54,7 +55,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func shardClient(t *testing.T, c *sums.Cluster, m *sums.Member) pc.ShardClient {
+func shardClient(t *testing.T, c *sums.Cluster, m *membertest.Member) pc.ShardClient {
 	t.Helper()
 	var sc, err = c.ShardClient(m.Svc.Endpoint())
 	must(t, err)
@@ -69,7 +70,7 @@ func TestCrashFailsShardsOverToStandbysWithExactState(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var c = newCluster(t, 8)
-	var members = []*sums.Member{start(t, c, "member-a"), start(t, c, "member-b"), start(t, c, "member-c")}
+	var members = []*membertest.Member{start(t, c, "member-a"), start(t, c, "member-b"), start(t, c, "member-c")}
 	var sc = shardClient(t, c, members[0])
 
 	// An invalid spec is refused and changes nothing.
@@ -120,7 +121,7 @@ func TestCrashFailsShardsOverToStandbysWithExactState(t *testing.T) {
 			standbyOf[s.Spec.Id] = s.Route.Members[1-s.Route.Primary]
 		}
 	}
-	must(t, lost.Abort())
+	must(t, lost.Kill())
 	t.Logf("crashed %s, primary of %d shards", lost.ID().Suffix, len(standbyOf))
 
 	// Each of its shards fails over to its standby, which processes the
@@ -138,15 +139,15 @@ func TestCrashFailsShardsOverToStandbysWithExactState(t *testing.T) {
 	checkExact(t, ctx, c, feed)
 }
 
-// checkExact aborts the live members, then checks that the shards' stores hold the
+// checkExact kills the live members, then checks that the shards' stores hold the
 // sums of every message the feed published, and that the output holds each
 // of them once, read-committed.
 func checkExact(t *testing.T, ctx context.Context, c *sums.Cluster, feed *sums.Feed) {
 	t.Helper()
 	for _, m := range c.Live() {
-		// Abort: a lone member could not hand off its shards (they need two
+		// Kill: a lone member could not hand off its shards (they need two
 		// replicas), and the state is committed.
-		must(t, m.Abort())
+		must(t, m.Kill())
 	}
 	var want = feed.Want()
 	var got, err = c.AllStoreSums(ctx)

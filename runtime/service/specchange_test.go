@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
@@ -40,9 +41,9 @@ func TestSpecChangesReachRunningShards(t *testing.T) {
 	apply()
 	var feed = c.NewFeed(ctx)
 	must(t, feed.Publish(10))
-	var head, err = sums.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
+	var head, err = membertest.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
 	must(t, err)
-	must(t, c.WaitReadThrough(ctx, 0, head))
+	must(t, c.WaitReadThrough(ctx, sums.ShardID(0), pb.Offsets{c.Input(0): head}))
 
 	// Skip from now on: the running primary skips the next bad message.
 	spec.LabelSet = pb.MustLabelSet(service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, c.DeadLetters().String())
@@ -51,9 +52,9 @@ func TestSpecChangesReachRunningShards(t *testing.T) {
 	must(t, err)
 	var badAt = resp.Commit.Begin
 	must(t, feed.Publish(10))
-	head, err = sums.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
+	head, err = membertest.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
 	must(t, err)
-	must(t, c.WaitReadThrough(ctx, 0, head))
+	must(t, c.WaitReadThrough(ctx, sums.ShardID(0), pb.Offsets{c.Input(0): head}))
 	skipped, err := service.ListSkipped(ctx, c.Stack.Journals(), c.DeadLetters())
 	must(t, err)
 	if len(skipped) != 1 || skipped[0].Begin != badAt {
@@ -66,7 +67,7 @@ func TestSpecChangesReachRunningShards(t *testing.T) {
 	_, err = client.Append(ctx, c.Stack.Journals(), pb.AppendRequest{Journal: c.Input(1)},
 		strings.NewReader(fmt.Sprintf("{\"uuid\": %q, \"Key\": \"k\", \"Value\": 1}\n", message.BuildUUID(message.NewProducerID(), 1, message.Flag_OUTSIDE_TXN).String())))
 	must(t, err)
-	head1, err := sums.WriteHead(ctx, c.Stack.Journals(), c.Input(1))
+	head1, err := membertest.WriteHead(ctx, c.Stack.Journals(), c.Input(1))
 	must(t, err)
 	var statCtx, cancelStat = context.WithTimeout(ctx, 30*time.Second)
 	defer cancelStat()

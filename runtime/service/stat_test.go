@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 )
@@ -25,10 +26,10 @@ func TestStatAfterRestart(t *testing.T) {
 
 	var feed = c.NewFeed(ctx)
 	must(t, feed.Publish(50))
-	var head, err = sums.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
+	var head, err = membertest.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
 	must(t, err)
 
-	var stat = func(m *sums.Member) *pc.StatResponse {
+	var stat = func(m *membertest.Member) *pc.StatResponse {
 		t.Helper()
 		var statCtx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -47,7 +48,7 @@ func TestStatAfterRestart(t *testing.T) {
 	if got := resp.ReadThrough[c.Input(0)]; got < head {
 		t.Errorf("read through %d, want at least %d", got, head)
 	}
-	outHead, err := sums.WriteHead(ctx, c.Stack.Journals(), c.Output())
+	outHead, err := membertest.WriteHead(ctx, c.Stack.Journals(), c.Output())
 	must(t, err)
 	if got := resp.PublishAt[c.Output()]; got <= 0 || got > outHead {
 		t.Errorf("published at %d of %s, whose write head is %d", got, c.Output(), outHead)

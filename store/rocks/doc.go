@@ -9,10 +9,10 @@
 // that no write is lost silently. WAL recycling is off, as recycled logs
 // would be rewritten in place.
 //
-// A transaction's writes collect in an ordered in-memory overlay, which
-// reads and scans of the transaction see, merged over a commit still in
-// flight and the database. StartCommit waits for the transaction's appends
-// (its waitFor futures), encodes the overlay and the checkpoint as one
-// WriteBatch, writes it atomically, and resolves once the recovery log holds
-// the write.
+// Its transactions are those of package txnkv: a transaction's writes
+// collect in an ordered in-memory overlay, which reads and scans of the
+// transaction see, merged over a commit still in flight and the database.
+// StartCommit waits for the transaction's appends (its waitFor futures),
+// then the store encodes the overlay and the checkpoint as one WriteBatch,
+// writes it atomically, and resolves once the recovery log holds the write.
 package rocks

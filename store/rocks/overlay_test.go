@@ -6,15 +6,16 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
 	"github.com/linxGnu/grocksdb"
 	"go.gazette.dev/core/broker/client"
 )
 
-// The overlay encodes the same WriteBatch as RocksDB does for its writes.
+// The batch of an overlay is the same WriteBatch as RocksDB's of its writes.
 func TestOverlayBatchMatchesRocksDB(t *testing.T) {
 	var rng = rand.New(rand.NewPCG(1, 2))
-	var ov = newOverlay()
-	var model = map[string]entry{}
+	var ov = txnkv.NewOverlay()
+	var model = map[string]txnkv.Entry{}
 	for range 2000 {
 		var k = make([]byte, 1+rng.IntN(300)) // Past one byte of varint length.
 		for i := range k {
@@ -23,11 +24,13 @@ func TestOverlayBatchMatchesRocksDB(t *testing.T) {
 		k = k[:1+rng.IntN(len(k))]
 		var v = bytes.Repeat([]byte{byte(rng.Uint32())}, rng.IntN(200))
 		var del = rng.IntN(4) == 0
-		ov.put(k, v, del)
 		if del {
+			ov.Delete(k)
 			v = nil
+		} else {
+			ov.Put(k, v)
 		}
-		model[string(k)] = entry{key: k, value: v, deleted: del}
+		model[string(k)] = txnkv.Entry{Key: k, Value: v, Deleted: del}
 	}
 	var want = grocksdb.NewWriteBatch()
 	defer want.Destroy()
@@ -37,19 +40,19 @@ func TestOverlayBatchMatchesRocksDB(t *testing.T) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if e := model[k]; e.deleted {
-			want.Delete(e.key)
+		if e := model[k]; e.Deleted {
+			want.Delete(e.Key)
 		} else {
-			want.Put(e.key, e.value)
+			want.Put(e.Key, e.Value)
 		}
 	}
 	want.Put(checkpointKey, []byte("checkpoint"))
 
-	var got = ov.appendBatch(nil, checkpointKey, []byte("checkpoint"))
+	var got = appendBatch(nil, ov, checkpointKey, []byte("checkpoint"))
 	if !bytes.Equal(got, want.Data()) {
 		t.Fatalf("batch of %d bytes differs from RocksDB's of %d bytes", len(got), len(want.Data()))
 	}
-	if bound := ov.batchLen(len(checkpointKey) + len("checkpoint")); len(got) > bound {
+	if bound := batchLen(ov, len(checkpointKey)+len("checkpoint")); len(got) > bound {
 		t.Fatalf("batch of %d bytes exceeds its bound %d", len(got), bound)
 	}
 	// And RocksDB reads it back as the same records.

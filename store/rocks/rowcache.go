@@ -1,6 +1,10 @@
 package rocks
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
+)
 
 // rowCache holds values of keys as the database has them after the last
 // settled commit, and keys known to be absent from it, so that a Get of a
@@ -96,13 +100,13 @@ func (c *rowCache) add(k string, r *cachedRow) {
 
 // commit updates the cache with the writes of an overlay, now in the
 // database. It retains their values, which overlays never modify.
-func (c *rowCache) commit(o *overlay) {
+func (c *rowCache) commit(o *txnkv.Overlay) {
 	if c == nil {
 		return
 	}
-	o.each(func(e *entry) {
+	o.Each(func(e *txnkv.Entry) {
 		// The entry's key is never modified: the cache's key string shares it.
-		c.put(unsafe.String(unsafe.SliceData(e.key), len(e.key)), e.value, e.deleted)
+		c.put(unsafe.String(unsafe.SliceData(e.Key), len(e.Key)), e.Value, e.Deleted)
 	})
 }
 

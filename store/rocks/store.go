@@ -3,10 +3,8 @@ package rocks
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	goruntime "runtime"
 	"runtime/cgo"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
 	"github.com/linxGnu/grocksdb"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -24,18 +23,20 @@ import (
 // ReservedPrefix begins the keys the store keeps for itself. Keys written
 // through the KV may not begin with it; generated tables prefix their keys
 // with an encoding of the table name, which never does.
-const ReservedPrefix = 0x00
+const ReservedPrefix = txnkv.ReservedPrefix
 
 // checkpointKey holds the marshaled pc.Checkpoint of the last commit.
-var checkpointKey = []byte("\x00checkpoint")
+var checkpointKey = []byte(txnkv.CheckpointKey)
 
-// Store is a runtime.KVStore in RocksDB, recorded into a recovery log. Its KV
-// methods and StartCommit are called from the shard's one goroutine; commits
-// complete in the background.
+// Store is a runtime.KVStore in RocksDB, recorded into a recovery log. Its
+// transactions are those of package txnkv, over the database as their Base.
+// Its KV methods and StartCommit are called from the shard's one goroutine;
+// commits complete in the background.
 type Store struct {
 	dir    string
 	rec    *recording
 	handle cgo.Handle
+	txns   *txnkv.Store
 
 	cache *grocksdb.Cache
 	bbto  *grocksdb.BlockBasedTableOptions
@@ -44,13 +45,10 @@ type Store struct {
 	wo    *grocksdb.WriteOptions
 	db    *grocksdb.DB
 
-	txn     *overlay       // Writes of the current transaction.
-	pending *commit        // Commit in flight, if any.
 	rows    *rowCache      // Rows as of the last settled commit; nil if disabled.
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
 	closing chan struct{}  // Closed by Destroy.
-	commits sync.WaitGroup // Background commits.
-	tasks   sync.WaitGroup // Other background tasks (log compaction).
+	tasks   sync.WaitGroup // Background tasks (log compaction).
 }
 
 // logCompacter is implemented by a FileRecorder which can compact its log,
@@ -60,17 +58,10 @@ type logCompacter interface {
 	Journal() pb.Journal
 }
 
-// commit is a transaction's writes on their way to the database.
-type commit struct {
-	ov         *overlay
-	checkpoint []byte        // Marshaled checkpoint, written with ov.
-	done       chan struct{} // Closed once ov is written, or the commit failed.
-	err        error         // Set before done closes.
-}
-
 var (
 	_ runtime.KVStore = (*Store)(nil)
 	_ runtime.KV      = (*Store)(nil)
+	_ txnkv.Base      = (*database)(nil)
 )
 
 // Open opens (creating it if need be) the RocksDB database in dir, whose
@@ -127,13 +118,13 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 
 	s.ro = grocksdb.NewDefaultReadOptions()
 	s.wo = grocksdb.NewDefaultWriteOptions() // Durability comes from the recorder's Barrier.
-	s.txn = newOverlay()
 	s.rows = newRowCache(o.rowCacheBytes())
 
 	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
+	s.txns = txnkv.New(dir, (*database)(s))
 	if lc, ok := rec.(logCompacter); ok {
 		var policy, every = o.logCompaction()
 		if policy.Ratio > 0 {
@@ -185,273 +176,129 @@ func (s *Store) KV() runtime.KV { return s }
 
 // RestoreCheckpoint returns the checkpoint of the last commit written to the
 // database, or a zero-valued one if there was none.
-func (s *Store) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
-	var cp pc.Checkpoint
-	var v, err = s.db.GetBytes(s.ro, checkpointKey)
-	if err != nil {
-		return cp, fmt.Errorf("store %s: reading checkpoint: %w", s.dir, err)
-	} else if v == nil {
-		return cp, nil
-	} else if err = cp.Unmarshal(v); err != nil {
-		return cp, fmt.Errorf("store %s: decoding checkpoint: %w", s.dir, err)
-	}
-	return cp, nil
+func (s *Store) RestoreCheckpoint(shard runtime.Shard) (pc.Checkpoint, error) {
+	return s.txns.RestoreCheckpoint(shard)
 }
 
 // StartCommit adds cp to the current transaction's batch and starts its
-// commit: once every future of waitFor has succeeded, and the previous
-// commit has, the batch is written to the database, and the returned future
-// resolves when the recovery log holds that write. If a future of waitFor
-// fails, the batch is never written and the store stays at the previous
-// checkpoint. The next transaction starts at once, on a new batch. If the
-// previous commit's batch is not yet written, StartCommit first waits for it.
-func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
-	// Reads consult one commit in flight: a commit started before the
-	// previous one is written (which a runtime's pipeline never does: it
-	// starts a commit once the previous one has resolved) waits for it.
-	if s.pending != nil {
-		select {
-		case <-s.pending.done:
-		case <-s.closing:
-			return client.FinishedOperation(fmt.Errorf("store %s: destroyed", s.dir))
-		}
-	}
-	if err := s.settle(); err != nil {
-		return client.FinishedOperation(err)
-	}
-	var b, err = cp.Marshal()
-	if err != nil {
-		return client.FinishedOperation(fmt.Errorf("store %s: encoding checkpoint: %w", s.dir, err))
-	}
-	s.txn.freeze() // Read concurrently from here.
-	var c = &commit{ov: s.txn, checkpoint: b, done: make(chan struct{})}
-	var prev = s.pending
-	s.txn, s.pending = newOverlay(), c
-
-	var op = client.NewAsyncOperation()
-	s.commits.Go(func() { op.Resolve(s.commit(c, prev, waitFor)) })
-	return op
+// commit: once every future of waitFor has succeeded, the batch is written
+// to the database, and the returned future resolves when the recovery log
+// holds that write. If a future of waitFor fails, the batch is never written
+// and the store stays at the previous checkpoint. The next transaction
+// starts at once, on a new batch. If the previous commit's batch is not yet
+// written, StartCommit first waits for it.
+func (s *Store) StartCommit(shard runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
+	return s.txns.StartCommit(shard, cp, waitFor)
 }
 
-// commit writes c once prev and waitFor are done, and waits for the log.
-func (s *Store) commit(c, prev *commit, waitFor client.OpFutures) error {
-	c.err = func() error {
-		if prev != nil {
-			<-prev.done
-			if prev.err != nil {
-				return fmt.Errorf("previous commit failed: %w", prev.err)
-			}
-		}
-		for f := range waitFor {
-			select {
-			case <-f.Done():
-			case <-s.closing:
-				return errors.New("store destroyed")
-			}
-			if err := f.Err(); err != nil {
-				return fmt.Errorf("waiting for the transaction's appends: %w", err)
-			}
-		}
-		var rep = c.ov.appendBatch(make([]byte, 0, c.ov.batchLen(len(checkpointKey)+len(c.checkpoint))),
-			checkpointKey, c.checkpoint)
-		var wb = grocksdb.WriteBatchFrom(rep)
-		defer wb.Destroy()
-		if err := s.write(wb); err != nil {
-			if rerr := s.rec.failure(); rerr != nil {
-				return fmt.Errorf("recording: %w (rocksdb: %v)", rerr, err)
-			}
-			return err
-		}
-		return nil
-	}()
-	close(c.done)
-	if c.err != nil {
-		return fmt.Errorf("store %s: commit: %w", s.dir, c.err)
+// Get returns the value of key within the current transaction. The value
+// is valid until the next call on the store, and must not be modified.
+func (s *Store) Get(key []byte) ([]byte, bool, error) { return s.txns.Get(key) }
+
+// Put sets key to value within the current transaction.
+func (s *Store) Put(key, value []byte) error { return s.txns.Put(key, value) }
+
+// Delete removes key within the current transaction.
+func (s *Store) Delete(key []byte) error { return s.txns.Delete(key) }
+
+// Scan calls fn with each key and value in [start, end) in order, as of the
+// current transaction. Keys with the reserved prefix are skipped.
+func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	return s.txns.Scan(start, end, fn)
+}
+
+// database is a Store seen as the Base of its transactions: the RocksDB
+// database, read through the row cache.
+type database Store
+
+// Get returns the value of key in the database, from the row cache if it
+// holds the key.
+func (d *database) Get(key []byte) ([]byte, bool, error) {
+	if r, ok := d.rows.get(key); ok {
+		return r.value, !r.absent, nil
 	}
-	var barrier = s.rec.Barrier(nil)
-	select {
-	case <-barrier.Done():
-	case <-s.closing:
-		return fmt.Errorf("store %s: commit: store destroyed", s.dir)
+	var v, err = d.db.Get(d.ro, key)
+	if err != nil {
+		return nil, false, err
 	}
-	if err := barrier.Err(); err != nil {
-		return fmt.Errorf("store %s: commit: recording: %w", s.dir, err)
+	defer v.Free()
+	if !v.Exists() {
+		d.rows.put(string(key), nil, true)
+		return nil, false, nil
+	}
+	if d.rows == nil {
+		d.getBuf = append(d.getBuf[:0], v.Data()...)
+		return d.getBuf, true, nil
+	}
+	var value = append([]byte(nil), v.Data()...)
+	d.rows.put(string(key), value, false)
+	return value, true, nil
+}
+
+// Scan iterates the database's keys in [start, end).
+func (d *database) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	var it = d.db.NewIterator(d.ro)
+	defer it.Close()
+	for it.Seek(start); it.Valid(); it.Next() {
+		var k = it.Key().Data()
+		if end != nil && bytes.Compare(k, end) >= 0 {
+			break
+		} else if !fn(k, it.Value().Data()) {
+			break
+		}
+	}
+	return it.Err()
+}
+
+// Checkpoint reads the checkpoint of the last commit written.
+func (d *database) Checkpoint() ([]byte, error) { return d.db.GetBytes(d.ro, checkpointKey) }
+
+// Write writes w and the checkpoint to the database as one WriteBatch; the
+// returned future resolves once the recovery log holds the write.
+func (d *database) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, error) {
+	var rep = appendBatch(make([]byte, 0, batchLen(w, len(checkpointKey)+len(checkpoint))), w, checkpointKey, checkpoint)
+	var wb = grocksdb.WriteBatchFrom(rep)
+	defer wb.Destroy()
+	if err := d.write(wb); err != nil {
+		if rerr := d.rec.failure(); rerr != nil {
+			return nil, fmt.Errorf("recording: %w (rocksdb: %v)", rerr, err)
+		}
+		return nil, err
+	}
+	return loggedWrite{d.rec.Barrier(nil)}, nil
+}
+
+// loggedWrite is the future of a write held by the recovery log.
+type loggedWrite struct{ client.OpFuture }
+
+// Err returns the error of recording the write, if any.
+func (r loggedWrite) Err() error {
+	if err := r.OpFuture.Err(); err != nil {
+		return fmt.Errorf("recording: %w", err)
 	}
 	return nil
 }
+
+// Settled caches the rows of w, now read from the database.
+func (d *database) Settled(w *txnkv.Overlay) { d.rows.commit(w) }
 
 // write writes wb to the database with RocksDB's per-thread performance
 // counters off on the writing thread. They are on by default, and counting
 // every key comparison of a memtable insert takes about a third of the time
 // of a write of many rows (with the shared librocksdb, each count is a
 // lookup of thread-local storage).
-func (s *Store) write(wb *grocksdb.WriteBatch) error {
+func (d *database) write(wb *grocksdb.WriteBatch) error {
 	goruntime.LockOSThread() // The level is the thread's: write on that thread.
 	defer goruntime.UnlockOSThread()
 	grocksdb.SetPerfLevel(grocksdb.KDisable)
-	return s.db.Write(s.wo, wb)
-}
-
-// settle releases the pending commit's batch once it's written, and returns
-// its error if it failed.
-func (s *Store) settle() error {
-	if s.pending == nil {
-		return nil
-	}
-	select {
-	case <-s.pending.done:
-	default:
-		return nil
-	}
-	if err := s.pending.err; err != nil {
-		return fmt.Errorf("store %s: a commit failed: %w", s.dir, err)
-	}
-	s.rows.commit(s.pending.ov)
-	s.pending.ov.release()
-	s.pending = nil
-	return nil
-}
-
-// Get returns the value of key within the current transaction. The value
-// is valid until the next call on the store, and must not be modified.
-func (s *Store) Get(key []byte) ([]byte, bool, error) {
-	if err := s.settle(); err != nil {
-		return nil, false, err
-	}
-	if e, ok := s.txn.get(key); ok {
-		return e.value, !e.deleted, nil
-	} else if s.pending != nil {
-		// A commit still in flight, whose writes may or may not be in the
-		// database yet: they're the same in either place.
-		if e, ok = s.pending.ov.get(key); ok {
-			return e.value, !e.deleted, nil
-		}
-	}
-	if r, ok := s.rows.get(key); ok {
-		return r.value, !r.absent, nil
-	}
-	var v, err = s.db.Get(s.ro, key)
-	if err != nil {
-		return nil, false, fmt.Errorf("store %s: get: %w", s.dir, err)
-	}
-	defer v.Free()
-	if !v.Exists() {
-		s.rows.put(string(key), nil, true)
-		return nil, false, nil
-	}
-	if s.rows == nil {
-		s.getBuf = append(s.getBuf[:0], v.Data()...)
-		return s.getBuf, true, nil
-	}
-	var value = append([]byte(nil), v.Data()...)
-	s.rows.put(string(key), value, false)
-	return value, true, nil
-}
-
-// Put sets key to value within the current transaction.
-func (s *Store) Put(key, value []byte) error {
-	if len(key) != 0 && key[0] == ReservedPrefix {
-		return fmt.Errorf("store %s: put: key %q has the reserved prefix", s.dir, key)
-	} else if len(key) > math.MaxUint32 || len(value) > math.MaxUint32 {
-		return fmt.Errorf("store %s: put: key of %d bytes or value of %d bytes is too large", s.dir, len(key), len(value))
-	}
-	s.txn.put(key, value, false)
-	return nil
-}
-
-// Delete removes key within the current transaction.
-func (s *Store) Delete(key []byte) error {
-	if len(key) != 0 && key[0] == ReservedPrefix {
-		return fmt.Errorf("store %s: delete: key %q has the reserved prefix", s.dir, key)
-	}
-	s.txn.put(key, nil, true)
-	return nil
-}
-
-// Scan calls fn with each key and value in [start, end) in order, as of the
-// current transaction. Keys with the reserved prefix are skipped.
-func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	if err := s.settle(); err != nil {
-		return err
-	}
-	if len(start) == 0 || start[0] == ReservedPrefix {
-		start = []byte{ReservedPrefix + 1}
-	}
-	var writes = s.writesIn(start, end)
-	var it = s.db.NewIterator(s.ro)
-	defer it.Close()
-
-	// Merge the transactions' writes with the database, writes first.
-	it.Seek(start)
-	for {
-		var dbKey []byte
-		if it.Valid() {
-			if dbKey = it.Key().Data(); end != nil && bytes.Compare(dbKey, end) >= 0 {
-				dbKey = nil
-			}
-		}
-		if dbKey == nil && len(writes) == 0 {
-			break
-		}
-		var c int // Compare(dbKey, writes[0].key), where an absent key is greatest.
-		if dbKey == nil {
-			c = 1
-		} else if len(writes) == 0 {
-			c = -1
-		} else {
-			c = bytes.Compare(dbKey, writes[0].key)
-		}
-		var more = true
-		if c < 0 {
-			more = fn(dbKey, it.Value().Data())
-		} else if w := writes[0]; !w.deleted {
-			more = fn(w.key, w.value)
-		}
-		if c <= 0 {
-			it.Next()
-		}
-		if c >= 0 {
-			writes = writes[1:]
-		}
-		if !more {
-			break
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("store %s: scan: %w", s.dir, err)
-	}
-	return nil
-}
-
-// writesIn returns the writes within [start, end) of the current
-// transaction and of a commit still in flight, in key order. Where both
-// wrote a key, the current transaction's write is returned.
-func (s *Store) writesIn(start, end []byte) []entry {
-	var cur []entry
-	s.txn.ascend(start, end, func(e entry) bool { cur = append(cur, e); return true })
-	if s.pending == nil {
-		return cur
-	}
-	var out = make([]entry, 0, len(cur))
-	s.pending.ov.ascend(start, end, func(e entry) bool {
-		for len(cur) != 0 && bytes.Compare(cur[0].key, e.key) < 0 {
-			out, cur = append(out, cur[0]), cur[1:]
-		}
-		if len(cur) != 0 && bytes.Equal(cur[0].key, e.key) {
-			out, cur = append(out, cur[0]), cur[1:]
-		} else {
-			out = append(out, e)
-		}
-		return true
-	})
-	return append(out, cur...)
+	return d.db.Write(d.wo, wb)
 }
 
 // Destroy closes the database, abandoning any commit still waiting, and
 // removes the store's local files.
 func (s *Store) Destroy() {
 	close(s.closing)
-	s.commits.Wait()
+	s.txns.Close()
 	s.tasks.Wait()
 	s.release()
 	if err := os.RemoveAll(s.dir); err != nil {
@@ -465,11 +312,6 @@ func (s *Store) release() {
 		s.db.Close()
 		s.db = nil
 	}
-	if s.pending != nil {
-		s.pending.ov.release()
-		s.pending = nil
-	}
-	s.txn.release()
 	s.ro.Destroy()
 	s.wo.Destroy()
 	s.opts.Destroy()

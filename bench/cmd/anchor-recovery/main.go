@@ -20,10 +20,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/bench/internal/cli"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
-	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	rocks "github.com/jgraettinger/gorocksdb"
 	log "github.com/sirupsen/logrus"
 	"go.gazette.dev/core/broker/client"

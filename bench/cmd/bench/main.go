@@ -52,10 +52,10 @@ import (
 	"time"
 
 	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1"
+	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	"github.com/gazconsumer/gazconsumer/devstack"
-	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/specs"
 	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"

@@ -1,6 +1,6 @@
 // Command ours-recovery builds and plays back a RocksDB store recorded into
 // a recovery log with gazconsumer's store/rocks and recoverylog, as
-// internal/recoverybench does:
+// cmd/recoverybench does:
 //
 //	ours-recovery build -broker URL -log JOURNAL -dir DIR -hints FILE
 //	ours-recovery play  -broker URL -log JOURNAL -dir DIR -hints FILE [-check]
@@ -19,10 +19,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/bench/internal/cli"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
-	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/store/rocks"

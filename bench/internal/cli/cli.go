@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gazconsumer/gazconsumer/internal/benchstate"
+	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
 )
 
 // Flags of a recovery command: `CMD build|play [flags]`.

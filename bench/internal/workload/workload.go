@@ -1,8 +1,8 @@
 // Package workload defines what the benchmark's consumers and recovery
 // commands do, shared by our side and the anchor's (which cannot link into
 // one binary): the journals and shards of the throughput workload, the logs
-// of the recovery measure (whose state is the main module's
-// internal/benchstate), and the results the commands report to the driver.
+// of the recovery measure (whose state is that of package benchstate), and
+// the results the commands report to the driver.
 package workload
 
 import (

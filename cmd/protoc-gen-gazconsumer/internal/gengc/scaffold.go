@@ -19,8 +19,8 @@ import (
 
 // Import paths of the packages a scaffolded command uses.
 const (
-	pathRun     = "github.com/gazconsumer/gazconsumer/runtime/runconsumer"
-	pathRocks   = "github.com/gazconsumer/gazconsumer/store/rocks"
+	pathRun   = "github.com/gazconsumer/gazconsumer/runtime/runconsumer"
+	pathRocks = "github.com/gazconsumer/gazconsumer/store/rocks"
 )
 
 // scaffold writes the handler stubs of each consumer of md into a

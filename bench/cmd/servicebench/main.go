@@ -1,5 +1,5 @@
-// Command bench measures the consumer service on the in-process stack and
-// prints its figures:
+// Command servicebench measures the consumer service on the in-process
+// stack and prints its figures:
 //
 //   - messages per second consumed end to end (shards with RocksDB stores
 //     recorded into recovery logs, exactly-once transactions publishing
@@ -13,8 +13,8 @@
 //   - the time a new member takes to recover that state from the recovery
 //     log to become a standby.
 //
-// Run it with `go run ./runtime/service/bench` (-state 64MiB for a quick
-// run). It is not part of `make test`.
+// Run it from module bench with `go run ./cmd/servicebench` (-state 64MiB for
+// a quick run). It is not part of `make test`.
 package main
 
 import (
@@ -27,9 +27,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
-	"github.com/gazconsumer/gazconsumer/internal/benchstate"
-	"github.com/gazconsumer/gazconsumer/runtime/internal/sums"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -50,21 +51,21 @@ func main() {
 	var stateBytes, err1 = benchstate.ParseBytes(*state)
 	var padBytes, err2 = benchstate.ParseBytes(*pad)
 	if err := errors.Join(err1, err2); err != nil || padBytes < 8 {
-		fmt.Fprintf(os.Stderr, "bench: -state and -pad need sizes like 64MiB (pad at least 8 bytes): %v\n", err)
+		fmt.Fprintf(os.Stderr, "servicebench: -state and -pad need sizes like 64MiB (pad at least 8 bytes): %v\n", err)
 		os.Exit(2)
 	}
 	var ctx = context.Background()
 	if !strings.Contains(*skip, "throughput") {
 		for _, standbys := range []int{0, 1} {
 			if err := throughput(ctx, *shards, *messages, standbys, *lease); err != nil {
-				fmt.Fprintln(os.Stderr, "bench:", err)
+				fmt.Fprintln(os.Stderr, "servicebench:", err)
 				os.Exit(1)
 			}
 		}
 	}
 	if !strings.Contains(*skip, "failover") {
 		if err := failover(ctx, stateBytes, padBytes, *lease); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
+			fmt.Fprintln(os.Stderr, "servicebench:", err)
 			os.Exit(1)
 		}
 	}
@@ -89,7 +90,7 @@ func newCluster(ctx context.Context, n int, lease time.Duration) (c *sums.Cluste
 	c.LeaseTTL = lease
 	return c, func() {
 		for _, m := range c.Live() {
-			_ = m.Abort()
+			_ = m.Kill()
 		}
 		c.Close()
 		stack.Close()
@@ -155,7 +156,7 @@ func failover(ctx context.Context, stateBytes, padBytes int64, lease time.Durati
 		}
 		fmt.Printf("\r  %3d%%", done*100/n)
 	}
-	logHead, err := sums.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog())
+	logHead, err := membertest.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog())
 	if err != nil {
 		return err
 	}
@@ -194,12 +195,12 @@ func failover(ctx context.Context, stateBytes, padBytes int64, lease time.Durati
 	if err != nil {
 		return err
 	}
-	if err = waitStandby(ctx, c, m.ID()); err != nil {
+	if _, err = c.WaitStatus(ctx, sums.ShardID(0), m.ID(), pc.ReplicaStatus_STANDBY); err != nil {
 		return err
 	}
 	var took = time.Since(began)
 	var played = gauge("gazconsumer_shard_recovery_played_bytes")
-	if logHead, err = sums.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog()); err != nil {
+	if logHead, err = membertest.WriteHead(ctx, c.Stack.Journals(), c.ShardSpec(0).RecoveryLog()); err != nil {
 		return err
 	}
 	fmt.Printf("  recovery of a new standby from the log: %s (%.0f MiB played of a log now of %.0f MiB, %.0f MiB/s)\n",
@@ -244,27 +245,6 @@ func watchPrimary(ctx context.Context, c *sums.Cluster, lost pb.ProcessSpec_ID) 
 		}
 	}()
 	return out
-}
-
-// waitStandby waits until member id is a ready standby of shard-0.
-func waitStandby(ctx context.Context, c *sums.Cluster, id pb.ProcessSpec_ID) error {
-	for {
-		for _, m := range c.Live() {
-			if shards, err := c.List(ctx, m); err == nil && len(shards) == 1 {
-				for i, mid := range shards[0].Route.Members {
-					if mid == id && shards[0].Status[i].Code == pc.ReplicaStatus_STANDBY {
-						return nil
-					}
-				}
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // gauge is the value of the gauge name of shard-0, or zero.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -100,7 +101,7 @@ func (c *Cluster) ReadInputs(ctx context.Context) (int, error) {
 }
 
 func readInput(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal) (int, error) {
-	var head, err = WriteHead(ctx, jc, journal)
+	var head, err = membertest.WriteHead(ctx, jc, journal)
 	if err != nil {
 		return 0, err
 	}

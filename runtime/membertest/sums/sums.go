@@ -1,7 +1,10 @@
-// Package sums is the consumer application, journals and in-process
-// cluster of members that runtime/service's tests and benchmarks run. Each
-// Cluster has a name, under which its journals and etcd keys live, so that
-// clusters share a stack.
+// Package sums is a consumer application whose effects a test can check
+// for exactly-once delivery, and the journals and cluster of members
+// (a membertest.Cluster) that run it: for tests and benchmarks of the
+// runtime (those of runtime/service and runtime/runconsumer, and the bench
+// module's servicebench), not for applications. Each Cluster has a name,
+// under which its journals and etcd keys live, so that clusters share a
+// stack.
 //
 // The application keeps a sum per key in a RocksDB store recorded into each
 // shard's recovery log, and publishes each addition onward to an output
@@ -103,9 +106,6 @@ func (App) FinalizeTxn(runtime.Shard, runtime.Store, *message.Publisher) error {
 
 // ShardID is the ID of shard i.
 func ShardID(i int) pc.ShardID { return pc.ShardID(fmt.Sprintf("shard-%d", i)) }
-
-// Prefix is the etcd prefix of the cluster's shards and members.
-func (c *Cluster) Prefix() string { return "/gazette/consumers/" + c.Name }
 
 // Input is the source journal of shard i.
 func (c *Cluster) Input(i int) pb.Journal {

@@ -1,8 +1,9 @@
 // Package benchstate is the state that recovery benchmarks build in a store
 // and check after recovering it: distinct keys with incompressible values,
 // written in a fixed pseudo-random order with some rewrites. The recovery
-// benchmark of this module (internal/recoverybench) and the comparison with
-// Gazette's own store (module bench) build the very same state.
+// benchmark of gazconsumer's store (cmd/recoverybench) and the comparison of
+// recoveries with Gazette's own store (cmd/bench, through cmd/ours-recovery
+// and cmd/anchor-recovery) build the very same state.
 package benchstate
 
 import (

@@ -12,7 +12,7 @@
 //	bytes read / live bytes         (goal ≤ 1.5)
 //	playback time / fsync'd write   (goal ≤ 2.0)
 //
-// Run it with `make bench-recovery`, or `go run ./internal/recoverybench
+// Run it with `make bench-recovery`, or `go run ./cmd/recoverybench
 // -keys 100000` for a quick look.
 package main
 
@@ -27,8 +27,8 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
-	"github.com/gazconsumer/gazconsumer/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/broker/client"

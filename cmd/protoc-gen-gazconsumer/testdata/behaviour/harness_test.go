@@ -1,0 +1,125 @@
+package acmev1_test
+
+// This test is copied next to the generated acme/v1 package by
+// TestBuildGoldens. It drives consumer SpendCounter through its generated
+// test harness (package spendcountertest): typed feeds, transactions,
+// duplicates, a producer's transaction, a crash and its replay, and typed
+// reads of the tables and of the published totals.
+
+import (
+	"testing"
+
+	acmev1 "example.test/golden/acme/v1"
+	"example.test/golden/acme/v1/spendcountertest"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// spender totals the spend of each customer, by day too, and publishes each
+// new total.
+type spender struct{}
+
+func (spender) OnOrder(tx *acmev1.SpendCounterTxn, msg *acmev1.Order) error {
+	spend, _, err := tx.Spend.Get(acmev1.SpendKey{CustomerId: msg.CustomerId})
+	if err != nil {
+		return err
+	} else if spend == nil {
+		spend = &acmev1.Spend{CustomerId: msg.CustomerId}
+	}
+	var cents int64
+	for _, it := range msg.Items {
+		cents += it.Cents * int64(it.Quantity)
+		spend.OrderSkus = append(spend.OrderSkus, it.Sku)
+	}
+	spend.Cents += cents
+	if err := tx.Spend.Put(spend); err != nil {
+		return err
+	}
+	key := acmev1.DailySpendKey{CustomerId: msg.CustomerId, Day: msg.PlacedAt, Status: msg.Status}
+	daily, _, err := tx.DailySpend.Get(key)
+	if err != nil {
+		return err
+	} else if daily == nil {
+		daily = &acmev1.DailySpend{CustomerId: msg.CustomerId, Day: msg.PlacedAt, Status: msg.Status}
+	}
+	daily.Cents += cents
+	if err := tx.DailySpend.Put(daily); err != nil {
+		return err
+	}
+	return tx.PublishTotal(&acmev1.Total{CustomerId: msg.CustomerId, Day: msg.PlacedAt, Cents: spend.Cents})
+}
+
+func (spender) FinalizeTxn(*acmev1.SpendCounterTxn) error { return nil }
+
+func day(n int64) *timestamppb.Timestamp { return &timestamppb.Timestamp{Seconds: n * 86400} }
+
+func order(customer string, d int64, cents int64, sku string) *acmev1.Order {
+	return &acmev1.Order{CustomerId: customer, PlacedAt: day(d), Status: acmev1.Status_STATUS_PLACED,
+		Items: []*acmev1.Order_Item{{Sku: sku, Cents: cents, Quantity: 1}}}
+}
+
+func TestHarness(t *testing.T) {
+	h := spendcountertest.New(t, spender{})
+	h.Order(order("ann", 1, 100, "a1"))
+	h.Order(order("bob", 1, 50, "b1"))
+	again := h.Order(order("ann", 2, 10, "a2"))
+	h.Redeliver(again) // A producer's retry: consumed once.
+	if st := h.Commit(); st.Messages != 3 {
+		t.Fatalf("the transaction consumed %d messages, want 3", st.Messages)
+	}
+	h.Spend.Expect(
+		&acmev1.Spend{CustomerId: "ann", Cents: 110, OrderSkus: []string{"a1", "a2"}},
+		&acmev1.Spend{CustomerId: "bob", Cents: 50, OrderSkus: []string{"b1"}},
+	)
+	if row, ok := h.Spend.Get(acmev1.SpendKey{CustomerId: "ann"}); !ok || row.Cents != 110 {
+		t.Errorf("Spend of ann: %v, %v", row, ok)
+	}
+	if _, ok := h.Spend.Get(acmev1.SpendKey{CustomerId: "cyd"}); ok {
+		t.Error("Spend of cyd exists")
+	}
+	// Days of a customer, latest first.
+	if rows := h.DailySpend.Prefix(acmev1.DailySpendKey{CustomerId: "ann"}, 1); len(rows) != 2 || rows[0].Cents != 10 || rows[1].Cents != 100 {
+		t.Errorf("daily spend of ann: %v", rows)
+	}
+	// Days descending: from day 1 to (before) day 0.
+	if rows := h.DailySpend.Range(acmev1.DailySpendKey{CustomerId: "ann", Day: day(1)}, acmev1.DailySpendKey{CustomerId: "ann", Day: day(0)}); len(rows) != 1 || rows[0].Cents != 100 {
+		t.Errorf("daily spend of ann on day 1: %v", rows)
+	}
+	h.Published.Total.Expect(
+		&acmev1.Total{CustomerId: "ann", Day: day(1), Cents: 100},
+		&acmev1.Total{CustomerId: "bob", Day: day(1), Cents: 50},
+		&acmev1.Total{CustomerId: "ann", Day: day(2), Cents: 110},
+	)
+
+	// A producer's transaction is consumed once committed.
+	p := h.NewProducer()
+	p.Order(order("bob", 2, 5, "b2"))
+	h.Commit()
+	if row, _ := h.Spend.Get(acmev1.SpendKey{CustomerId: "bob"}); row.Cents != 50 {
+		t.Errorf("an uncommitted order was consumed: %v", row)
+	}
+	p.Commit()
+	h.Commit()
+	if row, _ := h.Spend.Get(acmev1.SpendKey{CustomerId: "bob"}); row.Cents != 55 {
+		t.Errorf("a committed order was not consumed: %v", row)
+	}
+
+	// A crash loses its transaction, which the next one replays: once.
+	h.Order(order("ann", 3, 1, "a3"))
+	h.Crash()
+	if row, _ := h.Spend.Get(acmev1.SpendKey{CustomerId: "ann"}); row.Cents != 110 {
+		t.Errorf("the crashed transaction committed: %v", row)
+	}
+	h.Commit()
+	h.Spend.Expect(
+		&acmev1.Spend{CustomerId: "ann", Cents: 111, OrderSkus: []string{"a1", "a2", "a3"}},
+		&acmev1.Spend{CustomerId: "bob", Cents: 55, OrderSkus: []string{"b1", "b2"}},
+	)
+	h.Published.Total.Expect(
+		&acmev1.Total{CustomerId: "ann", Day: day(1), Cents: 100},
+		&acmev1.Total{CustomerId: "bob", Day: day(1), Cents: 50},
+		&acmev1.Total{CustomerId: "ann", Day: day(2), Cents: 110},
+		&acmev1.Total{CustomerId: "bob", Day: day(2), Cents: 55},
+		&acmev1.Total{CustomerId: "ann", Day: day(3), Cents: 111},
+	)
+}

@@ -1,0 +1,318 @@
+// Package membertest runs members of a consumer application on an
+// in-process stack of etcd and Gazette brokers (package devstack), for
+// tests of applications and of the runtime, as Gazette's consumertest does
+// for Gazette's consumers: start members, apply shards through a member's
+// Shard API, stop a member (handing its shards off) or kill it (as a crash
+// would), and wait for a shard's status or progress.
+//
+// For tests of a consumer's handlers without a stack, see package
+// runtime/consumertest.
+package membertest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/service"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.gazette.dev/core/allocator"
+	"go.gazette.dev/core/auth"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// PollInterval is how often a wait polls the state it waits for.
+const PollInterval = 20 * time.Millisecond
+
+// Cluster runs members of an application on a stack. Its fields configure
+// the members started after they are set.
+type Cluster struct {
+	// Stack on which the members run.
+	Stack *devstack.Stack
+	// Prefix in etcd of the application's members, shards and assignments.
+	Prefix string
+	// StateDir holds the members' local state, a directory each.
+	StateDir string
+	// App is the application the members run.
+	App runtime.Application
+	// LeaseTTL of the members' etcd leases; zero means 3s.
+	LeaseTTL time.Duration
+	// Handoff is how long a member stopping hands its shards off; zero
+	// means 30s.
+	Handoff time.Duration
+	// HintsInterval is how often shards store their recovery-log hints;
+	// zero means 200ms.
+	HintsInterval time.Duration
+	// DirectFragmentReads lets members read persisted fragments of recovery
+	// logs from the stack's fragment store (see service.Config): the
+	// process must have installed a file transport of its root
+	// (client.InstallFileTransport(Stack.FragmentsRoot())).
+	DirectFragmentReads bool
+
+	mu      sync.Mutex
+	started int
+	live    []*Member // Started, and not yet stopped.
+	conns   map[pb.Endpoint]*grpc.ClientConn
+}
+
+// New returns a Cluster of the members of app under prefix on stack, which
+// keep their state under stateDir.
+func New(stack *devstack.Stack, prefix string, app runtime.Application, stateDir string) *Cluster {
+	return &Cluster{Stack: stack, Prefix: prefix, App: app, StateDir: stateDir}
+}
+
+// Member is a running member of a Cluster.
+type Member struct {
+	// Svc is the member's service.
+	Svc *service.Service
+
+	c      *Cluster
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// Start starts a member with id, which runs until Stop or Kill.
+func (c *Cluster) Start(id string) (*Member, error) {
+	c.mu.Lock()
+	c.started++
+	var dir = filepath.Join(c.StateDir, fmt.Sprintf("%s-%d", id, c.started))
+	c.mu.Unlock()
+
+	var svc, err = service.New(service.Config{
+		App:                 c.App,
+		Etcd:                c.Stack.Etcd(),
+		Prefix:              c.Prefix,
+		Journals:            c.Stack.Journals(),
+		ID:                  id,
+		LeaseTTL:            orDefault(c.LeaseTTL, 3*time.Second),
+		StateDir:            dir,
+		HintsInterval:       orDefault(c.HintsInterval, 200*time.Millisecond),
+		DirectFragmentReads: c.DirectFragmentReads,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting member %s: %w", id, err)
+	}
+	var ctx, cancel = context.WithCancel(context.Background())
+	var m = &Member{Svc: svc, c: c, cancel: cancel, done: make(chan error, 1)}
+	c.mu.Lock()
+	c.live = append(c.live, m)
+	c.mu.Unlock()
+	var handoff = orDefault(c.Handoff, 30*time.Second)
+	go func() { m.done <- svc.Run(ctx, handoff) }()
+	return m, nil
+}
+
+func orDefault(d, fallback time.Duration) time.Duration {
+	if d == 0 {
+		return fallback
+	}
+	return d
+}
+
+// ID is the member's ID.
+func (m *Member) ID() pb.ProcessSpec_ID { return m.Svc.ID() }
+
+// Stop stops the member gracefully, handing its shards off to their hot
+// standbys, and returns what its service's Run returned. After Kill, it
+// waits for Run to return.
+func (m *Member) Stop() error {
+	m.once.Do(func() {
+		m.cancel()
+		m.err = <-m.done
+		m.c.mu.Lock()
+		m.c.live = slices.DeleteFunc(m.c.live, func(l *Member) bool { return l == m })
+		m.c.mu.Unlock()
+	})
+	return m.err
+}
+
+// Kill stops the member abruptly, as a crash would: it neither hands its
+// shards off nor revokes its lease, whose expiry fails its shards over. It
+// waits for the member to stop.
+func (m *Member) Kill() error {
+	m.Svc.Abort()
+	return m.Stop()
+}
+
+// Live returns the members started and not yet stopped, in start order.
+func (c *Cluster) Live() []*Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.live)
+}
+
+// ShardClient returns a client of the Shard API of the member serving at
+// ep, which need not be one of the cluster's.
+func (c *Cluster) ShardClient(ep pb.Endpoint) (pc.ShardClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var conn, ok = c.conns[ep]
+	if !ok {
+		var err error
+		if conn, err = grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return nil, fmt.Errorf("dialing %s: %w", ep, err)
+		}
+		if c.conns == nil {
+			c.conns = make(map[pb.Endpoint]*grpc.ClientConn)
+		}
+		c.conns[ep] = conn
+	}
+	return pc.NewAuthShardClient(pc.NewShardClient(conn), auth.NewNoopAuth()), nil
+}
+
+// Close closes the cluster's connections to members. It stops no member.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
+
+// Apply applies specs through the Shard API of member m.
+func (c *Cluster) Apply(ctx context.Context, m *Member, specs ...*pc.ShardSpec) error {
+	var req = new(pc.ApplyRequest)
+	for _, spec := range specs {
+		req.Changes = append(req.Changes, pc.ApplyRequest_Change{Upsert: spec})
+	}
+	var sc, err = c.ShardClient(m.Svc.Endpoint())
+	if err != nil {
+		return err
+	}
+	resp, err := sc.Apply(ctx, req)
+	if err == nil && resp.Status != pc.Status_OK {
+		err = fmt.Errorf("status %s", resp.Status)
+	}
+	if err != nil {
+		return fmt.Errorf("applying shards through %s: %w", m.ID().Suffix, err)
+	}
+	return nil
+}
+
+// List lists the shards through member m.
+func (c *Cluster) List(ctx context.Context, m *Member) ([]pc.ListResponse_Shard, error) {
+	var sc, err = c.ShardClient(m.Svc.Endpoint())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := sc.List(ctx, &pc.ListRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing shards through %s: %w", m.ID().Suffix, err)
+	}
+	return resp.Shards, nil
+}
+
+// PrimaryOf waits until a live member is the PRIMARY of shard id, as
+// listed by a live member, and returns it.
+func (c *Cluster) PrimaryOf(ctx context.Context, id pc.ShardID) (*Member, error) {
+	for {
+		var live = c.Live()
+		for _, lister := range live {
+			var shards, err = c.List(ctx, lister)
+			if err != nil {
+				continue // It may be stopping: ask another.
+			}
+			for _, s := range shards {
+				if s.Spec.Id != id || s.Route.Primary == -1 || s.Status[s.Route.Primary].Code != pc.ReplicaStatus_PRIMARY {
+					continue
+				}
+				for _, m := range live {
+					if s.Route.Members[s.Route.Primary] == m.ID() {
+						return m, nil
+					}
+				}
+			}
+			break
+		}
+		if err := sleep(ctx, PollInterval); err != nil {
+			return nil, fmt.Errorf("shard %s has no primary among the live members: %w", id, err)
+		}
+	}
+}
+
+// WaitReadThrough waits until the primary of shard id has committed its
+// reads of each journal of offsets through its offset.
+func (c *Cluster) WaitReadThrough(ctx context.Context, id pc.ShardID, offsets pb.Offsets) error {
+	for {
+		var m, err = c.PrimaryOf(ctx, id)
+		if err != nil {
+			return err
+		}
+		sc, err := c.ShardClient(m.Svc.Endpoint())
+		if err != nil {
+			return err
+		}
+		resp, err := sc.Stat(ctx, &pc.StatRequest{Shard: id, ReadThrough: offsets})
+		if err == nil && resp.Status == pc.Status_OK {
+			return nil
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("shard %s did not read through %v: %w", id, offsets, ctx.Err())
+		}
+		// The primary moved, or stopped: look for it again.
+		if err = sleep(ctx, PollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// WaitStatus waits until the assignment of shard id to member has status
+// code, and returns the status: PRIMARY, STANDBY, or FAILED, with its
+// errors.
+func (c *Cluster) WaitStatus(ctx context.Context, id pc.ShardID, member pb.ProcessSpec_ID, code pc.ReplicaStatus_Code) (pc.ReplicaStatus, error) {
+	return WaitStatus(ctx, c.Stack.Etcd(), c.Prefix, id, member, code)
+}
+
+// WaitStatus waits until the assignment of shard id to member, of the
+// application under prefix in etcd, has status code, and returns the
+// status. It reads the assignments in etcd, whichever process runs the
+// member.
+func WaitStatus(ctx context.Context, etcd *clientv3.Client, prefix string, id pc.ShardID, member pb.ProcessSpec_ID, code pc.ReplicaStatus_Code) (pc.ReplicaStatus, error) {
+	var assignments = allocator.ItemAssignmentsPrefix(service.NewKeySpace(prefix), id.String())
+	var of = assignments + member.Zone + "#" + member.Suffix + "#"
+	for {
+		var resp, err = etcd.Get(ctx, assignments, clientv3.WithPrefix())
+		if err != nil {
+			return pc.ReplicaStatus{}, fmt.Errorf("reading the assignments of shard %s: %w", id, err)
+		}
+		for _, kv := range resp.Kvs {
+			var st pc.ReplicaStatus
+			if strings.HasPrefix(string(kv.Key), of) && st.Unmarshal(kv.Value) == nil && st.Code == code {
+				return st, nil
+			}
+		}
+		if err = sleep(ctx, PollInterval); err != nil {
+			return pc.ReplicaStatus{}, fmt.Errorf("shard %s is not %s on member %s: %w", id, code, member.Suffix, err)
+		}
+	}
+}
+
+// WriteHead returns the write head of journal.
+func WriteHead(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal) (pb.Offset, error) {
+	var resp, err = client.Append(ctx, jc, pb.AppendRequest{Journal: journal})
+	if err != nil {
+		return 0, fmt.Errorf("write head of %s: %w", journal, err)
+	}
+	return resp.Commit.End, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}

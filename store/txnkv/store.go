@@ -1,0 +1,324 @@
+// Package txnkv is the transactional layer of gazconsumer's stores, apart
+// from where they keep what they commit. A Store holds the writes of the
+// current transaction in an Overlay with an ordered index; its reads see
+// them merged over the writes of a commit still in flight and over its
+// Base, which holds what was committed; StartCommit hands the transaction's
+// writes and its checkpoint to the Base together, once the transaction's
+// appends have succeeded, while the next transaction begins.
+//
+// Package store/rocks keeps its Base in RocksDB, recorded into a recovery
+// log; package store/mem keeps it in memory.
+package txnkv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"go.gazette.dev/core/broker/client"
+	pc "go.gazette.dev/core/consumer/protocol"
+)
+
+// ReservedPrefix begins the keys a Store keeps for itself. Keys written
+// through its KV may not begin with it, and its scans skip them; generated
+// tables prefix their keys with an encoding of the table name, which never
+// begins with it.
+const ReservedPrefix = 0x00
+
+// CheckpointKey is the key under which a Base keeps the marshaled
+// pc.Checkpoint of its last commit.
+const CheckpointKey = "\x00checkpoint"
+
+// Base holds what a Store's commits wrote. Get, Scan and Checkpoint are
+// called from the Store's goroutine, Write from a goroutine of the commit,
+// possibly while the Store's goroutine reads: until the Store calls Settled
+// with the commit's writes, it shadows the keys they wrote with their values,
+// so that reads of them never depend on whether Write has applied them yet.
+type Base interface {
+	// Get returns the committed value of key, and whether it exists. The
+	// value is valid until the next call on the Base, and must not be
+	// modified.
+	Get(key []byte) (value []byte, found bool, err error)
+	// Scan calls fn with each committed key and value in [start, end), in
+	// increasing key order, until fn returns false. A nil end means no
+	// upper bound. The slices passed to fn are valid until it returns.
+	Scan(start, end []byte, fn func(key, value []byte) bool) error
+	// Checkpoint returns the marshaled checkpoint of the last commit Write
+	// applied, or nil if there was none.
+	Checkpoint() ([]byte, error)
+	// Write applies the writes of w, in one atomic batch with checkpoint
+	// stored under CheckpointKey. It may retain the keys and values of w's
+	// entries, which are never modified. It returns once reads of the Base
+	// see the batch, with a future which resolves once the batch is
+	// durable.
+	Write(w *Overlay, checkpoint []byte) (durable client.OpFuture, err error)
+	// Settled tells the Base that reads no longer consult w, which Write
+	// applied, and will consult the Base for its keys from now on.
+	Settled(w *Overlay)
+}
+
+// Store is the transactional key/value view of a Base: a runtime.KV of the
+// current transaction, with the commit of runtime.Store. Its methods are
+// called from one goroutine (the shard's); commits complete in the
+// background.
+type Store struct {
+	name    string
+	base    Base
+	txn     *Overlay       // Writes of the current transaction.
+	pending *commit        // Commit in flight, if any.
+	closing chan struct{}  // Closed by Close.
+	commits sync.WaitGroup // Background commits.
+}
+
+// commit is a transaction's writes on their way to the Base.
+type commit struct {
+	writes     *Overlay
+	checkpoint []byte        // Marshaled checkpoint, written with writes.
+	done       chan struct{} // Closed once writes are applied, or the commit failed.
+	err        error         // Set before done closes.
+}
+
+var _ runtime.KV = (*Store)(nil)
+
+// New returns a Store of base, which names the store in errors as name.
+func New(name string, base Base) *Store {
+	return &Store{name: name, base: base, txn: NewOverlay(), closing: make(chan struct{})}
+}
+
+// RestoreCheckpoint returns the checkpoint of the last commit the Base
+// applied, or a zero-valued one if there was none.
+func (s *Store) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
+	var cp pc.Checkpoint
+	var b, err = s.base.Checkpoint()
+	if err != nil {
+		return cp, fmt.Errorf("store %s: reading checkpoint: %w", s.name, err)
+	} else if b == nil {
+		return cp, nil
+	} else if err = cp.Unmarshal(b); err != nil {
+		return cp, fmt.Errorf("store %s: decoding checkpoint: %w", s.name, err)
+	}
+	return cp, nil
+}
+
+// StartCommit starts the commit of the current transaction's writes with
+// cp: once every future of waitFor has succeeded, the writes and cp are
+// written to the Base in one batch, and the returned future resolves once
+// the Base holds them durably. If a future of waitFor fails, the writes are
+// never written and the Base stays at the previous checkpoint. The next
+// transaction starts at once, and reads see the committing one's writes. If
+// the previous commit's writes are not yet applied, StartCommit first waits
+// for them (a runtime's pipeline starts a commit once the previous one has
+// resolved, so it never waits).
+func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
+	if s.pending != nil {
+		select {
+		case <-s.pending.done:
+		case <-s.closing:
+		}
+	}
+	select {
+	case <-s.closing:
+		return client.FinishedOperation(fmt.Errorf("store %s: destroyed", s.name))
+	default:
+	}
+	if err := s.settle(); err != nil {
+		return client.FinishedOperation(err)
+	}
+	var b, err = cp.Marshal()
+	if err != nil {
+		return client.FinishedOperation(fmt.Errorf("store %s: encoding checkpoint: %w", s.name, err))
+	}
+	s.txn.Freeze() // Read concurrently from here.
+	var c = &commit{writes: s.txn, checkpoint: b, done: make(chan struct{})}
+	s.txn, s.pending = NewOverlay(), c
+
+	var op = client.NewAsyncOperation()
+	s.commits.Go(func() { op.Resolve(s.commit(c, waitFor)) })
+	return op
+}
+
+// commit writes c once waitFor is done, and waits for it to be durable.
+func (s *Store) commit(c *commit, waitFor client.OpFutures) error {
+	var durable client.OpFuture
+	durable, c.err = s.write(c, waitFor)
+	close(c.done)
+	if c.err != nil {
+		return fmt.Errorf("store %s: commit: %w", s.name, c.err)
+	}
+	select {
+	case <-durable.Done():
+	case <-s.closing:
+		return fmt.Errorf("store %s: commit: store destroyed", s.name)
+	}
+	if err := durable.Err(); err != nil {
+		return fmt.Errorf("store %s: commit: %w", s.name, err)
+	}
+	return nil
+}
+
+// write hands c to the Base once every future of waitFor has succeeded.
+func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, error) {
+	var errDestroyed = errors.New("store destroyed")
+	for f := range waitFor {
+		select {
+		case <-f.Done():
+		case <-s.closing:
+			return nil, errDestroyed
+		}
+		if err := f.Err(); err != nil {
+			return nil, fmt.Errorf("waiting for the transaction's appends: %w", err)
+		}
+	}
+	select {
+	case <-s.closing:
+		return nil, errDestroyed // Abandoned: don't write.
+	default:
+	}
+	return s.base.Write(c.writes, c.checkpoint)
+}
+
+// settle releases the pending commit's writes once they're applied, and
+// returns its error if it failed: a failed commit fails every later read.
+func (s *Store) settle() error {
+	if s.pending == nil {
+		return nil
+	}
+	select {
+	case <-s.pending.done:
+	default:
+		return nil
+	}
+	if err := s.pending.err; err != nil {
+		return fmt.Errorf("store %s: a commit failed: %w", s.name, err)
+	}
+	s.base.Settled(s.pending.writes)
+	s.pending.writes.Release()
+	s.pending = nil
+	return nil
+}
+
+// Get returns the value of key within the current transaction. The value
+// is valid until the next call on the store, and must not be modified.
+func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	if err := s.settle(); err != nil {
+		return nil, false, err
+	}
+	if e, ok := s.txn.Get(key); ok {
+		return e.Value, !e.Deleted, nil
+	} else if s.pending != nil {
+		// A commit still in flight, whose writes may or may not be in the
+		// Base yet: they're the same in either place.
+		if e, ok = s.pending.writes.Get(key); ok {
+			return e.Value, !e.Deleted, nil
+		}
+	}
+	var v, ok, err = s.base.Get(key)
+	if err != nil {
+		return nil, false, fmt.Errorf("store %s: get: %w", s.name, err)
+	}
+	return v, ok, nil
+}
+
+// Put sets key to value within the current transaction.
+func (s *Store) Put(key, value []byte) error {
+	if len(key) != 0 && key[0] == ReservedPrefix {
+		return fmt.Errorf("store %s: put: key %q has the reserved prefix", s.name, key)
+	} else if len(key) > math.MaxUint32 || len(value) > math.MaxUint32 {
+		return fmt.Errorf("store %s: put: key of %d bytes or value of %d bytes is too large", s.name, len(key), len(value))
+	}
+	s.txn.Put(key, value)
+	return nil
+}
+
+// Delete removes key within the current transaction.
+func (s *Store) Delete(key []byte) error {
+	if len(key) != 0 && key[0] == ReservedPrefix {
+		return fmt.Errorf("store %s: delete: key %q has the reserved prefix", s.name, key)
+	}
+	s.txn.Delete(key)
+	return nil
+}
+
+// Scan calls fn with each key and value in [start, end) in order, as of the
+// current transaction, until fn returns false. A nil end means no upper
+// bound. Keys with the reserved prefix are skipped.
+func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	if err := s.settle(); err != nil {
+		return err
+	}
+	if len(start) == 0 || start[0] == ReservedPrefix {
+		start = []byte{ReservedPrefix + 1}
+	}
+	// Merge the transactions' writes with the Base, writes first.
+	var writes = s.writesIn(start, end)
+	var more = true
+	var emit = func(e Entry) {
+		if !e.Deleted {
+			more = fn(e.Key, e.Value)
+		}
+	}
+	var err = s.base.Scan(start, end, func(key, value []byte) bool {
+		for more && len(writes) != 0 && bytes.Compare(writes[0].Key, key) < 0 {
+			emit(writes[0])
+			writes = writes[1:]
+		}
+		if !more {
+			return false
+		}
+		if len(writes) != 0 && bytes.Equal(writes[0].Key, key) {
+			emit(writes[0])
+			writes = writes[1:]
+		} else {
+			more = fn(key, value)
+		}
+		return more
+	})
+	if err != nil {
+		return fmt.Errorf("store %s: scan: %w", s.name, err)
+	}
+	for more && len(writes) != 0 {
+		emit(writes[0])
+		writes = writes[1:]
+	}
+	return nil
+}
+
+// writesIn returns the writes within [start, end) of the current
+// transaction and of a commit still in flight, in key order. Where both
+// wrote a key, the current transaction's write is returned.
+func (s *Store) writesIn(start, end []byte) []Entry {
+	var cur []Entry
+	s.txn.Ascend(start, end, func(e Entry) bool { cur = append(cur, e); return true })
+	if s.pending == nil {
+		return cur
+	}
+	var out = make([]Entry, 0, len(cur))
+	s.pending.writes.Ascend(start, end, func(e Entry) bool {
+		for len(cur) != 0 && bytes.Compare(cur[0].Key, e.Key) < 0 {
+			out, cur = append(out, cur[0]), cur[1:]
+		}
+		if len(cur) != 0 && bytes.Equal(cur[0].Key, e.Key) {
+			out, cur = append(out, cur[0]), cur[1:]
+		} else {
+			out = append(out, e)
+		}
+		return true
+	})
+	return append(out, cur...)
+}
+
+// Close abandons a commit still waiting for its appends, waits for a commit
+// being written, and releases the store's overlays. The Base is not used
+// once Close returns, and the store is not used once Close is called.
+func (s *Store) Close() {
+	close(s.closing)
+	s.commits.Wait()
+	if s.pending != nil {
+		s.pending.writes.Release()
+		s.pending = nil
+	}
+	s.txn.Release()
+}

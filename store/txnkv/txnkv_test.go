@@ -1,0 +1,192 @@
+package txnkv_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+)
+
+// An overlay returns the last write of each key, and ascends them in key
+// order, rewritten keys included, however the writes interleave with reads.
+func TestOverlay(t *testing.T) {
+	var o = txnkv.NewOverlay()
+	defer o.Release()
+	var model = map[string]string{} // Deleted keys map to "<deleted>".
+	for i := range 600 {
+		var k = fmt.Sprintf("k%03d", i*7%301)
+		if i%5 == 4 {
+			o.Delete([]byte(k))
+			model[k] = "<deleted>"
+		} else {
+			var v = strings.Repeat("v", i%9)
+			o.Put([]byte(k), []byte(v))
+			model[k] = v
+		}
+		if i%97 == 0 { // Index part of the way.
+			o.Ascend([]byte("k1"), []byte("k2"), func(txnkv.Entry) bool { return true })
+		}
+	}
+	var want []string
+	for k, v := range model {
+		want = append(want, k+"="+v)
+		var e, ok = o.Get([]byte(k))
+		if got := string(e.Value); !ok || (e.Deleted && v != "<deleted>") || (!e.Deleted && got != v) {
+			t.Fatalf("Get(%s) = %+v %v, want %s", k, e, ok, v)
+		}
+	}
+	slices.Sort(want)
+	var got []string
+	o.Ascend(nil, nil, func(e txnkv.Entry) bool {
+		var v = string(e.Value)
+		if e.Deleted {
+			v = "<deleted>"
+		}
+		got = append(got, string(e.Key)+"="+v)
+		return true
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("Ascend = %q, want %q", got, want)
+	}
+	if o.Len() != len(model) {
+		t.Fatalf("Len = %d, want %d", o.Len(), len(model))
+	}
+	var each int
+	o.Each(func(*txnkv.Entry) { each++ })
+	if each != len(model) {
+		t.Fatalf("Each visited %d entries, want %d", each, len(model))
+	}
+}
+
+// base is a Base of a map, whose Write fails with writeErr, or returns
+// durable as its future.
+type base struct {
+	rows     map[string]string
+	writeErr error
+	durable  *client.AsyncOperation
+	settled  int
+}
+
+func (b *base) Get(key []byte) ([]byte, bool, error) {
+	var v, ok = b.rows[string(key)]
+	return []byte(v), ok, nil
+}
+
+func (b *base) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	var keys []string
+	for k := range b.rows {
+		if k >= string(start) && (end == nil || k < string(end)) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !fn([]byte(k), []byte(b.rows[k])) {
+			break
+		}
+	}
+	return nil
+}
+
+func (b *base) Checkpoint() ([]byte, error) {
+	if v, ok := b.rows[txnkv.CheckpointKey]; ok {
+		return []byte(v), nil
+	}
+	return nil, nil
+}
+
+func (b *base) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, error) {
+	if b.writeErr != nil {
+		return nil, b.writeErr
+	}
+	w.Ascend(nil, nil, func(e txnkv.Entry) bool {
+		if e.Deleted {
+			delete(b.rows, string(e.Key))
+		} else {
+			b.rows[string(e.Key)] = string(e.Value)
+		}
+		return true
+	})
+	b.rows[txnkv.CheckpointKey] = string(checkpoint)
+	return b.durable, nil
+}
+
+func (b *base) Settled(*txnkv.Overlay) { b.settled++ }
+
+func checkpointAt(n int64) pc.Checkpoint {
+	return pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{"source/a": {ReadThrough: n}}}
+}
+
+// A commit resolves once its Base holds it durably; reads shadow the Base
+// with its writes until the Store settles it; a Base's failure to write or
+// to make durable fails the commit, named by the store and wrapped.
+func TestCommit(t *testing.T) {
+	var b = &base{rows: map[string]string{"a": "base"}, durable: client.NewAsyncOperation()}
+	var s = txnkv.New("test", b)
+	defer s.Close()
+	if err := s.Put([]byte("a"), []byte("txn")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put([]byte(txnkv.CheckpointKey), nil); err == nil {
+		t.Fatal("Put of a reserved key succeeded")
+	}
+	var op = s.StartCommit(nil, checkpointAt(1), nil)
+	var v, _, _ = s.Get([]byte("a"))
+	if string(v) != "txn" {
+		t.Fatalf("Get(a) while committing = %q", v)
+	}
+	select {
+	case <-op.Done():
+		t.Fatal("the commit resolved before it was durable")
+	default:
+	}
+	var lost = errors.New("lost")
+	b.durable.Resolve(lost)
+	<-op.Done()
+	if err := op.Err(); !errors.Is(err, lost) || !strings.HasPrefix(err.Error(), "store test: commit: ") {
+		t.Fatalf("commit: %v", err)
+	}
+	// The write was applied: reads settle it and go to the Base.
+	if v, _, err := s.Get([]byte("a")); string(v) != "txn" || err != nil || b.settled != 1 {
+		t.Fatalf("Get(a) after the commit = %q, %v; settled %d times", v, err, b.settled)
+	}
+
+	var failing = &base{rows: map[string]string{}, writeErr: errors.New("disk full")}
+	var f = txnkv.New("failing", failing)
+	defer f.Close()
+	_ = f.Put([]byte("a"), []byte("1"))
+	op = f.StartCommit(nil, checkpointAt(1), nil)
+	<-op.Done()
+	if err := op.Err(); !errors.Is(err, failing.writeErr) {
+		t.Fatalf("commit: %v", err)
+	}
+	if _, _, err := f.Get([]byte("a")); err == nil || !strings.Contains(err.Error(), "a commit failed") {
+		t.Fatalf("Get after a failed commit: %v", err)
+	}
+	if cp, err := f.RestoreCheckpoint(nil); err != nil || len(cp.Sources) != 0 {
+		t.Fatalf("checkpoint after a failed first commit: %v %v", cp, err)
+	}
+}
+
+// Close abandons a commit waiting for its appends: it is never written.
+func TestCloseAbandonsWaitingCommit(t *testing.T) {
+	var b = &base{rows: map[string]string{}, durable: client.NewAsyncOperation()}
+	var s = txnkv.New("test", b)
+	_ = s.Put([]byte("a"), []byte("1"))
+	var never = client.NewAsyncOperation()
+	var op = s.StartCommit(nil, checkpointAt(1), client.OpFutures{never: {}})
+	s.Close()
+	<-op.Done()
+	if err := op.Err(); err == nil || !strings.Contains(err.Error(), "destroyed") {
+		t.Fatalf("abandoned commit: %v", err)
+	}
+	if len(b.rows) != 0 {
+		t.Fatalf("an abandoned commit wrote %v", b.rows)
+	}
+}
