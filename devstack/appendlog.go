@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -52,8 +53,9 @@ type appendRecord struct {
 
 // appendLog is the stack's log of acknowledged appends.
 type appendLog struct {
-	dir  string
-	sync bool
+	dir         string
+	sync        bool
+	segmentSize int64 // Past which a new segment starts.
 
 	mu       sync.Mutex
 	f        *os.File
@@ -65,8 +67,19 @@ type appendLog struct {
 	written  uint64               // Records written.
 	writeErr error                // Sticky: once writing failed, appends are refused.
 
+	// syncMu serializes syncs; it is taken before mu, never while mu is held.
 	syncMu sync.Mutex
-	synced uint64 // Records known to be on disk.
+	synced atomic.Uint64 // Records known to be on disk.
+}
+
+// raiseSynced notes that the first n records are on disk.
+func (l *appendLog) raiseSynced(n uint64) {
+	for {
+		var cur = l.synced.Load()
+		if cur >= n || l.synced.CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }
 
 // closedSegment is a segment no longer written, and the largest end of each
@@ -85,7 +98,7 @@ func openAppendLog(dir string, sync bool) (*appendLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	var l = &appendLog{dir: dir, sync: sync}
+	var l = &appendLog{dir: dir, sync: sync, segmentSize: appendLogSegmentSize}
 	if len(segs) != 0 {
 		l.seq = segs[len(segs)-1].seq
 	}
@@ -138,9 +151,7 @@ func (l *appendLog) rotateLocked() error {
 			return err
 		}
 		l.closed = append(l.closed, closedSegment{path: l.f.Name(), ends: l.ends})
-		l.syncMu.Lock()
-		l.synced = l.written
-		l.syncMu.Unlock()
+		l.raiseSynced(l.written)
 	}
 	l.seq++
 	var f, err = os.OpenFile(filepath.Join(l.dir, fmt.Sprintf("%012d.log", l.seq)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
@@ -169,21 +180,26 @@ func (l *appendLog) record(rec appendRecord) error {
 	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if l.synced >= seq {
+	if l.synced.Load() >= seq {
 		return nil // A sync since covered it.
 	}
 	l.mu.Lock()
 	var f, through = l.f, l.written
 	l.mu.Unlock()
-	if err = f.Sync(); err != nil {
+	if err = f.Sync(); errors.Is(err, os.ErrClosed) && l.synced.Load() >= through {
+		return nil // A rotation closed the file, having synced it.
+	} else if err != nil {
 		return fmt.Errorf("devstack: syncing the append log: %w", err)
 	}
-	l.synced = max(l.synced, through)
+	l.raiseSynced(through)
 	return nil
 }
 
 func (l *appendLog) writeLocked(rec appendRecord, payload []byte) error {
-	if l.size >= appendLogSegmentSize {
+	if l.f == nil {
+		return errors.New("devstack: the append log is closed")
+	}
+	if l.size >= l.segmentSize {
 		if err := l.rotateLocked(); err != nil {
 			return fmt.Errorf("devstack: rotating the append log: %w", err)
 		}
