@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -67,6 +68,16 @@ type appendLog struct {
 	written  uint64               // Records written.
 	writeErr error                // Sticky: once writing failed, appends are refused.
 
+	// logged is, of each journal, the end of the content logged without a
+	// gap: reads wait for it (content a broker committed is readable before
+	// its append is acknowledged, and so logged), and a record beginning
+	// past it waits for the records before it. A journal missing from it
+	// has logged nothing this run (it is 0), unless it is unguarded (its
+	// content could not be accounted for at start: reads never wait).
+	logged    map[pb.Journal]pb.Offset
+	unguarded map[pb.Journal]bool
+	changed   chan struct{} // Closed and replaced as logged advances.
+
 	// syncMu serializes syncs; it is taken before mu, never while mu is held.
 	syncMu sync.Mutex
 	synced atomic.Uint64 // Records known to be on disk.
@@ -98,7 +109,8 @@ func openAppendLog(dir string, sync bool) (*appendLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	var l = &appendLog{dir: dir, sync: sync, segmentSize: appendLogSegmentSize}
+	var l = &appendLog{dir: dir, sync: sync, segmentSize: appendLogSegmentSize,
+		logged: make(map[pb.Journal]pb.Offset), unguarded: make(map[pb.Journal]bool), changed: make(chan struct{})}
 	if len(segs) != 0 {
 		l.seq = segs[len(segs)-1].seq
 	}
@@ -162,15 +174,50 @@ func (l *appendLog) rotateLocked() error {
 	return nil
 }
 
+// appendOrderTimeout bounds how long a record waits for the records of
+// the content before it, which the broker committed first.
+const appendOrderTimeout = 10 * time.Second
+
 // record logs an acknowledged append, and returns once it is written (and
 // synced, if the log syncs). Records of concurrent appends share a sync.
+// Records of a journal are logged in offset order: one beginning past the
+// journal's logged content waits, briefly, for the appends before it,
+// whose acknowledgements the broker sends concurrently.
 func (l *appendLog) record(rec appendRecord) error {
 	var payload = encodeAppendRecord(rec)
+	var deadline = time.Now().Add(appendOrderTimeout)
 	l.mu.Lock()
+	for {
+		var end = l.logged[rec.Journal]
+		if l.unguarded[rec.Journal] || rec.Begin <= end {
+			break
+		}
+		var changed = l.changed
+		l.mu.Unlock()
+		var wait = time.Until(deadline)
+		if wait <= 0 {
+			slog.Warn("devstack: an append was acknowledged before the content preceding it; logging it anyway",
+				"journal", rec.Journal, "begin", rec.Begin, "logged", end)
+			l.mu.Lock()
+			break
+		}
+		var timer = time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-timer.C:
+		}
+		timer.Stop()
+		l.mu.Lock()
+	}
 	if l.writeErr == nil {
 		l.writeErr = l.writeLocked(rec, payload)
 	}
 	var err, seq = l.writeErr, l.written
+	if err == nil {
+		l.logged[rec.Journal] = max(l.logged[rec.Journal], rec.End)
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
 	l.mu.Unlock()
 	if err != nil {
 		return err
@@ -288,6 +335,39 @@ func readAppendSegment(path string, fn func(appendRecord) error) error {
 	}
 }
 
+// setLogged notes that journal's content through end is accounted for (it
+// was persisted, or replayed) as the stack starts, or, if guarded is false,
+// that it could not be: reads of it never wait.
+func (l *appendLog) setLogged(journal pb.Journal, end pb.Offset, guarded bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !guarded {
+		l.unguarded[journal] = true
+		return
+	}
+	l.logged[journal] = max(l.logged[journal], end)
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// waitLogged waits until journal's content through end is logged.
+func (l *appendLog) waitLogged(ctx context.Context, journal pb.Journal, end pb.Offset) error {
+	for {
+		l.mu.Lock()
+		var done = l.unguarded[journal] || l.logged[journal] >= end || l.f == nil
+		var changed = l.changed
+		l.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // close closes the log. If persisted, every append is in the fragment
 // store, and the segments are removed.
 func (l *appendLog) close(persisted bool) error {
@@ -359,6 +439,40 @@ type appendLoggingServer struct {
 
 func (s appendLoggingServer) Append(stream pb.Journal_AppendServer) error {
 	return s.JournalServer.Append(&loggedAppendStream{Journal_AppendServer: stream, log: s.log, admit: s.admit})
+}
+
+func (s appendLoggingServer) Read(req *pb.ReadRequest, stream pb.Journal_ReadServer) error {
+	return s.JournalServer.Read(req, &loggedReadStream{Journal_ReadServer: stream, log: s.log, journal: req.Journal.StripMeta()})
+}
+
+// loggedReadStream sends content only once it is logged: what a reader
+// reads survives a crash of the stack, as its writer's acknowledgement
+// does.
+type loggedReadStream struct {
+	pb.Journal_ReadServer
+	log     *appendLog
+	journal pb.Journal
+}
+
+func (s *loggedReadStream) wait(m any) error {
+	if resp, ok := m.(*pb.ReadResponse); ok && len(resp.Content) != 0 {
+		return s.log.waitLogged(s.Context(), s.journal, resp.Offset+int64(len(resp.Content)))
+	}
+	return nil
+}
+
+func (s *loggedReadStream) Send(resp *pb.ReadResponse) error {
+	if err := s.wait(resp); err != nil {
+		return err
+	}
+	return s.Journal_ReadServer.Send(resp)
+}
+
+func (s *loggedReadStream) SendMsg(m any) error {
+	if err := s.wait(m); err != nil {
+		return err
+	}
+	return s.Journal_ReadServer.SendMsg(m)
 }
 
 // loggedAppendStream keeps the content of an append, and logs it before it

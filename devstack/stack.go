@@ -310,6 +310,9 @@ func (s *Stack) start(ctx context.Context) error {
 	if err = s.replayAppends(ctx, earlier); err != nil {
 		return err
 	}
+	if err = s.accountForContent(ctx); err != nil {
+		return err
+	}
 	s.replaying.Store(false)
 
 	var pruneCtx context.Context
@@ -581,6 +584,7 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 				} else if err != nil {
 					return err
 				}
+				s.appends.setLogged(rec.Journal, head, true) // Persisted.
 			}
 			switch {
 			case rec.End <= head:
@@ -623,6 +627,30 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 	s.appends.mu.Lock()
 	s.appends.closed = slices.DeleteFunc(s.appends.closed, func(c closedSegment) bool { return c.ends == nil })
 	s.appends.mu.Unlock()
+	return nil
+}
+
+// accountForContent tells the append log, of each journal, through which
+// offset its content is accounted for as the stack starts (persisted, or
+// replayed): reads of it never wait for the log; reads past it wait for
+// the appends that log it. A journal whose head cannot be had (it has more
+// replicas than the stack has brokers) is read without waiting.
+func (s *Stack) accountForContent(ctx context.Context) error {
+	var list, err = client.ListAllJournals(s.ownAppends(ctx), s.journals, pb.ListRequest{})
+	if err != nil {
+		return fmt.Errorf("devstack: listing journals: %w", err)
+	}
+	for _, j := range list.Journals {
+		if j.Spec.Suspend.GetLevel() == pb.JournalSpec_Suspend_FULL || int(j.Spec.Replication) > len(s.brokers) {
+			s.appends.setLogged(j.Spec.Name, 0, false)
+			continue
+		}
+		var head, err = s.writeHead(ctx, j.Spec.Name)
+		if err != nil {
+			return err
+		}
+		s.appends.setLogged(j.Spec.Name, head, true)
+	}
 	return nil
 }
 

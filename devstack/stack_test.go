@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
@@ -50,6 +51,28 @@ func crashChild(dir string) {
 		fmt.Println("apply:", err)
 		os.Exit(1)
 	}
+	// A reader of each journal prints how far it read, with a checksum of
+	// what it read: what a reader read must survive as well.
+	var out sync.Mutex
+	for _, journal := range []pb.Journal{"tests/one", "tests/two"} {
+		go func() {
+			var rr = client.NewRetryReader(ctx, s.Journals(), pb.ReadRequest{Journal: journal, Block: true})
+			var crc uint32
+			var buf = make([]byte, 4096)
+			for {
+				var n, err = rr.Read(buf)
+				if n != 0 {
+					crc = crc32.Update(crc, crc32.IEEETable, buf[:n])
+					out.Lock()
+					fmt.Printf("read %s %d %d\n", journal, rr.Offset(), crc)
+					out.Unlock()
+				}
+				if err != nil && !errors.Is(err, client.ErrOffsetNotYetAvailable) {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		}()
+	}
 	var ajc = client.NewAppendService(ctx, s.Journals())
 	for i := 0; ; i++ {
 		var journal = []pb.Journal{"tests/one", "tests/two"}[i%2]
@@ -63,7 +86,9 @@ func crashChild(dir string) {
 			fmt.Println("append:", err)
 			os.Exit(1)
 		}
+		out.Lock()
 		fmt.Print("acknowledged ", line) // Only once the append is.
+		out.Unlock()
 	}
 }
 
@@ -431,15 +456,26 @@ func TestAcknowledgedAppendsSurviveSIGKILL(t *testing.T) {
 	// Read acknowledgements until a good number of appends were made, then
 	// kill the process, reading what it acknowledged in the meantime.
 	var acked = map[pb.Journal][]string{}
+	type reading struct {
+		offset int64
+		crc    uint32
+	}
+	var read = map[pb.Journal]reading{}
 	var sc = bufio.NewScanner(stdout)
 	var n int
 	for sc.Scan() {
+		var r reading
+		var journal string
+		if _, err := fmt.Sscanf(sc.Text(), "read %s %d %d", &journal, &r.offset, &r.crc); err == nil {
+			read[pb.Journal(journal)] = r
+			continue
+		}
 		var line, ok = strings.CutPrefix(sc.Text(), "acknowledged ")
 		if !ok {
 			t.Fatalf("the stack's process: %s", sc.Text())
 		}
-		var journal = pb.Journal(line[strings.LastIndex(line, " ")+1:])
-		acked[journal] = append(acked[journal], line+"\n")
+		var ackedJournal = pb.Journal(line[strings.LastIndex(line, " ")+1:])
+		acked[ackedJournal] = append(acked[ackedJournal], line+"\n")
 		if n++; n == 2000 {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 		}
@@ -461,6 +497,16 @@ func TestAcknowledgedAppendsSurviveSIGKILL(t *testing.T) {
 		if got := readN(t, s.Journals(), journal, len(want)); got != want {
 			t.Errorf("%s holds %d bytes that differ from the %d acknowledged", journal, len(got), len(want))
 		}
+	}
+	// What the readers read is there, as they read it.
+	for journal, r := range read {
+		var got = readN(t, s.Journals(), journal, int(r.offset))
+		if crc32.ChecksumIEEE([]byte(got)) != r.crc {
+			t.Errorf("%s through offset %d differs from what a reader read before the crash", journal, r.offset)
+		}
+	}
+	if len(read) == 0 {
+		t.Error("the readers read nothing before the crash")
 	}
 	// And the journals take appends again.
 	appendTo(t, s.Journals(), "tests/one", "after the crash\n")
