@@ -11,6 +11,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCmd(), newEtcdCmd(), newShardsCmd())
+	root.AddCommand(newDevCmd(), newEtcdCmd(), newShardsCmd(), newBreakingCmd())
 	return root
 }
