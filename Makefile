@@ -16,10 +16,12 @@ all: build
 setup:
 	@./scripts/setup.sh
 
-## generate: regenerate every generated file (buf generate, offline), and
+## generate: regenerate every generated file (buf generate, offline; the
+## example's journal and shard specs from its annotations), and
 ## scaffold the handlers and command of a new consumer of example/proto.
 generate: setup
 	buf generate
+	go run ./cmd/gazconsumer specs --out example/specs example/proto
 
 ## build: build gazconsumer, protoc-gen-gazconsumer, the example's commands
 ## (ledger, leaderboard, bankctl) and gazctl into bin/.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh runs gazconsumer's main job, the example bank (example/), on the
 # in-process stack, exactly as its README shows by hand:
-#   - starts `gazconsumer dev` and applies the bank's journals with gazctl;
+#   - starts `gazconsumer dev` and applies the bank's journals with gazctl
+#     (example/specs, generated from its annotations by `gazconsumer specs`);
 #   - starts the two consumers built from example/cmd, ledger and
 #     leaderboard, and applies their shards with `gazctl shards apply`;
 #   - publishes orders and payments exactly once with bankctl, showing the

@@ -12,5 +12,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newDevCmd(), newEtcdCmd(), newShardsCmd(), newBreakingCmd())
+	root.AddCommand(newSpecsCmd())
 	return root
 }

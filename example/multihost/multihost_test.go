@@ -413,8 +413,14 @@ func TestMultiHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The generated specs leave hot_standbys zero (the consumer's
+		// shard_defaults have none), so that it is not among their keys.
+		var standby = strings.Replace(string(specs), "\ncommon:\n", "\ncommon:\n  hot_standbys: 1\n", 1)
+		if standby == string(specs) || strings.Contains(string(specs), "hot_standbys:") {
+			t.Fatalf("example/specs/%s-shards.yaml has no common section without hot_standbys", app)
+		}
 		var file = filepath.Join(dir, app+"-shards.yaml")
-		if err = os.WriteFile(file, []byte(strings.Replace(string(specs), "hot_standbys: 0", "hot_standbys: 1", 1)), 0o644); err != nil {
+		if err = os.WriteFile(file, []byte(standby), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		mustOperate(time.Minute, gazctl, "shards", "apply", "--specs", file, "--consumer.address", address(app, memberHosts[0]))

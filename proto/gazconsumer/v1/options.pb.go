@@ -165,6 +165,74 @@ func (StoreKind) EnumDescriptor() ([]byte, []int) {
 	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{1}
 }
 
+// CompressionCodec is the codec compressing a journal's fragments. Its
+// values are those of Gazette's protocol.CompressionCodec.
+type CompressionCodec int32
+
+const (
+	// The default: SNAPPY for journals of messages, NONE for recovery logs
+	// (which hold RocksDB files, compressed already).
+	CompressionCodec_COMPRESSION_CODEC_UNSPECIFIED CompressionCodec = 0
+	// No compression.
+	CompressionCodec_COMPRESSION_CODEC_NONE CompressionCodec = 1
+	// GZIP compression.
+	CompressionCodec_COMPRESSION_CODEC_GZIP CompressionCodec = 2
+	// Zstandard compression.
+	CompressionCodec_COMPRESSION_CODEC_ZSTANDARD CompressionCodec = 3
+	// Snappy compression.
+	CompressionCodec_COMPRESSION_CODEC_SNAPPY CompressionCodec = 4
+	// GZIP compression, decompressed by the store's HTTP clients rather than
+	// the brokers. Not with file:// stores.
+	CompressionCodec_COMPRESSION_CODEC_GZIP_OFFLOAD_DECOMPRESSION CompressionCodec = 5
+)
+
+// Enum value maps for CompressionCodec.
+var (
+	CompressionCodec_name = map[int32]string{
+		0: "COMPRESSION_CODEC_UNSPECIFIED",
+		1: "COMPRESSION_CODEC_NONE",
+		2: "COMPRESSION_CODEC_GZIP",
+		3: "COMPRESSION_CODEC_ZSTANDARD",
+		4: "COMPRESSION_CODEC_SNAPPY",
+		5: "COMPRESSION_CODEC_GZIP_OFFLOAD_DECOMPRESSION",
+	}
+	CompressionCodec_value = map[string]int32{
+		"COMPRESSION_CODEC_UNSPECIFIED":                0,
+		"COMPRESSION_CODEC_NONE":                       1,
+		"COMPRESSION_CODEC_GZIP":                       2,
+		"COMPRESSION_CODEC_ZSTANDARD":                  3,
+		"COMPRESSION_CODEC_SNAPPY":                     4,
+		"COMPRESSION_CODEC_GZIP_OFFLOAD_DECOMPRESSION": 5,
+	}
+)
+
+func (x CompressionCodec) Enum() *CompressionCodec {
+	p := new(CompressionCodec)
+	*p = x
+	return p
+}
+
+func (x CompressionCodec) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CompressionCodec) Descriptor() protoreflect.EnumDescriptor {
+	return file_gazconsumer_v1_options_proto_enumTypes[2].Descriptor()
+}
+
+func (CompressionCodec) Type() protoreflect.EnumType {
+	return &file_gazconsumer_v1_options_proto_enumTypes[2]
+}
+
+func (x CompressionCodec) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CompressionCodec.Descriptor instead.
+func (CompressionCodec) EnumDescriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
+}
+
 // MessageOptions is the `(gazconsumer.v1.message)` option of a message.
 type MessageOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -238,7 +306,11 @@ type JournalMessage struct {
 	// journal a published message is written to: messages with equal keys go to
 	// the same partition. Singular scalar, enum or Timestamp fields only. When
 	// empty, messages are spread over the partitions at random.
-	PartitionKey  []string `protobuf:"bytes,4,rep,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
+	PartitionKey []string `protobuf:"bytes,4,rep,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
+	// family describes the journals holding this message, for `gazconsumer
+	// specs`, which writes their specifications. Without it, no journals are
+	// written for the message (and a consumer of it can have no shards written).
+	Family        *JournalFamily `protobuf:"bytes,5,opt,name=family,proto3" json:"family,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +373,202 @@ func (x *JournalMessage) GetPartitionKey() []string {
 	return nil
 }
 
+func (x *JournalMessage) GetFamily() *JournalFamily {
+	if x != nil {
+		return x.Family
+	}
+	return nil
+}
+
+// JournalFamily describes the partition journals of a journal message:
+// journals NAMEpart-00, NAMEpart-01, ... (two digits, or as many as the last
+// index needs), labelled with the message's message_type and the content
+// type of its framing.
+type JournalFamily struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the prefix of the family's journal names, ending in "/", e.g.
+	// "acme/orders/". Required.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// partitions is the number of partition journals. Defaults to 1.
+	Partitions uint32 `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// replication is the number of brokers replicating each journal. Defaults
+	// to 3; a stack of one broker (`gazconsumer dev`) needs 1.
+	Replication uint32 `protobuf:"varint,3,opt,name=replication,proto3" json:"replication,omitempty"`
+	// fragment holds the fragment settings of the family's journals.
+	Fragment      *Fragment `protobuf:"bytes,4,opt,name=fragment,proto3" json:"fragment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalFamily) Reset() {
+	*x = JournalFamily{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalFamily) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalFamily) ProtoMessage() {}
+
+func (x *JournalFamily) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalFamily.ProtoReflect.Descriptor instead.
+func (*JournalFamily) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JournalFamily) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JournalFamily) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *JournalFamily) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+func (x *JournalFamily) GetFragment() *Fragment {
+	if x != nil {
+		return x.Fragment
+	}
+	return nil
+}
+
+// Fragment holds the fragment settings of journals: the `fragment` of their
+// Gazette JournalSpec. Fields left zero take the defaults given.
+type Fragment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// length is the target length of a fragment, in bytes, before it is
+	// closed and persisted. Defaults to 536870912 (512 MiB).
+	Length uint64 `protobuf:"varint,1,opt,name=length,proto3" json:"length,omitempty"`
+	// stores are the URLs of the fragment stores, e.g. "s3://bucket/path/" or
+	// "file:///" (rooted by each broker's --broker.file-root): fragments are
+	// persisted to the first. Defaults to none: fragments live only in the
+	// brokers.
+	Stores []string `protobuf:"bytes,2,rep,name=stores,proto3" json:"stores,omitempty"`
+	// compression_codec compresses the fragments.
+	CompressionCodec CompressionCodec `protobuf:"varint,3,opt,name=compression_codec,json=compressionCodec,proto3,enum=gazconsumer.v1.CompressionCodec" json:"compression_codec,omitempty"`
+	// refresh_interval is how often brokers list the stores for fragments.
+	// Defaults to 5 minutes.
+	RefreshInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=refresh_interval,json=refreshInterval,proto3" json:"refresh_interval,omitempty"`
+	// flush_interval bounds how long a fragment stays open before it is
+	// persisted, whatever its length. Defaults to none.
+	FlushInterval *durationpb.Duration `protobuf:"bytes,5,opt,name=flush_interval,json=flushInterval,proto3" json:"flush_interval,omitempty"`
+	// retention is how long persisted fragments are kept. Defaults to none:
+	// they are kept forever.
+	Retention *durationpb.Duration `protobuf:"bytes,6,opt,name=retention,proto3" json:"retention,omitempty"`
+	// path_postfix_template is the Go template of the path components that
+	// follow the journal's name in a persisted fragment's path, e.g.
+	// "date={{.Spool.FirstAppendTime.Format \"2006-01-02\"}}". Defaults to
+	// none.
+	PathPostfixTemplate string `protobuf:"bytes,7,opt,name=path_postfix_template,json=pathPostfixTemplate,proto3" json:"path_postfix_template,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Fragment) Reset() {
+	*x = Fragment{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fragment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fragment) ProtoMessage() {}
+
+func (x *Fragment) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fragment.ProtoReflect.Descriptor instead.
+func (*Fragment) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Fragment) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *Fragment) GetStores() []string {
+	if x != nil {
+		return x.Stores
+	}
+	return nil
+}
+
+func (x *Fragment) GetCompressionCodec() CompressionCodec {
+	if x != nil {
+		return x.CompressionCodec
+	}
+	return CompressionCodec_COMPRESSION_CODEC_UNSPECIFIED
+}
+
+func (x *Fragment) GetRefreshInterval() *durationpb.Duration {
+	if x != nil {
+		return x.RefreshInterval
+	}
+	return nil
+}
+
+func (x *Fragment) GetFlushInterval() *durationpb.Duration {
+	if x != nil {
+		return x.FlushInterval
+	}
+	return nil
+}
+
+func (x *Fragment) GetRetention() *durationpb.Duration {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+func (x *Fragment) GetPathPostfixTemplate() string {
+	if x != nil {
+		return x.PathPostfixTemplate
+	}
+	return ""
+}
+
 // Table describes a state table: rows of this message stored in a shard's
 // store, ordered by a composite key of some of its fields.
 type Table struct {
@@ -322,7 +590,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +602,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +615,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Table) GetName() string {
@@ -377,7 +645,7 @@ type KeyField struct {
 
 func (x *KeyField) Reset() {
 	*x = KeyField{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +657,7 @@ func (x *KeyField) String() string {
 func (*KeyField) ProtoMessage() {}
 
 func (x *KeyField) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +670,7 @@ func (x *KeyField) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyField.ProtoReflect.Descriptor instead.
 func (*KeyField) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KeyField) GetField() string {
@@ -432,13 +700,17 @@ type Consumer struct {
 	Publishes []*Publish `protobuf:"bytes,3,rep,name=publishes,proto3" json:"publishes,omitempty"`
 	// shard_defaults are defaults for the consumer's shard specifications.
 	ShardDefaults *ShardDefaults `protobuf:"bytes,4,opt,name=shard_defaults,json=shardDefaults,proto3" json:"shard_defaults,omitempty"`
+	// shards describes the consumer's shards, for `gazconsumer specs`, which
+	// writes their specifications and their recovery-log journals. Without
+	// it, none are written for the consumer.
+	Shards        *Shards `protobuf:"bytes,5,opt,name=shards,proto3" json:"shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +722,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +735,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{4}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Consumer) GetStore() StoreKind {
@@ -494,6 +766,162 @@ func (x *Consumer) GetShardDefaults() *ShardDefaults {
 	return nil
 }
 
+func (x *Consumer) GetShards() *Shards {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+// Shards describes a consumer's shards: one per partition of the journal
+// families it consumes, which must have as many partitions each. Shard
+// ID_PREFIX-NN reads partition NN (part-NN) of each family, and records its
+// store into recovery log RECOVERY_LOG_PREFIX/ID_PREFIX-NN. Its transaction
+// durations and hot standbys are the consumer's shard_defaults (a
+// max_txn_duration of 1s if it has none).
+type Shards struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id_prefix is the prefix of the shards' ids. Defaults to the service's
+	// name, lower-cased (e.g. "spendcounter" for SpendCounter).
+	IdPrefix string `protobuf:"bytes,1,opt,name=id_prefix,json=idPrefix,proto3" json:"id_prefix,omitempty"`
+	// recovery_log_prefix is the prefix of the names of the shards' recovery
+	// logs, without a trailing "/", e.g. "acme/recovery/spendcounter". Each
+	// shard of every consumer must have a recovery log of its own. Required.
+	RecoveryLogPrefix string `protobuf:"bytes,2,opt,name=recovery_log_prefix,json=recoveryLogPrefix,proto3" json:"recovery_log_prefix,omitempty"`
+	// hint_prefix is the etcd key prefix under which the shards' recovery-log
+	// hints are kept. Defaults to "/gazette/hints/" followed by
+	// recovery_log_prefix.
+	HintPrefix string `protobuf:"bytes,3,opt,name=hint_prefix,json=hintPrefix,proto3" json:"hint_prefix,omitempty"`
+	// hint_backups is the number of earlier generations of hints kept, for a
+	// recovery to fall back on. Defaults to 2.
+	HintBackups *uint32 `protobuf:"varint,4,opt,name=hint_backups,json=hintBackups,proto3,oneof" json:"hint_backups,omitempty"`
+	// recovery_logs holds the settings of the shards' recovery-log journals.
+	RecoveryLogs  *RecoveryLogs `protobuf:"bytes,5,opt,name=recovery_logs,json=recoveryLogs,proto3" json:"recovery_logs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Shards) Reset() {
+	*x = Shards{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Shards) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Shards) ProtoMessage() {}
+
+func (x *Shards) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Shards.ProtoReflect.Descriptor instead.
+func (*Shards) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Shards) GetIdPrefix() string {
+	if x != nil {
+		return x.IdPrefix
+	}
+	return ""
+}
+
+func (x *Shards) GetRecoveryLogPrefix() string {
+	if x != nil {
+		return x.RecoveryLogPrefix
+	}
+	return ""
+}
+
+func (x *Shards) GetHintPrefix() string {
+	if x != nil {
+		return x.HintPrefix
+	}
+	return ""
+}
+
+func (x *Shards) GetHintBackups() uint32 {
+	if x != nil && x.HintBackups != nil {
+		return *x.HintBackups
+	}
+	return 0
+}
+
+func (x *Shards) GetRecoveryLogs() *RecoveryLogs {
+	if x != nil {
+		return x.RecoveryLogs
+	}
+	return nil
+}
+
+// RecoveryLogs holds the settings of a consumer's recovery-log journals.
+type RecoveryLogs struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// replication is the number of brokers replicating each recovery log.
+	// Defaults to 3; a stack of one broker (`gazconsumer dev`) needs 1.
+	Replication uint32 `protobuf:"varint,1,opt,name=replication,proto3" json:"replication,omitempty"`
+	// fragment holds the fragment settings of the recovery logs.
+	Fragment      *Fragment `protobuf:"bytes,2,opt,name=fragment,proto3" json:"fragment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryLogs) Reset() {
+	*x = RecoveryLogs{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryLogs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryLogs) ProtoMessage() {}
+
+func (x *RecoveryLogs) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryLogs.ProtoReflect.Descriptor instead.
+func (*RecoveryLogs) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RecoveryLogs) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+func (x *RecoveryLogs) GetFragment() *Fragment {
+	if x != nil {
+		return x.Fragment
+	}
+	return nil
+}
+
 // Publish describes one journal message type a consumer publishes.
 type Publish struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -509,7 +937,7 @@ type Publish struct {
 
 func (x *Publish) Reset() {
 	*x = Publish{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +949,7 @@ func (x *Publish) String() string {
 func (*Publish) ProtoMessage() {}
 
 func (x *Publish) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +962,7 @@ func (x *Publish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publish.ProtoReflect.Descriptor instead.
 func (*Publish) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{5}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Publish) GetMessage() string {
@@ -572,7 +1000,7 @@ type ShardDefaults struct {
 
 func (x *ShardDefaults) Reset() {
 	*x = ShardDefaults{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +1012,7 @@ func (x *ShardDefaults) String() string {
 func (*ShardDefaults) ProtoMessage() {}
 
 func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +1025,7 @@ func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDefaults.ProtoReflect.Descriptor instead.
 func (*ShardDefaults) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{6}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShardDefaults) GetMinTxnDuration() *durationpb.Duration {
@@ -663,13 +1091,29 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x1cgazconsumer/v1/options.proto\x12\x0egazconsumer.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"w\n" +
 	"\x0eMessageOptions\x128\n" +
 	"\ajournal\x18\x01 \x01(\v2\x1e.gazconsumer.v1.JournalMessageR\ajournal\x12+\n" +
-	"\x05table\x18\x02 \x01(\v2\x15.gazconsumer.v1.TableR\x05table\"\xaa\x01\n" +
+	"\x05table\x18\x02 \x01(\v2\x15.gazconsumer.v1.TableR\x05table\"\xe1\x01\n" +
 	"\x0eJournalMessage\x12\x1d\n" +
 	"\n" +
 	"uuid_field\x18\x01 \x01(\tR\tuuidField\x121\n" +
 	"\aframing\x18\x02 \x01(\x0e2\x17.gazconsumer.v1.FramingR\aframing\x12!\n" +
 	"\fmessage_type\x18\x03 \x01(\tR\vmessageType\x12#\n" +
-	"\rpartition_key\x18\x04 \x03(\tR\fpartitionKey\"G\n" +
+	"\rpartition_key\x18\x04 \x03(\tR\fpartitionKey\x125\n" +
+	"\x06family\x18\x05 \x01(\v2\x1d.gazconsumer.v1.JournalFamilyR\x06family\"\x9b\x01\n" +
+	"\rJournalFamily\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x01(\rR\n" +
+	"partitions\x12 \n" +
+	"\vreplication\x18\x03 \x01(\rR\vreplication\x124\n" +
+	"\bfragment\x18\x04 \x01(\v2\x18.gazconsumer.v1.FragmentR\bfragment\"\xfe\x02\n" +
+	"\bFragment\x12\x16\n" +
+	"\x06length\x18\x01 \x01(\x04R\x06length\x12\x16\n" +
+	"\x06stores\x18\x02 \x03(\tR\x06stores\x12M\n" +
+	"\x11compression_codec\x18\x03 \x01(\x0e2 .gazconsumer.v1.CompressionCodecR\x10compressionCodec\x12D\n" +
+	"\x10refresh_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0frefreshInterval\x12@\n" +
+	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x127\n" +
+	"\tretention\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tretention\x122\n" +
+	"\x15path_postfix_template\x18\a \x01(\tR\x13pathPostfixTemplate\"G\n" +
 	"\x05Table\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x03key\x18\x02 \x03(\v2\x18.gazconsumer.v1.KeyFieldR\x03key\"@\n" +
@@ -677,12 +1121,24 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x1e\n" +
 	"\n" +
 	"descending\x18\x02 \x01(\bR\n" +
-	"descending\"\xd0\x01\n" +
+	"descending\"\x80\x02\n" +
 	"\bConsumer\x12/\n" +
 	"\x05store\x18\x01 \x01(\x0e2\x19.gazconsumer.v1.StoreKindR\x05store\x12\x16\n" +
 	"\x06tables\x18\x02 \x03(\tR\x06tables\x125\n" +
 	"\tpublishes\x18\x03 \x03(\v2\x17.gazconsumer.v1.PublishR\tpublishes\x12D\n" +
-	"\x0eshard_defaults\x18\x04 \x01(\v2\x1d.gazconsumer.v1.ShardDefaultsR\rshardDefaults\"C\n" +
+	"\x0eshard_defaults\x18\x04 \x01(\v2\x1d.gazconsumer.v1.ShardDefaultsR\rshardDefaults\x12.\n" +
+	"\x06shards\x18\x05 \x01(\v2\x16.gazconsumer.v1.ShardsR\x06shards\"\xf2\x01\n" +
+	"\x06Shards\x12\x1b\n" +
+	"\tid_prefix\x18\x01 \x01(\tR\bidPrefix\x12.\n" +
+	"\x13recovery_log_prefix\x18\x02 \x01(\tR\x11recoveryLogPrefix\x12\x1f\n" +
+	"\vhint_prefix\x18\x03 \x01(\tR\n" +
+	"hintPrefix\x12&\n" +
+	"\fhint_backups\x18\x04 \x01(\rH\x00R\vhintBackups\x88\x01\x01\x12A\n" +
+	"\rrecovery_logs\x18\x05 \x01(\v2\x1c.gazconsumer.v1.RecoveryLogsR\frecoveryLogsB\x0f\n" +
+	"\r_hint_backups\"f\n" +
+	"\fRecoveryLogs\x12 \n" +
+	"\vreplication\x18\x01 \x01(\rR\vreplication\x124\n" +
+	"\bfragment\x18\x02 \x01(\v2\x18.gazconsumer.v1.FragmentR\bfragment\"C\n" +
 	"\aPublish\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1e\n" +
 	"\n" +
@@ -698,7 +1154,14 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\fFRAMING_JSON\x10\x02*?\n" +
 	"\tStoreKind\x12\x1a\n" +
 	"\x16STORE_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12STORE_KIND_ROCKSDB\x10\x01:[\n" +
+	"\x12STORE_KIND_ROCKSDB\x10\x01*\xde\x01\n" +
+	"\x10CompressionCodec\x12!\n" +
+	"\x1dCOMPRESSION_CODEC_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16COMPRESSION_CODEC_NONE\x10\x01\x12\x1a\n" +
+	"\x16COMPRESSION_CODEC_GZIP\x10\x02\x12\x1f\n" +
+	"\x1bCOMPRESSION_CODEC_ZSTANDARD\x10\x03\x12\x1c\n" +
+	"\x18COMPRESSION_CODEC_SNAPPY\x10\x04\x120\n" +
+	",COMPRESSION_CODEC_GZIP_OFFLOAD_DECOMPRESSION\x10\x05:[\n" +
 	"\amessage\x12\x1f.google.protobuf.MessageOptions\x18\xe2\xc6\x03 \x01(\v2\x1e.gazconsumer.v1.MessageOptionsR\amessage:W\n" +
 	"\bconsumer\x12\x1f.google.protobuf.ServiceOptions\x18\xe2\xc6\x03 \x01(\v2\x18.gazconsumer.v1.ConsumerR\bconsumerBGZEgithub.com/gazconsumer/gazconsumer/proto/gazconsumer/v1;gazconsumerv1b\x06proto3"
 
@@ -714,41 +1177,55 @@ func file_gazconsumer_v1_options_proto_rawDescGZIP() []byte {
 	return file_gazconsumer_v1_options_proto_rawDescData
 }
 
-var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_gazconsumer_v1_options_proto_goTypes = []any{
 	(Framing)(0),                        // 0: gazconsumer.v1.Framing
 	(StoreKind)(0),                      // 1: gazconsumer.v1.StoreKind
-	(*MessageOptions)(nil),              // 2: gazconsumer.v1.MessageOptions
-	(*JournalMessage)(nil),              // 3: gazconsumer.v1.JournalMessage
-	(*Table)(nil),                       // 4: gazconsumer.v1.Table
-	(*KeyField)(nil),                    // 5: gazconsumer.v1.KeyField
-	(*Consumer)(nil),                    // 6: gazconsumer.v1.Consumer
-	(*Publish)(nil),                     // 7: gazconsumer.v1.Publish
-	(*ShardDefaults)(nil),               // 8: gazconsumer.v1.ShardDefaults
-	(*durationpb.Duration)(nil),         // 9: google.protobuf.Duration
-	(*descriptorpb.MessageOptions)(nil), // 10: google.protobuf.MessageOptions
-	(*descriptorpb.ServiceOptions)(nil), // 11: google.protobuf.ServiceOptions
+	(CompressionCodec)(0),               // 2: gazconsumer.v1.CompressionCodec
+	(*MessageOptions)(nil),              // 3: gazconsumer.v1.MessageOptions
+	(*JournalMessage)(nil),              // 4: gazconsumer.v1.JournalMessage
+	(*JournalFamily)(nil),               // 5: gazconsumer.v1.JournalFamily
+	(*Fragment)(nil),                    // 6: gazconsumer.v1.Fragment
+	(*Table)(nil),                       // 7: gazconsumer.v1.Table
+	(*KeyField)(nil),                    // 8: gazconsumer.v1.KeyField
+	(*Consumer)(nil),                    // 9: gazconsumer.v1.Consumer
+	(*Shards)(nil),                      // 10: gazconsumer.v1.Shards
+	(*RecoveryLogs)(nil),                // 11: gazconsumer.v1.RecoveryLogs
+	(*Publish)(nil),                     // 12: gazconsumer.v1.Publish
+	(*ShardDefaults)(nil),               // 13: gazconsumer.v1.ShardDefaults
+	(*durationpb.Duration)(nil),         // 14: google.protobuf.Duration
+	(*descriptorpb.MessageOptions)(nil), // 15: google.protobuf.MessageOptions
+	(*descriptorpb.ServiceOptions)(nil), // 16: google.protobuf.ServiceOptions
 }
 var file_gazconsumer_v1_options_proto_depIdxs = []int32{
-	3,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
-	4,  // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
+	4,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
+	7,  // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
 	0,  // 2: gazconsumer.v1.JournalMessage.framing:type_name -> gazconsumer.v1.Framing
-	5,  // 3: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
-	1,  // 4: gazconsumer.v1.Consumer.store:type_name -> gazconsumer.v1.StoreKind
-	7,  // 5: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
-	8,  // 6: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
-	9,  // 7: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
-	9,  // 8: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
-	10, // 9: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
-	11, // 10: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
-	2,  // 11: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
-	6,  // 12: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	11, // [11:13] is the sub-list for extension type_name
-	9,  // [9:11] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	5,  // 3: gazconsumer.v1.JournalMessage.family:type_name -> gazconsumer.v1.JournalFamily
+	6,  // 4: gazconsumer.v1.JournalFamily.fragment:type_name -> gazconsumer.v1.Fragment
+	2,  // 5: gazconsumer.v1.Fragment.compression_codec:type_name -> gazconsumer.v1.CompressionCodec
+	14, // 6: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
+	14, // 7: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
+	14, // 8: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
+	8,  // 9: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
+	1,  // 10: gazconsumer.v1.Consumer.store:type_name -> gazconsumer.v1.StoreKind
+	12, // 11: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
+	13, // 12: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
+	10, // 13: gazconsumer.v1.Consumer.shards:type_name -> gazconsumer.v1.Shards
+	11, // 14: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
+	6,  // 15: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
+	14, // 16: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
+	14, // 17: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
+	15, // 18: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
+	16, // 19: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
+	3,  // 20: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
+	9,  // 21: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	20, // [20:22] is the sub-list for extension type_name
+	18, // [18:20] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_gazconsumer_v1_options_proto_init() }
@@ -756,13 +1233,14 @@ func file_gazconsumer_v1_options_proto_init() {
 	if File_gazconsumer_v1_options_proto != nil {
 		return
 	}
+	file_gazconsumer_v1_options_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_v1_options_proto_rawDesc), len(file_gazconsumer_v1_options_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   7,
+			NumEnums:      3,
+			NumMessages:   11,
 			NumExtensions: 2,
 			NumServices:   0,
 		},

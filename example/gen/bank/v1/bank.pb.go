@@ -310,7 +310,7 @@ var File_gazconsumer_example_bank_v1_bank_proto protoreflect.FileDescriptor
 
 const file_gazconsumer_example_bank_v1_bank_proto_rawDesc = "" +
 	"\n" +
-	"&gazconsumer/example/bank/v1/bank.proto\x12\x1bgazconsumer.example.bank.v1\x1a\x1cgazconsumer/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x01\n" +
+	"&gazconsumer/example/bank/v1/bank.proto\x12\x1bgazconsumer.example.bank.v1\x1a\x1cgazconsumer/v1/options.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x02\n" +
 	"\x05Order\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\fR\x04uuid\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1f\n" +
@@ -319,9 +319,11 @@ const file_gazconsumer_example_bank_v1_bank_proto_rawDesc = "" +
 	"\n" +
 	"account_id\x18\x04 \x01(\tR\taccountId\x12!\n" +
 	"\famount_cents\x18\x05 \x01(\x03R\vamountCents\x127\n" +
-	"\tplaced_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bplacedAt:\x19\x92\xb6\x1c\x15\n" +
-	"\x13\n" +
-	"\x04uuid\"\vcustomer_id\"\xf7\x01\n" +
+	"\tplaced_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bplacedAt:H\x92\xb6\x1cD\n" +
+	"B\n" +
+	"\x04uuid\"\vcustomer_id*-\n" +
+	"\fbank/orders/\x10\x02\x18\x01\"\x19\b\x80\x80\x80\x02\x12\bfile:///\x18\x04\"\x02\b\n" +
+	"*\x02\b<\"\xa8\x02\n" +
 	"\aPayment\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\fR\x04uuid\x12\x1d\n" +
 	"\n" +
@@ -332,9 +334,11 @@ const file_gazconsumer_example_bank_v1_bank_proto_rawDesc = "" +
 	"account_id\x18\x04 \x01(\tR\taccountId\x12!\n" +
 	"\famount_cents\x18\x05 \x01(\x03R\vamountCents\x12;\n" +
 	"\vreceived_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"receivedAt:\x19\x92\xb6\x1c\x15\n" +
-	"\x13\n" +
-	"\x04uuid\"\vcustomer_id\"\xa8\x02\n" +
+	"receivedAt:J\x92\xb6\x1cF\n" +
+	"D\n" +
+	"\x04uuid\"\vcustomer_id*/\n" +
+	"\x0ebank/payments/\x10\x02\x18\x01\"\x19\b\x80\x80\x80\x02\x12\bfile:///\x18\x04\"\x02\b\n" +
+	"*\x02\b<\"\xe0\x02\n" +
 	"\x0eBalanceChanged\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\fR\x04uuid\x12\x1f\n" +
 	"\vcustomer_id\x18\x02 \x01(\tR\n" +
@@ -346,9 +350,11 @@ const file_gazconsumer_example_bank_v1_bank_proto_rawDesc = "" +
 	"\rbalance_cents\x18\x05 \x01(\x03R\fbalanceCents\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x19\n" +
 	"\bcause_id\x18\a \x01(\tR\acauseId\x12*\n" +
-	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at:\x1b\x92\xb6\x1c\x17\n" +
-	"\x15\n" +
-	"\x04uuid\x10\x02\"\vcustomer_idB?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
+	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at:S\x92\xb6\x1cO\n" +
+	"M\n" +
+	"\x04uuid\x10\x02\"\vcustomer_id*6\n" +
+	"\x15bank/balance-changes/\x10\x02\x18\x01\"\x19\b\x80\x80\x80\x02\x12\bfile:///\x18\x04\"\x02\b\n" +
+	"*\x02\b<B?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
 
 var (
 	file_gazconsumer_example_bank_v1_bank_proto_rawDescOnce sync.Once

@@ -181,9 +181,10 @@ const file_gazconsumer_example_bank_v1_leaderboard_proto_rawDesc = "" +
 	"\rbalance_cents\x10\x01\x12\r\n" +
 	"\vcustomer_id\x12\f\n" +
 	"\n" +
-	"account_id2\x82\x01\n" +
+	"account_id2\xdd\x01\n" +
 	"\vLeaderboard\x12W\n" +
-	"\x10OnBalanceChanged\x12+.gazconsumer.example.bank.v1.BalanceChanged\x1a\x16.google.protobuf.Empty\x1a\x1a\x92\xb6\x1c\x16\x12\bStanding\x12\x04Rank\"\x04\x12\x02\b\x01B?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
+	"\x10OnBalanceChanged\x12+.gazconsumer.example.bank.v1.BalanceChanged\x1a\x16.google.protobuf.Empty\x1au\x92\xb6\x1cq\x12\bStanding\x12\x04Rank\"\x04\x12\x02\b\x01*Y\x12\x19bank/recovery/leaderboard\x1a\x1f/gazette/hints/bank/leaderboard*\x1b\b\x01\x12\x17\b\x80\x80\x80\x02\x12\bfile:///\"\x02\b\n" +
+	"*\x02\b<B?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
 
 var (
 	file_gazconsumer_example_bank_v1_leaderboard_proto_rawDescOnce sync.Once

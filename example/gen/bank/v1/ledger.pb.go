@@ -209,11 +209,12 @@ const file_gazconsumer_example_bank_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"paid_cents\x18\x05 \x01(\x03R\tpaidCents\x123\n" +
 	"\alast_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06lastAt:\x15\x92\xb6\x1c\x11\x12\x0f\x12\r\n" +
-	"\vcustomer_id2\xd3\x01\n" +
+	"\vcustomer_id2\xa6\x02\n" +
 	"\x06Ledger\x12E\n" +
 	"\aOnOrder\x12\".gazconsumer.example.bank.v1.Order\x1a\x16.google.protobuf.Empty\x12I\n" +
-	"\tOnPayment\x12$.gazconsumer.example.bank.v1.Payment\x1a\x16.google.protobuf.Empty\x1a7\x92\xb6\x1c3\x12\aBalance\x12\x10CustomerActivity\x1a\x10\n" +
-	"\x0eBalanceChanged\"\x04\x12\x02\b\x01B?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
+	"\tOnPayment\x12$.gazconsumer.example.bank.v1.Payment\x1a\x16.google.protobuf.Empty\x1a\x89\x01\x92\xb6\x1c\x84\x01\x12\aBalance\x12\x10CustomerActivity\x1a\x10\n" +
+	"\x0eBalanceChanged\"\x04\x12\x02\b\x01*O\x12\x14bank/recovery/ledger\x1a\x1a/gazette/hints/bank/ledger*\x1b\b\x01\x12\x17\b\x80\x80\x80\x02\x12\bfile:///\"\x02\b\n" +
+	"*\x02\b<B?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
 
 var (
 	file_gazconsumer_example_bank_v1_ledger_proto_rawDescOnce sync.Once
