@@ -65,7 +65,7 @@ bench-go: setup
 ## minutes; not part of test). BENCH_FLAGS adds flags of bench/cmd/bench,
 ## e.g. BENCH_FLAGS='-messages 100000 -state 64MiB -reps 1' for a quick look.
 bench-consumers: setup
-	cd bench && go build -o bin/ ./cmd/... && bin/bench $(BENCH_FLAGS)
+	cd bench && go build -o bin/ ./cmd/... && go build -tags gazconsumer_novtproto -o bin/summer-novt ./cmd/summer && bin/bench $(BENCH_FLAGS)
 
 ## bench-recovery: recovery of a shard with 1 GiB of live state, against its
 ## live bytes and an fsync'd write of them (a few minutes; not part of test).

@@ -136,7 +136,7 @@ type txn struct {
 	stopTimer func()
 	minDone   bool // MinDuration has passed.
 	maxDone   bool // MaxDuration has passed.
-	yielded   bool // Reads were found empty, and the goroutine yielded since.
+	yields    int  // Times reads were found empty, and the goroutine yielded, since reads last arrived.
 
 	// Predecessor barrier: the next of its commit or acks not yet resolved.
 	barrier <-chan struct{}
@@ -252,11 +252,14 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				continue
 			default:
 			}
-			if cur.began && cur.reads != nil && !cur.yielded {
+			if cur.began && cur.reads != nil && cur.yields < maxYields {
 				// Reads ran dry for the moment: let their goroutines,
-				// which may just be waiting for a processor, refill them
-				// before ending the transaction on it.
-				cur.yielded = true
+				// which may just be waiting for a processor, or be
+				// decoding the next message, refill them before ending
+				// the transaction on it. A reader catching up on a backlog
+				// delivers again within a few yields; one at the head of
+				// its journal does not, and the transaction ends.
+				cur.yields++
 				goruntime.Gosched()
 				continue
 			}
@@ -282,6 +285,10 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 		}
 	}
 }
+
+// maxYields is how many times in a row a transaction which may finish
+// yields its processor for reads to arrive before it finishes.
+const maxYields = 8
 
 // mayFinish reports whether cur may stop waiting: its predecessor is done,
 // and it either never began and cannot, or has run its minimum duration and
@@ -309,12 +316,12 @@ func (p *Pipeline) take(ctx context.Context, cur, prev *txn) error {
 	if closed {
 		return p.onRead(ctx, cur, prev, Read{}, false)
 	}
-	cur.yielded = false
+	cur.yields = 0
 	return nil
 }
 
 func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) error {
-	cur.yielded = false
+	cur.yields = 0
 	if !ok {
 		cur.reads = nil // Reads have ended; don't select them again.
 		return nil

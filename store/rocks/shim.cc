@@ -6,7 +6,11 @@
 #include <memory>
 #include <string>
 
+#include <cstring>
+
+#include "rocksdb/c.h"
 #include "rocksdb/env.h"
+#include "rocksdb/perf_level.h"
 #include "rocksdb/file_system.h"
 
 // The C API's Env handle, as laid out by rocksdb's c.cc.
@@ -265,4 +269,28 @@ extern "C" char* gc_install_recorded_fs(void* c_env, uintptr_t handle) {
   } catch (const std::exception& ex) {
     return strdup(ex.what());
   }
+}
+
+extern "C" int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_len, char* buf, size_t cap,
+                          char** err) {
+  // The level is the thread's, and on by default (counting every key
+  // comparison, a lookup of thread-local storage each): Go calls in from
+  // whichever thread runs the goroutine, so set it on every call.
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  *err = nullptr;
+  rocksdb_pinnableslice_t* v = rocksdb_get_pinned(static_cast<rocksdb_t*>(c_db),
+      static_cast<rocksdb_readoptions_t*>(c_ro), key, key_len, err);
+  if (*err != nullptr) {
+    return -2;
+  }
+  if (v == nullptr) {
+    return -1;
+  }
+  size_t n = 0;
+  const char* data = rocksdb_pinnableslice_value(v, &n);
+  if (n <= cap) {
+    memcpy(buf, data, n);
+  }
+  rocksdb_pinnableslice_destroy(v);
+  return static_cast<int64_t>(n);
 }

@@ -16,6 +16,14 @@ extern "C" {
 // or an error message to be freed by the caller.
 char* gc_install_recorded_fs(void* c_env, uintptr_t handle);
 
+// gc_get reads key from c_db (a rocksdb_t) with c_ro (a
+// rocksdb_readoptions_t), with RocksDB's performance counters off on the
+// calling thread, in one call. It returns -1 if the key is absent, -2 on an
+// error (*err is then set, to be freed by the caller), or else the value's
+// length, having copied the value into buf if it fits within cap (if not,
+// nothing is copied: call again with room for it).
+int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_len, char* buf, size_t cap, char** err);
+
 #ifdef __cplusplus
 }
 #endif

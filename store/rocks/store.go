@@ -10,6 +10,7 @@ import (
 	"runtime/cgo"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
@@ -44,6 +45,8 @@ type Store struct {
 	ro    *grocksdb.ReadOptions
 	wo    *grocksdb.WriteOptions
 	db    *grocksdb.DB
+	cdb   unsafe.Pointer // The rocksdb_t of db, for get.
+	cro   unsafe.Pointer // The rocksdb_readoptions_t of ro, for get.
 
 	rows    *rowCache      // Rows as of the last settled commit; nil if disabled.
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
@@ -109,6 +112,12 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	// updates need memtable writes from one thread at a time.
 	s.opts.SetAllowConcurrentMemtableWrites(false)
 	s.opts.SetInplaceUpdateSupport(true)
+	// A Bloom filter of the memtable's keys: most Gets of a large key space
+	// are of keys the memtable doesn't hold (often of keys the database
+	// doesn't hold at all, as a key is first met), which the filter answers
+	// without a search of the memtable's skip list.
+	s.opts.SetMemTablePrefixBloomSizeRatio(DefaultMemtableBloomRatio)
+	s.opts.SetMemtableWholeKeyFiltering(true)
 	if o.Tune != nil {
 		o.Tune(s.opts)
 	}
@@ -121,6 +130,13 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	s.rows = newRowCache(o.rowCacheBytes())
 
 	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
+		s.release()
+		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+	}
+	if s.cdb, err = cPointer(s.db); err == nil {
+		s.cro, err = cPointer(s.ro)
+	}
+	if err != nil {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
@@ -217,20 +233,19 @@ func (d *database) Get(key []byte) ([]byte, bool, error) {
 	if r, ok := d.rows.get(key); ok {
 		return r.value, !r.absent, nil
 	}
-	var v, err = d.db.Get(d.ro, key)
+	var v, found, err = (*Store)(d).get(key, d.getBuf)
 	if err != nil {
 		return nil, false, err
 	}
-	defer v.Free()
-	if !v.Exists() {
+	d.getBuf = v[:0]
+	if !found {
 		d.rows.put(string(key), nil, true)
 		return nil, false, nil
 	}
 	if d.rows == nil {
-		d.getBuf = append(d.getBuf[:0], v.Data()...)
-		return d.getBuf, true, nil
+		return v, true, nil
 	}
-	var value = append([]byte(nil), v.Data()...)
+	var value = append([]byte(nil), v...)
 	d.rows.put(string(key), value, false)
 	return value, true, nil
 }

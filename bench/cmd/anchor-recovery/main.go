@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
@@ -32,6 +33,7 @@ import (
 	"go.gazette.dev/core/consumer/recoverylog"
 	store_rocksdb "go.gazette.dev/core/consumer/store-rocksdb"
 	mbp "go.gazette.dev/core/mainboilerplate"
+	"google.golang.org/grpc"
 )
 
 const name = "anchor-recovery"
@@ -47,12 +49,13 @@ func main() {
 	defer cancel()
 	var cfg mbp.ClientConfig
 	cfg.Address = pb.Endpoint(f.Broker)
-	var ajc = client.NewAppendService(ctx, cfg.MustRoutedJournalClient(ctx))
+	var counted = &countingClient{RoutedJournalClient: cfg.MustRoutedJournalClient(ctx)}
+	var ajc = client.NewAppendService(ctx, counted)
 
 	if mode == "build" {
 		err = build(ctx, ajc, f)
 	} else {
-		err = play(ctx, ajc, f)
+		err = play(ctx, ajc, counted, f)
 	}
 	if err != nil {
 		cli.Fatal(name, fmt.Errorf("%s %s: %w", mode, f.Log, err))
@@ -122,7 +125,7 @@ func build(ctx context.Context, ajc client.AsyncJournalClient, f cli.Flags) erro
 	return workload.Report(os.Stdout, out)
 }
 
-func play(ctx context.Context, ajc client.AsyncJournalClient, f cli.Flags) error {
+func play(ctx context.Context, ajc client.AsyncJournalClient, counted *countingClient, f cli.Flags) error {
 	var b, err = os.ReadFile(f.Hints)
 	if err != nil {
 		return err
@@ -143,7 +146,7 @@ func play(ctx context.Context, ajc client.AsyncJournalClient, f cli.Flags) error
 	if err = player.Play(ctx, hints, f.Dir, ajc); err != nil {
 		return err
 	}
-	var out = workload.Played{Seconds: time.Since(began).Seconds(), BytesRead: -1}
+	var out = workload.Played{Seconds: time.Since(began).Seconds(), BytesRead: counted.read.Load()}
 	stop()
 
 	began = time.Now()
@@ -172,4 +175,33 @@ func play(ctx context.Context, ajc client.AsyncJournalClient, f cli.Flags) error
 		out.Checked = true
 	}
 	return workload.Report(os.Stdout, out)
+}
+
+// countingClient counts the journal content its reads receive: Gazette's
+// player does not say how much of the log it read.
+type countingClient struct {
+	pb.RoutedJournalClient
+	read atomic.Int64
+}
+
+func (c *countingClient) Read(ctx context.Context, req *pb.ReadRequest, opts ...grpc.CallOption) (pb.Journal_ReadClient, error) {
+	var rc, err = c.RoutedJournalClient.Read(ctx, req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return countingReads{rc, &c.read}, nil
+}
+
+// countingReads counts the content of the responses of a read.
+type countingReads struct {
+	pb.Journal_ReadClient
+	read *atomic.Int64
+}
+
+func (r countingReads) Recv() (*pb.ReadResponse, error) {
+	var resp, err = r.Journal_ReadClient.Recv()
+	if resp != nil {
+		r.read.Add(int64(len(resp.Content)))
+	}
+	return resp, err
 }

@@ -70,9 +70,9 @@ import (
 type config struct {
 	bin        string
 	dir        string
-	messages   int
-	partitions int
-	keys       int
+	workloads  []workloadSpec
+	sides      []string          // Consumer sides measured, beside the raw read.
+	builds     map[string]string // Sides of -build: other builds of summer, by side.
 	reps       int
 	state      int64
 	valueLen   int
@@ -95,21 +95,67 @@ func main() {
 	var state string
 	flag.StringVar(&c.bin, "bin", "", "directory of the commands summer, anchor, ours-recovery and anchor-recovery (default: this command's)")
 	flag.StringVar(&c.dir, "dir", "", "work directory of the stack and stores (default: a temporary one, removed after)")
-	flag.IntVar(&c.messages, "messages", 1_000_000, "messages of the throughput measure")
-	flag.IntVar(&c.partitions, "partitions", 4, "input partitions, and shards of each consumer")
-	flag.IntVar(&c.keys, "keys", 10_000, "distinct keys of the messages")
-	flag.IntVar(&c.reps, "reps", 3, "repetitions of each measure; medians are reported")
+	var custom workloadSpec
+	flag.IntVar(&custom.messages, "messages", 1_000_000, "messages of the workload \"custom\"")
+	flag.IntVar(&custom.partitions, "partitions", 4, "input partitions, and shards of each consumer, of the workload \"custom\"")
+	flag.IntVar(&custom.keys, "keys", 10_000, "distinct keys of the messages of the workload \"custom\"")
+	flag.IntVar(&custom.keyLen, "keylen", 0, "bytes of each key of the workload \"custom\" (0: as short as they come, 10); a row of the state is about as long")
+	var workloadsFlag = flag.String("workloads", "small,large,wide", "throughput workloads to measure, in order: "+workloadNames()+
+		", or custom (set by -messages, -partitions, -keys and -keylen; setting any of those alone measures custom only)")
+	var sidesFlag = flag.String("sides", "ours,ours-vt,anchor", "consumers to measure beside the raw read: ours (the quick start's defaults: no vtproto), ours-vt (with vtproto's codecs), ours-agg (aggregating, no vtproto), anchor")
+	var buildsFlag = flag.String("build", "", "more sides: NAME=PATH,... runs the summer command at PATH (e.g. a build of another commit, without vtproto) as the side NAME, as ours is run, to compare builds side by side")
+	flag.IntVar(&c.reps, "reps", 5, "repetitions of each measure; medians are reported")
 	flag.StringVar(&state, "state", "1GiB", "state of the recovery measure's store (e.g. 64MiB, 1GiB)")
 	flag.IntVar(&c.valueLen, "value", 1024, "bytes of each value of the recovery measure's store")
 	flag.StringVar(&c.skip, "skip", "", "measures to skip: throughput, recovery")
 	flag.StringVar(&c.profileDir, "profile", "", "directory to write CPU profiles of the consumers and playbacks to (of the last repetition)")
-	flag.DurationVar(&c.timeout, "timeout", time.Hour, "limit of the whole run")
+	flag.DurationVar(&c.timeout, "timeout", 3*time.Hour, "limit of the whole run")
 	flag.DurationVar(&c.minTxn, "txn.min", 0, "minimum duration of the consumers' transactions")
 	flag.DurationVar(&c.maxTxn, "txn.max", time.Second, "maximum duration of the consumers' transactions")
 	flag.Parse()
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 
 	var err error
+	var set = make(map[string]bool)
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["workloads"] && (set["messages"] || set["partitions"] || set["keys"] || set["keylen"]) {
+		*workloadsFlag = "custom"
+	}
+	custom.name = "custom"
+	for _, name := range strings.Split(*workloadsFlag, ",") {
+		var w, ok = workloadByName(strings.TrimSpace(name), custom)
+		if !ok {
+			fatal(fmt.Errorf("-workloads: unknown workload %q (want %s or custom)", name, workloadNames()))
+		}
+		c.workloads = append(c.workloads, w)
+	}
+	c.builds = make(map[string]string)
+	for _, b := range strings.Split(*buildsFlag, ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		var name, path, ok = strings.Cut(b, "=")
+		if !ok || name == "" || path == "" || slices.Contains(allConsumerSides, name) || name == "raw" {
+			fatal(fmt.Errorf("-build %q: want NAME=PATH, NAME not a side of -sides", b))
+		}
+		if path, err = filepath.Abs(path); err != nil {
+			fatal(err)
+		}
+		c.builds[name] = path
+		sideLabels[name] = name + ": " + filepath.Base(path)
+	}
+	for _, side := range strings.Split(*sidesFlag, ",") {
+		if side = strings.TrimSpace(side); !slices.Contains(allConsumerSides, side) {
+			fatal(fmt.Errorf("-sides: unknown side %q (want some of %s)", side, strings.Join(allConsumerSides, ", ")))
+		}
+		c.sides = append(c.sides, side)
+	}
+	for name := range c.builds {
+		c.sides = append(c.sides, name)
+	}
+	if c.reps < 1 {
+		fatal(errors.New("-reps: want at least 1"))
+	}
 	if c.state, err = benchstate.ParseBytes(state); err != nil || c.state <= 0 {
 		fatal(fmt.Errorf("size %q: want a positive size such as 64MiB or 1GiB", state))
 	}
@@ -150,19 +196,89 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
-// Sides of the consumer measures: ours with each of the two handlers of
-// package summer (the README's Get and Put of a row per message, and
-// aggregation in memory within a transaction, as the anchor does), and the
-// anchor; and the sides of the recovery measure.
+// Sides of the consumer measures: ours built as the quick start builds it
+// (no vtproto: runtime/codec's reflection codec), with vtproto's codecs,
+// and aggregating in memory as the anchor does; and the anchor. Sides of
+// the recovery measure.
 var (
-	consumerSides = []string{"ours", "ours-agg", "anchor"}
-	sides         = []string{"ours", "anchor"}
+	allConsumerSides = []string{"ours", "ours-vt", "ours-agg", "anchor"}
+	sides            = []string{"ours", "anchor"}
 )
 
+// workloadSpec is a throughput workload: messages over keys (each keyLen
+// bytes long) in partitions, each consumed by a shard of its own.
+type workloadSpec struct {
+	name       string
+	messages   int
+	partitions int
+	keys       int
+	keyLen     int
+	about      string
+}
+
+// workloads of the matrix.
+var workloads = []workloadSpec{
+	{name: "small", messages: 1_000_000, partitions: 4, keys: 10_000,
+		about: "small rows, few keys: the state fits every cache"},
+	{name: "large", messages: 2_000_000, partitions: 8, keys: 1_000_000,
+		about: "small rows, a large key space: most messages meet a key first, or after many others"},
+	{name: "wide", messages: 500_000, partitions: 2, keys: 100_000, keyLen: 1000,
+		about: "rows of 1 KiB (a key of 1,000 bytes), 50 MiB of state a shard: more than its row cache (32 MiB)"},
+}
+
+func workloadNames() string {
+	var names []string
+	for _, w := range workloads {
+		names = append(names, w.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func workloadByName(name string, custom workloadSpec) (workloadSpec, bool) {
+	if name == "custom" {
+		return custom, true
+	}
+	for _, w := range workloads {
+		if w.name == name {
+			return w, true
+		}
+	}
+	return workloadSpec{}, false
+}
+
 func run(ctx context.Context, c config) error {
+	fmt.Printf("gazconsumer bench: %d cores; work directory %s\n", runtime.NumCPU(), c.dir)
+	var results []matrixRow
+	if !strings.Contains(c.skip, "throughput") {
+		for _, w := range c.workloads {
+			var rows, err = withStack(ctx, c, w.name, w.partitions, func(env stackEnv) ([]matrixRow, error) {
+				return throughput(ctx, c, env, w)
+			})
+			if err != nil {
+				return fmt.Errorf("throughput, workload %s: %w", w.name, err)
+			}
+			results = append(results, rows...)
+		}
+		printMatrix(c, results)
+	}
+	if !strings.Contains(c.skip, "recovery") {
+		var _, err = withStack(ctx, c, "recovery", 1, func(env stackEnv) ([]matrixRow, error) {
+			return nil, recovery(ctx, c, env)
+		})
+		if err != nil {
+			return fmt.Errorf("recovery: %w", err)
+		}
+	}
+	return nil
+}
+
+// withStack runs fn against a stack of its own, in a directory of c.dir
+// named name, whose journals are those of the consumers' runs over
+// partitions and of the recovery measure.
+func withStack(ctx context.Context, c config, name string, partitions int, fn func(stackEnv) ([]matrixRow, error)) ([]matrixRow, error) {
 	var runs []workload.Run
 	for rep := range c.reps {
-		for _, side := range consumerSides {
+		for _, side := range c.sides {
 			runs = append(runs, workload.Run{Side: side, Rep: rep + 1})
 		}
 	}
@@ -171,46 +287,46 @@ func run(ctx context.Context, c config) error {
 	// syncs its endpoints (mainboilerplate.EtcdConfig.MustDial).
 	var etcdPort, err = freePort()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var dir = filepath.Join(c.dir, name)
 	stack, err := devstack.Start(ctx, devstack.Options{
-		Dir:           filepath.Join(c.dir, "stack"),
+		Dir:           filepath.Join(dir, "stack"),
 		EtcdPort:      etcdPort,
 		UnsafeNoFsync: true,
 		LogLevel:      slog.LevelWarn,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer os.RemoveAll(dir)
 	defer stack.Close()
-	var yaml = workload.JournalsYAML(c.partitions, runs, sides)
-	if _, err = specs.ApplyJournals(ctx, stack.Journals(), "bench journals", []byte(yaml)); err != nil {
-		return err
+	// Apply the recovery logs of the runs a few runs at a time: etcd takes
+	// at most 128 operations in a transaction.
+	var chunk = max(1, (100-partitions)/partitions)
+	var yaml = workload.JournalsYAML(partitions, runs[:min(chunk, len(runs))], sides)
+	for {
+		if _, err = specs.ApplyJournals(ctx, stack.Journals(), "bench journals", []byte(yaml)); err != nil {
+			return nil, err
+		}
+		if runs = runs[min(chunk, len(runs)):]; len(runs) == 0 {
+			break
+		}
+		yaml = workload.RecoveryLogsYAML(partitions, runs[:min(chunk, len(runs))])
 	}
-	var env = stackEnv{
+	return fn(stackEnv{
 		etcd:   stack.EtcdURL(),
 		broker: string(stack.Brokers()[0].Endpoint()),
 		jc:     stack.Journals(),
-	}
-	fmt.Printf("gazconsumer bench: %d cores; stack in %s\n", runtime.NumCPU(), c.dir)
-
-	if !strings.Contains(c.skip, "throughput") {
-		if err = throughput(ctx, c, env); err != nil {
-			return fmt.Errorf("throughput: %w", err)
-		}
-	}
-	if !strings.Contains(c.skip, "recovery") {
-		if err = recovery(ctx, c, env); err != nil {
-			return fmt.Errorf("recovery: %w", err)
-		}
-	}
-	return nil
+		dir:    dir,
+	})
 }
 
 // stackEnv is how commands reach the stack.
 type stackEnv struct {
 	etcd, broker string
 	jc           pb.RoutedJournalClient
+	dir          string // Work directory of the stack's measures.
 }
 
 // sample is one measure of one repetition.
@@ -220,67 +336,161 @@ type sample struct {
 	startup    float64 // Consumers: seconds until every shard was primary.
 }
 
-func throughput(ctx context.Context, c config, env stackEnv) error {
-	fmt.Printf("\nfilling %d partitions with %d messages over %d keys...\n", c.partitions, c.messages, c.keys)
+// matrixRow is the summary of one of ours' sides on one workload, against
+// the anchor and the raw read: medians over repetitions of ratios taken
+// within each, with their ranges.
+type matrixRow struct {
+	workload, side       string
+	rate                 float64 // Messages a second.
+	cpuPerM              float64 // CPU seconds a million messages.
+	rateVsAnchor         spread  // Ours' msgs/s over the anchor's.
+	cpuVsAnchor, cpuVsRaw spread // Ours' CPU a message over theirs.
+	rateVsRaw            spread
+	defaultWorkload      bool // Whose CPU against the raw read has a goal.
+}
+
+// spread is a median with the least and greatest values it is of.
+type spread struct{ median, lo, hi float64 }
+
+func (s spread) String() string { return fmt.Sprintf("%5.2f (%.2f-%.2f)", s.median, s.lo, s.hi) }
+
+func spreadOf(v []float64) spread {
+	if len(v) == 0 {
+		return spread{}
+	}
+	return spread{medianOf(v), slices.Min(v), slices.Max(v)}
+}
+
+// ratios are f(num)/f(den) of each repetition.
+func ratios(num, den []sample, f func(sample) float64) []float64 {
+	var v = make([]float64, min(len(num), len(den)))
+	for i := range v {
+		v[i] = f(num[i]) / f(den[i])
+	}
+	return v
+}
+
+// Goals of issue 19, for every workload and ours' defaults.
+const (
+	goalRateVsAnchor = 1.5 // Msgs/s, ours over the anchor: at least.
+	goalCPUVsAnchor  = 0.6 // CPU a message, ours over the anchor: at most.
+	goalCPUVsRaw     = 3.0 // CPU a message, ours over the raw read, default workload: at most.
+)
+
+var sideLabels = map[string]string{
+	"raw":      "raw read+decode (the limit)",
+	"anchor":   "anchor: Gazette consumer+rocksdb",
+	"ours":     "ours: defaults (no vtproto)",
+	"ours-vt":  "ours-vt: with vtproto codecs",
+	"ours-agg": "ours-agg: aggregating, no vtproto",
+}
+
+func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]matrixRow, error) {
+	fmt.Printf("\nworkload %s: filling %d partitions with %d messages over %d keys (%s)...\n", w.name, w.partitions, w.messages, w.keys, w.about)
 	var began = time.Now()
-	heads, err := fill(ctx, env.jc, c)
+	heads, err := fill(ctx, env.jc, w)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var totalBytes int64
 	for _, h := range heads {
 		totalBytes += h
 	}
 	fmt.Printf("  filled in %s: %.1f MB, %.1f bytes a message with framing\n",
-		time.Since(began).Round(time.Millisecond), float64(totalBytes)/1e6, float64(totalBytes)/float64(c.messages))
+		time.Since(began).Round(time.Millisecond), float64(totalBytes)/1e6, float64(totalBytes)/float64(w.messages))
 
-	var measures = append([]string{"raw"}, consumerSides...)
+	var measures = append([]string{"raw"}, c.sides...)
 	var got = make(map[string][]sample)
 	for rep := 1; rep <= c.reps; rep++ {
 		for k := range measures {
 			var m = measures[(k+rep-1)%len(measures)]
 			var s sample
 			var err error
-			var prof = c.profile(rep, m+"-consume.pprof")
+			var prof = c.profile(rep, w.name+"-"+m+"-consume.pprof")
 			if m == "raw" {
-				s, err = rawRead(ctx, c, env, heads, prof)
+				s, err = rawRead(ctx, env, w, heads, prof)
 			} else {
 				s, err = consume(ctx, c, env, workload.Run{Side: m, Rep: rep, MinTxn: c.minTxn, MaxTxn: c.maxTxn}, heads, prof)
 			}
 			if err != nil {
-				return fmt.Errorf("%s, repetition %d: %w", m, rep, err)
+				return nil, fmt.Errorf("%s, repetition %d: %w", m, rep, err)
 			}
-			fmt.Printf("  rep %d %-6s %8.3fs  %10.0f msgs/s  cpu %6.2fs\n", rep, m, s.seconds, float64(c.messages)/s.seconds, s.cpuSeconds)
+			fmt.Printf("  rep %d %-8s %8.3fs  %10.0f msgs/s  cpu %6.2fs\n", rep, m, s.seconds, float64(w.messages)/s.seconds, s.cpuSeconds)
 			got[m] = append(got[m], s)
 		}
 	}
 
-	fmt.Printf("\nthroughput: %d messages (%.1f MB) in %d partitions, %d keys, RocksDB state; median of %d\n",
-		c.messages, float64(totalBytes)/1e6, c.partitions, c.keys, c.reps)
-	fmt.Printf("  %-34s %11s %8s %9s %10s %9s\n", "", "msgs/s", "MB/s", "time", "start-up", "cpu")
-	for _, row := range []struct{ m, label string }{
-		{"raw", "raw read+decode (the limit)"},
-		{"anchor", "anchor: Gazette consumer+rocksdb"},
-		{"ours", "ours: gazconsumer, Get+Put a msg"},
-		{"ours-agg", "ours: gazconsumer, aggregating"},
-	} {
-		var secs = median(got[row.m], func(s sample) float64 { return s.seconds })
+	var perM = float64(w.messages) / 1e6
+	fmt.Printf("\nthroughput, workload %s: %d messages (%.1f MB) in %d partitions, %d keys of %d bytes; median of %d (range)\n",
+		w.name, w.messages, float64(totalBytes)/1e6, w.partitions, w.keys, keyLenOf(w), c.reps)
+	fmt.Printf("  %-34s %11s %8s %9s %10s %9s %17s\n", "", "msgs/s", "MB/s", "time", "start-up", "cpu", "cpu s/M msgs")
+	for _, m := range measures {
+		var secs = median(got[m], seconds)
 		var startup = "-"
-		if row.m != "raw" {
-			startup = fmt.Sprintf("%.2fs", median(got[row.m], func(s sample) float64 { return s.startup }))
+		if m != "raw" {
+			startup = fmt.Sprintf("%.2fs", median(got[m], func(s sample) float64 { return s.startup }))
 		}
-		fmt.Printf("  %-34s %11.0f %8.1f %8.2fs %10s %8.2fs\n", row.label, float64(c.messages)/secs,
-			float64(totalBytes)/1e6/secs, secs, startup, median(got[row.m], func(s sample) float64 { return s.cpuSeconds }))
+		var cpu = spreadOf(sampleValues(got[m], cpuSeconds))
+		fmt.Printf("  %-34s %11.0f %8.1f %8.2fs %10s %8.2fs %17s\n", sideLabels[m], float64(w.messages)/secs,
+			float64(totalBytes)/1e6/secs, secs, startup, cpu.median, spread{cpu.median / perM, cpu.lo / perM, cpu.hi / perM})
 	}
 	// Rates are inverse to times: ours/anchor rate = anchor time / ours time.
-	fmt.Printf("  ratio ours/anchor     (msgs/s): %5.2f   (goal ≥ 1.2)\n", medianRatio(got["anchor"], got["ours"], seconds))
-	fmt.Printf("  ratio ours-agg/anchor (msgs/s): %5.2f   (goal ≥ 1.2)\n", medianRatio(got["anchor"], got["ours-agg"], seconds))
-	fmt.Printf("  ratio ours/raw        (msgs/s): %5.2f   (goal ≥ 0.5)\n", medianRatio(got["raw"], got["ours"], seconds))
-	fmt.Printf("  ratio ours-agg/raw    (msgs/s): %5.2f   (goal ≥ 0.5)\n", medianRatio(got["raw"], got["ours-agg"], seconds))
-	fmt.Printf("  ratio anchor/raw      (msgs/s): %5.2f\n", medianRatio(got["raw"], got["anchor"], seconds))
-	fmt.Printf("  cpu of the consumer process, ours/anchor: %5.2f, ours-agg/anchor: %5.2f\n",
-		medianRatio(got["ours"], got["anchor"], cpuSeconds), medianRatio(got["ours-agg"], got["anchor"], cpuSeconds))
-	return nil
+	var rows []matrixRow
+	for _, m := range c.sides {
+		if m == "anchor" {
+			continue
+		}
+		var r = matrixRow{
+			workload: w.name, side: m, defaultWorkload: w.name == "small",
+			rate:    float64(w.messages) / median(got[m], seconds),
+			cpuPerM: median(got[m], cpuSeconds) / perM,
+			rateVsRaw: spreadOf(ratios(got["raw"], got[m], seconds)),
+			cpuVsRaw:  spreadOf(ratios(got[m], got["raw"], cpuSeconds)),
+		}
+		fmt.Printf("  %-8s msgs/s against raw: %s", m, r.rateVsRaw)
+		if slices.Contains(c.sides, "anchor") {
+			r.rateVsAnchor = spreadOf(ratios(got["anchor"], got[m], seconds))
+			r.cpuVsAnchor = spreadOf(ratios(got[m], got["anchor"], cpuSeconds))
+			fmt.Printf(", against the anchor: %s (goal ≥ %.1f); cpu a msg against the anchor: %s (goal ≤ %.1f)",
+				r.rateVsAnchor, goalRateVsAnchor, r.cpuVsAnchor, goalCPUVsAnchor)
+		}
+		fmt.Printf("; cpu a msg against raw: %s\n", r.cpuVsRaw)
+		rows = append(rows, r)
+	}
+	if slices.Contains(c.sides, "anchor") {
+		fmt.Printf("  anchor   msgs/s against raw: %s; cpu a msg against raw: %s\n",
+			spreadOf(ratios(got["raw"], got["anchor"], seconds)), spreadOf(ratios(got["anchor"], got["raw"], cpuSeconds)))
+	}
+	return rows, nil
+}
+
+// printMatrix prints the summary of every workload, against the goals.
+func printMatrix(c config, rows []matrixRow) {
+	fmt.Printf("\nmatrix: medians of %d repetitions (range); ratios taken within each repetition\n", c.reps)
+	fmt.Printf("  %-8s %-9s %9s %8s %21s %21s %21s %21s\n", "workload", "side", "msgs/s", "cpu s/M",
+		"msgs/s ours/anchor", "cpu ours/anchor", "msgs/s ours/raw", "cpu ours/raw")
+	var mark = func(ok bool) string {
+		if ok {
+			return " "
+		}
+		return "!"
+	}
+	for _, r := range rows {
+		fmt.Printf("  %-8s %-9s %9.0f %8.2f %20s%s %20s%s %20s  %20s%s\n", r.workload, r.side, r.rate, r.cpuPerM,
+			r.rateVsAnchor, mark(r.rateVsAnchor.median >= goalRateVsAnchor),
+			r.cpuVsAnchor, mark(r.cpuVsAnchor.median <= goalCPUVsAnchor),
+			r.rateVsRaw, r.cpuVsRaw, mark(!r.defaultWorkload || r.cpuVsRaw.median <= goalCPUVsRaw))
+	}
+	fmt.Printf("  goals: msgs/s ours/anchor ≥ %.1f, cpu ours/anchor ≤ %.1f, cpu ours/raw ≤ %.0f (workload small); ! marks a median which misses its goal\n",
+		goalRateVsAnchor, goalCPUVsAnchor, goalCPUVsRaw)
+}
+
+func sampleValues(samples []sample, f func(sample) float64) []float64 {
+	var v = make([]float64, len(samples))
+	for i, s := range samples {
+		v[i] = f(s)
+	}
+	return v
 }
 
 func seconds(s sample) float64    { return s.seconds }
@@ -295,14 +505,33 @@ func (c config) profile(rep int, name string) string {
 	return filepath.Join(c.profileDir, name)
 }
 
-// fill publishes c.messages Adds of c.keys keys over the partitions (key k
+// keyLenOf is the length of the keys of w.
+func keyLenOf(w workloadSpec) int { return len(keyOf(0, w.keyLen)) }
+
+// keyOf is key k of a workload whose keys are keyLen bytes long (or as
+// short as they come): "key-NNNNNN", then as many pseudo-random letters and
+// digits as it takes, which neither side's compression can do much with.
+func keyOf(k, keyLen int) string {
+	var b = fmt.Appendf(nil, "key-%06d", k)
+	if len(b) < keyLen {
+		const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+		var rng = rand.New(rand.NewPCG(uint64(k), 7))
+		b = append(b, '-')
+		for len(b) < keyLen {
+			b = append(b, alphabet[rng.IntN(len(alphabet))])
+		}
+	}
+	return string(b)
+}
+
+// fill publishes w's messages: Adds of its keys over the partitions (key k
 // to partition k mod partitions), committed, and returns the partitions'
 // write heads.
-func fill(ctx context.Context, jc pb.RoutedJournalClient, c config) ([]int64, error) {
+func fill(ctx context.Context, jc pb.RoutedJournalClient, c workloadSpec) ([]int64, error) {
 	var pub = message.NewPublisher(client.NewAppendService(ctx, jc), nil)
 	var keys = make([]string, c.keys)
 	for k := range keys {
-		keys[k] = fmt.Sprintf("key-%06d", k)
+		keys[k] = keyOf(k, c.keyLen)
 	}
 	var rng = rand.New(rand.NewPCG(1, 2))
 	var last = make([]*client.AsyncAppend, c.partitions)
@@ -332,7 +561,7 @@ func fill(ctx context.Context, jc pb.RoutedJournalClient, c config) ([]int64, er
 }
 
 // rawRead reads and decodes the partitions in a process of its own.
-func rawRead(ctx context.Context, c config, env stackEnv, heads []int64, prof string) (sample, error) {
+func rawRead(ctx context.Context, env stackEnv, c workloadSpec, heads []int64, prof string) (sample, error) {
 	var args = []string{"raw", "-broker", env.broker}
 	for i, h := range heads {
 		args = append(args, "-journal", fmt.Sprintf("%s=%d", workload.Input(i), h))
@@ -359,19 +588,31 @@ func consume(ctx context.Context, c config, env stackEnv, r workload.Run, heads 
 		return sample{}, err
 	}
 	var port = strconv.Itoa(p)
-	var state = filepath.Join(c.dir, "consumers", r.String())
+	var state = filepath.Join(env.dir, "consumers", r.String())
 	if err = os.MkdirAll(state, 0o755); err != nil {
 		return sample{}, err
 	}
 	defer os.RemoveAll(state)
 	var cmd *exec.Cmd
-	switch r.Side {
-	case "ours", "ours-agg":
-		cmd = exec.Command(filepath.Join(c.bin, "summer"),
+	switch side := r.Side; {
+	case c.builds[side] != "":
+		cmd = exec.Command(c.builds[side],
+			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
+			"--consumer.host", "127.0.0.1", "--consumer.port", port, "--consumer.id", r.String(),
+			"--consumer.state-dir", state, "--log.level", "warn")
+	case side == "ours" || side == "ours-vt" || side == "ours-agg":
+		// bin/summer is built as generated, with vtproto's codecs; bin/summer-novt
+		// with the tag gazconsumer_novtproto, which has runtime/codec ignore
+		// them, as for a consumer generated without vtproto (the quick start).
+		var bin = "summer-novt"
+		if r.Side == "ours-vt" {
+			bin = "summer"
+		}
+		cmd = exec.Command(filepath.Join(c.bin, bin),
 			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
 			"--consumer.host", "127.0.0.1", "--consumer.port", port, "--consumer.id", r.String(),
 			"--consumer.state-dir", state, "--log.level", "warn", fmt.Sprintf("--summer.aggregate=%t", r.Side == "ours-agg"))
-	case "anchor":
+	case side == "anchor":
 		cmd = exec.Command(filepath.Join(c.bin, "anchor"), "serve",
 			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
 			"--broker.cache.size", "0", "--consumer.host", "127.0.0.1", "--consumer.port", port,
@@ -387,7 +628,7 @@ func consume(ctx context.Context, c config, env stackEnv, r workload.Run, heads 
 		cmd.Env = append(cmd.Env, profile.Env+"="+prof)
 	}
 	// Its logs go to a file, shown if the run fails.
-	logs, err := os.Create(filepath.Join(c.dir, r.String()+".log"))
+	logs, err := os.Create(filepath.Join(env.dir, r.String()+".log"))
 	if err != nil {
 		return sample{}, err
 	}
@@ -570,13 +811,13 @@ func recovery(ctx context.Context, c config, env stackEnv) error {
 	var stateArgs = []string{"-keys", strconv.Itoa(st.Keys), "-value", strconv.Itoa(st.ValueLen),
 		"-txn", strconv.Itoa(st.TxnLen), "-rewrites", strconv.FormatFloat(st.Rewrites, 'g', -1, 64)}
 	var cmdOf = map[string]string{"ours": "ours-recovery", "anchor": "anchor-recovery"}
-	var hintsOf = func(side string) string { return filepath.Join(c.dir, side+".hints") }
+	var hintsOf = func(side string) string { return filepath.Join(env.dir, side+".hints") }
 
 	fmt.Printf("\nrecovery: building %d keys of %d bytes (%.0f MiB) in each side's store...\n",
 		st.Keys, st.ValueLen, float64(int64(st.Keys)*int64(st.ValueLen))/(1<<20))
 	var built = make(map[string]workload.Built)
 	for _, side := range sides {
-		var dir = filepath.Join(c.dir, side+"-built")
+		var dir = filepath.Join(env.dir, side+"-built")
 		var b workload.Built
 		var cmd = exec.CommandContext(ctx, filepath.Join(c.bin, cmdOf[side]), append([]string{"build",
 			"-broker", env.broker, "-log", workload.StateLog(side).String(), "-dir", dir, "-hints", hintsOf(side)}, stateArgs...)...)
@@ -609,7 +850,7 @@ func recovery(ctx context.Context, c config, env stackEnv) error {
 			} else {
 				var p workload.Played
 				var args = []string{"play", "-broker", env.broker, "-log", workload.StateLog(m).String(),
-					"-dir", filepath.Join(c.dir, m+"-played"), "-hints", hintsOf(m)}
+					"-dir", filepath.Join(env.dir, m+"-played"), "-hints", hintsOf(m)}
 				if rep == 1 {
 					args = append(args, "-check")
 				}
@@ -660,6 +901,9 @@ func recovery(ctx context.Context, c config, env stackEnv) error {
 	fmt.Printf("  ratio ours/anchor (playback time):          %5.2f   (goal ≤ 1.0)\n", medianRatio(got["ours"], got["anchor"], seconds))
 	fmt.Printf("  ratio ours/raw read of our log (time):      %5.2f\n", medianRatio(got["ours"], got["raw-ours"], seconds))
 	fmt.Printf("  ratio anchor/raw read of its log (time):    %5.2f\n", medianRatio(got["anchor"], got["raw-anchor"], seconds))
+	for _, side := range sides {
+		fmt.Printf("  %-6s read by playback / live bytes:       %5.2f\n", side, float64(read[side])/float64(built[side].LiveBytes))
+	}
 	return nil
 }
 

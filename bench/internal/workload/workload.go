@@ -143,3 +143,29 @@ type Played struct {
 
 // Report writes v as a JSON line to w, for the driver.
 func Report(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// RecoveryLogsYAML returns the specs of the recovery logs of the shards of
+// runs alone, as JournalsYAML has them: to apply more runs' logs than etcd
+// takes in one transaction.
+func RecoveryLogsYAML(partitions int, runs []Run) string {
+	runs = slices.SortedFunc(slices.Values(runs), func(a, b Run) int { return strings.Compare(a.String(), b.String()) })
+	var b strings.Builder
+	b.WriteString(`name: bench/recovery/
+replication: 1
+fragment:
+  length: 67108864
+  stores: [file:///]
+  refresh_interval: 10s
+  compression_codec: NONE
+labels:
+  - {name: content-type, value: application/x-gazette-recoverylog}
+children:
+`)
+	for _, r := range runs {
+		fmt.Fprintf(&b, "  - name: %s%s/\n    children:\n", RecoveryPrefix, r)
+		for i := range partitions {
+			fmt.Fprintf(&b, "      - name: %s/%s\n", r.ShardSpec(i).RecoveryLogPrefix, ShardID(i))
+		}
+	}
+	return b.String()
+}
