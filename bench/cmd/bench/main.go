@@ -340,13 +340,13 @@ type sample struct {
 // the anchor and the raw read: medians over repetitions of ratios taken
 // within each, with their ranges.
 type matrixRow struct {
-	workload, side       string
-	rate                 float64 // Messages a second.
-	cpuPerM              float64 // CPU seconds a million messages.
-	rateVsAnchor         spread  // Ours' msgs/s over the anchor's.
-	cpuVsAnchor, cpuVsRaw spread // Ours' CPU a message over theirs.
-	rateVsRaw            spread
-	defaultWorkload      bool // Whose CPU against the raw read has a goal.
+	workload, side        string
+	rate                  float64 // Messages a second.
+	cpuPerM               float64 // CPU seconds a million messages.
+	rateVsAnchor          spread  // Ours' msgs/s over the anchor's.
+	cpuVsAnchor, cpuVsRaw spread  // Ours' CPU a message over theirs.
+	rateVsRaw             spread
+	defaultWorkload       bool // Whose CPU against the raw read has a goal.
 }
 
 // spread is a median with the least and greatest values it is of.
@@ -442,8 +442,8 @@ func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]
 		}
 		var r = matrixRow{
 			workload: w.name, side: m, defaultWorkload: w.name == "small",
-			rate:    float64(w.messages) / median(got[m], seconds),
-			cpuPerM: median(got[m], cpuSeconds) / perM,
+			rate:      float64(w.messages) / median(got[m], seconds),
+			cpuPerM:   median(got[m], cpuSeconds) / perM,
 			rateVsRaw: spreadOf(ratios(got["raw"], got[m], seconds)),
 			cpuVsRaw:  spreadOf(ratios(got[m], got["raw"], cpuSeconds)),
 		}
