@@ -9,9 +9,10 @@
 // github.com/jgraettinger/cockroach-encoding: integers are a variable-length
 // big-endian form with a length tag, byte strings are escaped (0x00 becomes
 // 0x00 0xFF) and terminated with 0x00 0x01, and descending values are the
-// ones' complement of their ascending form. Tables of generated consumers
-// store rows under these keys, so the encoding is part of their on-disk
-// format and must not change.
+// ones' complement of their ascending form. AppendAbsent encodes the absence
+// of a value (a field with presence, not set) before every value, in either
+// direction. Tables of generated consumers store rows under these keys, so
+// the encoding is part of their on-disk format and must not change.
 package keyenc
 
 import (
@@ -185,6 +186,29 @@ func DecodeTimestamp(b []byte, d Direction) (rest []byte, seconds int64, nanos i
 		return b, 0, 0, fmt.Errorf("keyenc: decoding %s timestamp: nanos %d overflow int32", d, n)
 	}
 	return rest, seconds, int32(n), nil
+}
+
+// absent is the encoding of an absent value: CockroachDB's encoding of NULL,
+// below the first byte of every value's encoding in either direction (the
+// tags of integers are 0x80 and above, the markers of byte strings 0x12 and
+// 0x13).
+const absent = 0x00
+
+// AppendAbsent appends to b the encoding of an absent value: that of a
+// field with presence which is not set. It sorts before the encoding of
+// every value, in either direction, and no value's encoding begins with it,
+// so that a key holding it is distinct from every key holding a value.
+func AppendAbsent(b []byte) []byte {
+	return append(b, absent)
+}
+
+// DecodeAbsent reports whether b begins with the encoding of an absent
+// value and, if it does, returns the rest of b.
+func DecodeAbsent(b []byte) (rest []byte, ok bool) {
+	if len(b) != 0 && b[0] == absent {
+		return b[1:], true
+	}
+	return b, false
 }
 
 // PrefixEnd returns the smallest key greater than every key having prefix

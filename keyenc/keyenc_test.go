@@ -209,3 +209,33 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// FuzzAbsent checks that the encoding of an absent value sorts before that of
+// every value, in either direction, whatever follows either, and that no
+// value's encoding decodes as absent.
+func FuzzAbsent(f *testing.F) {
+	f.Add(int64(0), uint64(0), []byte(nil), false, []byte{0x42})
+	f.Add(int64(math.MinInt64), uint64(math.MaxUint64), []byte{0, 0xFF}, true, []byte{0xFF, 0xFF})
+	f.Fuzz(func(t *testing.T, i int64, u uint64, b []byte, desc bool, tail []byte) {
+		d := Ascending
+		if desc {
+			d = Descending
+		}
+		absent := append(AppendAbsent(nil), 0xFF, 0xFF, 0xFF)
+		for _, v := range [][]byte{
+			AppendInt(nil, i, d), AppendUint(nil, u, d), AppendBytes(nil, b, d), AppendString(nil, string(b), d),
+			AppendBool(nil, desc, d), AppendTimestamp(nil, i, int32(u), d),
+		} {
+			if _, ok := DecodeAbsent(v); ok {
+				t.Fatalf("%s value encoding %x decodes as absent", d, v)
+			}
+			if bytes.Compare(absent, append(v, tail...)) >= 0 {
+				t.Fatalf("absent %x does not sort before %s value %x", absent, d, v)
+			}
+		}
+		rest, ok := DecodeAbsent(append(AppendAbsent(nil), tail...))
+		if !ok || !bytes.Equal(rest, tail) {
+			t.Fatalf("DecodeAbsent of absent then %x = %x, %v", tail, rest, ok)
+		}
+	})
+}

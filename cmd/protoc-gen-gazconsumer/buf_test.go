@@ -151,7 +151,11 @@ func TestFreshProto(t *testing.T) {
 		}
 	}
 	// Only the golden packages' go.sum and go.mod are wanted from writeModule.
-	for _, d := range []string{"acme", "edition", "scaffold", "cmd"} {
+	dirs := []string{"scaffold", "cmd"}
+	for _, gc := range goldenCases {
+		dirs = append(dirs, gc.name)
+	}
+	for _, d := range dirs {
 		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
 			t.Fatal(err)
 		}

@@ -122,6 +122,8 @@ type goldenCase struct {
 var goldenCases = []goldenCase{
 	{"acme", []string{"acme/v1/orders.proto", "acme/v1/state.proto", "acme/v1/consumer.proto"}},
 	{"edition", []string{"edition/v1/events.proto"}},
+	{"opaque", []string{"opaque/v1/opaque.proto"}},
+	{"clash", []string{"clash/store/v1/store.proto", "clash/msg/v1/msg.proto", "clash/runtime/v1/runtime.proto"}},
 }
 
 func TestGolden(t *testing.T) {
@@ -179,17 +181,6 @@ func TestGolden(t *testing.T) {
 				t.Errorf("generated files %v, goldens %v", got, want)
 			}
 		})
-	}
-}
-
-// TestDeterministic checks that generating twice gives identical output.
-func TestDeterministic(t *testing.T) {
-	for _, gc := range goldenCases {
-		a := runPlugin(compile(t, "testdata/protos", gc.files))
-		b := runPlugin(compile(t, "testdata/protos", gc.files))
-		if !proto.Equal(a, b) {
-			t.Errorf("%s: two runs generated different output", gc.name)
-		}
 	}
 }
 
@@ -297,5 +288,65 @@ func TestScaffoldMainErrors(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("failed scaffolds wrote %d entries into %s", len(entries), dir)
+	}
+}
+
+// scaffoldProto is a .proto file of a consumer named NAME in package PKG.
+const scaffoldProto = `syntax = "proto3";
+
+package PKG;
+
+import "gazconsumer/v1/options.proto";
+import "google/protobuf/empty.proto";
+
+option go_package = "example.test/golden/PKG;pkg";
+
+message Event {
+  option (gazconsumer.v1.message).journal = {uuid_field: "uuid"};
+  bytes uuid = 1;
+}
+
+service NAME {
+  option (gazconsumer.v1.consumer) = {};
+  rpc OnEvent(Event) returns (google.protobuf.Empty);
+}
+`
+
+// TestScaffoldErrors checks that consumers whose scaffolds would not compile,
+// or would share a directory, are refused, positioned at the consumer, and
+// that nothing is written then.
+func TestScaffoldErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		services map[string]string // By package.
+		want     string
+	}{
+		{"keyword", map[string]string{"a": "Select"}, "a.proto:16:3: the handlers of consumer a.Select would be package select, a Go keyword; rename the service"},
+		{"main", map[string]string{"a": "Main"}, "a.proto:16:3: the handlers of consumer a.Main would be package main, which no package can import; rename the service"},
+		{"directory", map[string]string{"a": "Counter", "b": "counter"}, "b.proto:16:3: the directory of the handlers of consumer b.counter is named counter, as is the directory of the handlers of consumer a.Counter (a.proto:16:3), in directory DIR/internal (option scaffold); rename one of them"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sources := map[string]string{}
+			var paths []string
+			for pkg, svc := range tc.services {
+				sources[pkg+".proto"] = strings.NewReplacer("PKG", pkg, "NAME", svc).Replace(scaffoldProto)
+				paths = append(paths, pkg+".proto")
+			}
+			sort.Strings(paths)
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.test/golden\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			resp := runPluginOpts(compileSources(t, sources, paths), gengc.Options{ScaffoldDir: filepath.Join(dir, "internal"), ScaffoldMainDir: filepath.Join(dir, "cmd")})
+			if got := strings.ReplaceAll(resp.GetError(), dir, "DIR"); got != tc.want {
+				t.Errorf("error\n got: %s\nwant: %s", got, tc.want)
+			}
+			if len(resp.File) != 0 {
+				t.Errorf("the plugin failed but generated %d files", len(resp.File))
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("the plugin failed but wrote scaffolds: %v", entries)
+			}
+		})
 	}
 }

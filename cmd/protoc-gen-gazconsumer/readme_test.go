@@ -121,7 +121,7 @@ func TestReadmeHarness(t *testing.T) {
 // moduleFiles returns the go.mod of a module of path requiring this
 // repository's module, resolved to this checkout, and every other
 // dependency at the versions of this repository's go.mod; and its go.sum.
-func moduleFiles(t *testing.T, path string) (gomod, gosum []byte) {
+func moduleFiles(t testing.TB, path string) (gomod, gosum []byte) {
 	t.Helper()
 	repo, err := filepath.Abs("../..")
 	if err != nil {

@@ -99,6 +99,41 @@ type Output struct {
 	UUIDField protoreflect.Name
 }
 
+// partitionKeyed is implemented by generated journal messages having a
+// partition key.
+type partitionKeyed interface {
+	AppendPartitionKey([]byte) []byte
+}
+
+// InputOf returns the Input of messages *M, of journals labeled messageType
+// and contentType, as generated harnesses describe their consumer's inputs.
+// If *M has an AppendPartitionKey method (a generated journal message with a
+// partition key), messages are routed by the key it appends.
+func InputOf[M any, PM interface {
+	*M
+	message.Message
+}](messageType, contentType string) Input {
+	var in = Input{New: func() message.Message { return PM(new(M)) }, MessageType: messageType, ContentType: contentType}
+	if _, ok := any(PM(nil)).(partitionKeyed); ok {
+		in.PartitionKey = func(m message.Mappable, w io.Writer) {
+			_, _ = w.Write(m.(partitionKeyed).AppendPartitionKey(nil))
+		}
+	}
+	return in
+}
+
+// OutputOf returns the Output of messages *M, of journals labeled
+// messageType and contentType and selected by selector, whose UUID is in
+// field uuidField, as generated harnesses describe their consumer's
+// outputs.
+func OutputOf[M any, PM interface {
+	*M
+	message.Message
+}](messageType, contentType, selector string, uuidField protoreflect.Name) Output {
+	return Output{New: func() message.Message { return PM(new(M)) }, MessageType: messageType, ContentType: contentType,
+		Selector: selector, UUIDField: uuidField}
+}
+
 // Option is an option of New.
 type Option func(*options)
 

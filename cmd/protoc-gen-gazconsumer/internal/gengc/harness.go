@@ -2,134 +2,37 @@ package gengc
 
 import (
 	"fmt"
-	"path"
-	"strings"
 
 	"github.com/dave/jennifer/jen"
 	"google.golang.org/protobuf/compiler/protogen"
-)
-
-// Import paths used by generated harnesses.
-const (
-	pathTesting      = "testing"
-	pathConsumertest = "github.com/gazconsumer/gazconsumer/runtime/consumertest"
 )
 
 // HarnessFile is the name of the file of a consumer's test harness, in its
 // package.
 const HarnessFile = "harness" + FileSuffix
 
-// harnessPackage returns the Go package name of the test harness of c: its
-// lower-cased service name, then "test" (which no Go keyword ends with).
-func harnessPackage(c *consumer) string { return strings.ToLower(c.svc.GoName) + "test" }
-
-// harnessImportPath returns the import path of the test harness of c of fm:
-// a sub-package of fm's package.
-func harnessImportPath(fm *fileModel, c *consumer) protogen.GoImportPath {
-	return protogen.GoImportPath(string(fm.file.GoImportPath) + "/" + harnessPackage(c))
-}
-
-// harnessFilename returns the name of the harness file of c of fm, beside
-// the files generated for fm.
-func harnessFilename(fm *fileModel, c *consumer) string {
-	return path.Join(path.Dir(fm.file.GeneratedFilenamePrefix), harnessPackage(c), HarnessFile)
-}
-
-// checkHarnessPackages fails if the test harnesses of two consumers, or one
-// and a Go package of the request, would share an import path.
-func checkHarnessPackages(gen *protogen.Plugin, md *model) error {
-	packages := map[protogen.GoImportPath]string{}
-	for _, f := range gen.Files {
-		packages[f.GoImportPath] = "Go package of " + f.Desc.Path()
-	}
-	for _, fm := range md.files {
-		for _, c := range fm.consumers {
-			p := harnessImportPath(fm, c)
-			if other, ok := packages[p]; ok {
-				return errorf(c.svc.Desc, "the test harness of consumer %s would be package %s, which is the %s", c.svc.Desc.Name(), p, other)
-			}
-			packages[p] = "test harness of consumer " + string(c.svc.Desc.FullName())
-		}
-	}
-	return nil
-}
-
-// Names of the fields and methods of a generated Harness, of its embedded
-// *consumertest.Harness, and of a generated Producer and its embedded
-// *consumertest.Producer, which tables and feeds may not take.
-var harnessReserved = []string{
-	"Harness", "Published", "NewProducer", "Feed", "Redeliver", "Hold", "Release", "Commit", "TryCommit",
-	"Crash", "Checkpoint", "State", "Spec", "Producer", "Publish",
-}
-
-// harnessNames returns the names of the Harness fields of the tables of c
-// and of the feed methods of its inputs: their Go names, unless taken by the
-// harness or by one another (two inputs of different packages may share a
-// Go name), in which case a deterministic variant.
-func harnessNames(c *consumer) (tables, inputs []string) {
-	taken := map[string]bool{}
-	for _, n := range harnessReserved {
-		taken[n] = true
-	}
-	for _, t := range c.tables {
-		name := t.msg.GoIdent.GoName
-		if taken[name] {
-			name = uniqueName(name+"Table", taken)
-		}
-		taken[name] = true
-		tables = append(tables, name)
-	}
-	for _, h := range c.handlers {
-		name := h.method.Input.GoIdent.GoName
-		if taken[name] {
-			name = uniqueName("Feed"+name, taken)
-		}
-		taken[name] = true
-		inputs = append(inputs, name)
-	}
-	return tables, inputs
-}
-
-// genHarness returns the test harness file of consumer c of fm.
-func genHarness(md *model, fm *fileModel, c *consumer) *jen.File {
-	pkg := harnessPackage(c)
+// genHarness returns the file of the test harness of consumer c of fm,
+// whose names are h.
+func genHarness(md *model, fm *fileModel, c *consumer, h *harnessNames) *fileCtx {
 	full := string(c.svc.Desc.FullName())
-	gen := jen.Qual(string(fm.file.GoImportPath), c.svc.GoName+"Handler")
-	jf := jen.NewFilePathName(string(harnessImportPath(fm, c)), pkg)
-	jf.HeaderComment(Header)
+	fc := newFileCtx(md, string(h.path), h.pkg, h.scope, harnessLocals)
+	jf := fc.jf
 	jf.HeaderComment("source: " + fm.file.Desc.Path())
-	for p, name := range md.pkgNames {
-		jf.ImportAlias(string(p), string(name))
+	for _, line := range wrap(fmt.Sprintf("Package %s is the test harness of consumer %s: it runs the consumer's handler in the runtime's transactions, on an in-memory store and in-memory journals (see package runtime/consumertest), and feeds and reads the consumer's messages and tables, typed. Only tests import it.", h.pkg, full)) {
+		jf.PackageComment(line)
 	}
-	jf.PackageComment(fmt.Sprintf("Package %s is the test harness of consumer %s: it runs the", pkg, full))
-	jf.PackageComment("consumer's handler in the runtime's transactions, on an in-memory store and")
-	jf.PackageComment("in-memory journals (see package runtime/consumertest), and feeds and reads the")
-	jf.PackageComment("consumer's messages and tables, typed. Only tests import it.")
 
-	tableNames, inputNames := harnessNames(c)
-	msgType := func(m *protogen.Message) *jen.Statement {
-		return jen.Qual(string(m.GoIdent.GoImportPath), m.GoIdent.GoName)
-	}
+	msgType := func(m *protogen.Message) *jen.Statement { return fc.ident(m.GoIdent) }
 	keyType := func(t *table) *jen.Statement {
-		return jen.Qual(string(t.msg.GoIdent.GoImportPath), t.msg.GoIdent.GoName+"Key")
-	}
-	tableType := func(t *table) *jen.Statement {
-		return jen.Op("*").Qual(pathConsumertest, "Table").Types(keyType(t), jen.Op("*").Add(msgType(t.msg)))
-	}
-	publishedType := func(p publish) *jen.Statement {
-		return jen.Op("*").Qual(pathConsumertest, "Published").Types(jen.Op("*").Add(msgType(p.journal.msg)))
+		return fc.q(string(t.msg.GoIdent.GoImportPath), tableNamesOf(t).key)
 	}
 
-	// Harness.
-	jf.Commentf("Harness runs the handler of consumer %s in a shard of its", full)
-	jf.Comment("own, in memory: feed it messages with the methods named for their types, run")
-	jf.Comment("transactions with Commit (or lose one with Crash), and read what they")
-	jf.Comment("committed through its tables and the messages it published.")
-	fields := []jen.Code{jen.Op("*").Qual(pathConsumertest, "Harness")}
+	fc.doc("Harness runs the handler of consumer %s in a shard of its own, in memory: feed it messages with the methods named for their types, run transactions with Commit (or lose one with Crash), and read what they committed through its tables and the messages it published.", full)
+	fields := []jen.Code{jen.Op("*").Add(fc.q(pathConsumertest, "Harness"))}
 	for i, t := range c.tables {
 		fields = append(fields,
-			jen.Commentf("%s is table %q, as last committed.", tableNames[i], t.name),
-			jen.Id(tableNames[i]).Add(tableType(t)))
+			jen.Commentf("%s is table %q, as last committed.", h.tables[i], t.name),
+			jen.Id(h.tables[i]).Op("*").Add(fc.q(pathConsumertest, "Table")).Types(keyType(t), jen.Op("*").Add(msgType(t.msg))))
 	}
 	if len(c.publishes) != 0 {
 		fields = append(fields,
@@ -141,91 +44,70 @@ func genHarness(md *model, fm *fileModel, c *consumer) *jen.File {
 	jf.Line()
 
 	if len(c.publishes) != 0 {
-		jf.Commentf("Published are the messages consumer %s published and committed,", full)
-		jf.Comment("by type.")
+		fc.doc("Published are the messages consumer %s published and committed, by type.", full)
 		var pubFields []jen.Code
 		for _, p := range c.publishes {
 			pubFields = append(pubFields,
 				jen.Commentf("%s are the %s messages published.", p.journal.msg.GoIdent.GoName, p.journal.msg.Desc.FullName()),
-				jen.Id(p.journal.msg.GoIdent.GoName).Add(publishedType(p)))
+				jen.Id(p.journal.msg.GoIdent.GoName).Op("*").Add(fc.q(pathConsumertest, "Published")).Types(jen.Op("*").Add(msgType(p.journal.msg))))
 		}
 		jf.Type().Id("Published").Struct(pubFields...)
 		jf.Line()
 	}
 
-	jf.Commentf("Producer publishes messages that consumer %s reads, within", full)
-	jf.Comment("transactions of its own, which the consumer reads once the producer commits")
-	jf.Comment("them: see consumertest.Producer.")
-	jf.Type().Id("Producer").Struct(jen.Op("*").Qual(pathConsumertest, "Producer"))
+	fc.doc("Producer publishes messages that consumer %s reads, within transactions of its own, which the consumer reads once the producer commits them: see consumertest.Producer.", full)
+	jf.Type().Id("Producer").Struct(jen.Op("*").Add(fc.q(pathConsumertest, "Producer")))
 	jf.Line()
 
-	// New.
+	multi := jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}
 	var inputs []jen.Code
-	for _, h := range c.handlers {
-		j := h.journal
-		d := jen.Dict{
-			jen.Id("New"):         jen.Func().Params().Qual(pathMessage, "Message").Block(jen.Return(jen.New(msgType(j.msg)))),
-			jen.Id("MessageType"): jen.Lit(j.messageType),
-			jen.Id("ContentType"): jen.Lit(j.contentType),
-		}
-		if len(j.partitionKey) != 0 {
-			d[jen.Id("PartitionKey")] = jen.Func().Params(jen.Id("m").Qual(pathMessage, "Mappable"), jen.Id("w").Qual(pathIO, "Writer")).Block(
-				jen.List(jen.Id("_"), jen.Id("_")).Op("=").Id("w").Dot("Write").Call(
-					jen.Id("m").Assert(jen.Op("*").Add(msgType(j.msg))).Dot("AppendPartitionKey").Call(jen.Nil())),
-			)
-		}
-		inputs = append(inputs, jen.Values(d))
+	for _, hd := range c.handlers {
+		inputs = append(inputs, fc.q(pathConsumertest, "InputOf").Types(msgType(hd.journal.msg)).
+			Call(jen.Lit(hd.journal.messageType), jen.Lit(hd.journal.contentType)))
 	}
-	var outputs []jen.Code
-	for _, p := range c.publishes {
-		j := p.journal
-		outputs = append(outputs, jen.Values(jen.Dict{
-			jen.Id("New"):         jen.Func().Params().Qual(pathMessage, "Message").Block(jen.Return(jen.New(msgType(j.msg)))),
-			jen.Id("MessageType"): jen.Lit(j.messageType),
-			jen.Id("ContentType"): jen.Lit(j.contentType),
-			jen.Id("Selector"):    jen.Lit(p.selector),
-			jen.Id("UUIDField"):   jen.Lit(string(j.uuid.Desc.Name())),
-		}))
-	}
-	consumerDict := jen.Dict{
-		jen.Id("Name"): jen.Lit(full),
-		jen.Id("NewApplication"): jen.Func().Params(jen.Id("stores").Qual(pathRuntime, "StoreOpener"), jen.Id("journals").Qual(pathRuntime, "PartitionLister")).
-			Params(jen.Qual(pathRuntime, "Application"), jen.Error()).Block(
-			jen.Return(jen.Qual(string(fm.file.GoImportPath), "New"+c.svc.GoName+"Application").Call(jen.Id("handler"), jen.Id("stores"), jen.Id("journals"))),
+	consumer := []jen.Code{
+		jen.Id("Name").Op(":").Lit(full),
+		jen.Id("NewApplication").Op(":").Func().Params(jen.Id("stores").Add(fc.q(pathRuntime, "StoreOpener")), jen.Id("journals").Add(fc.q(pathRuntime, "PartitionLister"))).
+			Params(fc.q(pathRuntime, "Application"), jen.Error()).Block(
+			jen.Return(fc.q(string(fm.file.GoImportPath), consumerNamesOf(c).ctor).Call(jen.Id("handler"), jen.Id("stores"), jen.Id("journals"))),
 		),
-		jen.Id("Inputs"): jen.Index().Qual(pathConsumertest, "Input").Values(inputs...),
+		jen.Id("Inputs").Op(":").Index().Add(fc.q(pathConsumertest, "Input")).Custom(multi, inputs...),
 	}
-	if len(outputs) != 0 {
-		consumerDict[jen.Id("Outputs")] = jen.Index().Qual(pathConsumertest, "Output").Values(outputs...)
+	if len(c.publishes) != 0 {
+		var outputs []jen.Code
+		for _, p := range c.publishes {
+			j := p.journal
+			outputs = append(outputs, fc.q(pathConsumertest, "OutputOf").Types(msgType(j.msg)).
+				Call(jen.Lit(j.messageType), jen.Lit(j.contentType), jen.Lit(p.selector), jen.Lit(string(j.uuid.Desc.Name()))))
+		}
+		consumer = append(consumer, jen.Id("Outputs").Op(":").Index().Add(fc.q(pathConsumertest, "Output")).Custom(multi, outputs...))
 	}
 	body := []jen.Code{
-		jen.Id("h").Op(":=").Op("&").Id("Harness").Values(),
-		jen.Id("h").Dot("Harness").Op("=").Qual(pathConsumertest, "New").Call(jen.Id("t"), jen.Qual(pathConsumertest, "Consumer").Values(consumerDict), jen.Id("opts").Op("...")),
+		jen.Id("h").Op(":=").Op("&").Id("Harness").Values(jen.Id("Harness").Op(":").Add(fc.q(pathConsumertest, "New")).Call(
+			jen.Id("t"), fc.q(pathConsumertest, "Consumer").Custom(multi, consumer...), jen.Id("opts").Op("..."))),
 	}
 	for i, t := range c.tables {
-		body = append(body, jen.Id("h").Dot(tableNames[i]).Op("=").Qual(pathConsumertest, "NewTable").Types(keyType(t), jen.Op("*").Add(msgType(t.msg))).Call(
-			jen.Id("h").Dot("Harness"), jen.Qual(string(t.msg.GoIdent.GoImportPath), "New"+t.msg.GoIdent.GoName+"Table")))
+		body = append(body, jen.Id("h").Dot(h.tables[i]).Op("=").Add(fc.q(pathConsumertest, "NewTable")).Types(keyType(t), jen.Op("*").Add(msgType(t.msg))).Call(
+			jen.Id("h").Dot("Harness"), fc.q(string(t.msg.GoIdent.GoImportPath), tableNamesOf(t).ctor)))
 	}
 	for _, p := range c.publishes {
 		body = append(body, jen.Id("h").Dot("Published").Dot(p.journal.msg.GoIdent.GoName).Op("=").
-			Qual(pathConsumertest, "NewPublished").Types(jen.Op("*").Add(msgType(p.journal.msg))).Call(jen.Id("h").Dot("Harness")))
+			Add(fc.q(pathConsumertest, "NewPublished")).Types(jen.Op("*").Add(msgType(p.journal.msg))).Call(jen.Id("h").Dot("Harness")))
 	}
 	body = append(body, jen.Return(jen.Id("h")))
 	jf.Comment("New returns a Harness running handler, with empty tables and journals: its")
 	jf.Comment("shard reads every partition of the messages the consumer reads. Options of")
 	jf.Comment("package consumertest tune it. The harness is stopped when t ends.")
-	jf.Func().Id("New").Params(jen.Id("t").Qual(pathTesting, "TB"), jen.Id("handler").Add(gen), jen.Id("opts").Op("...").Qual(pathConsumertest, "Option")).
-		Op("*").Id("Harness").Block(body...)
+	jf.Func().Id("New").Params(jen.Id("t").Add(fc.q(pathTesting, "TB")), jen.Id("handler").Add(fc.q(string(fm.file.GoImportPath), consumerNamesOf(c).handler)),
+		jen.Id("opts").Op("...").Add(fc.q(pathConsumertest, "Option"))).Op("*").Id("Harness").Block(body...)
 	jf.Line()
 
-	// Feeds.
-	appended := jen.Qual(pathConsumertest, "Appended")
-	for i, h := range c.handlers {
-		m := h.method.Input
-		jf.Commentf("%s appends msg, committed, to its partition of the %s journals,", inputNames[i], m.Desc.FullName())
-		jf.Comment("for the next transaction to consume.")
-		jf.Func().Params(jen.Id("h").Op("*").Id("Harness")).Id(inputNames[i]).Params(jen.Id("msg").Op("*").Add(msgType(m))).Add(appended.Clone()).Block(
-			jen.Return(jen.Id("h").Dot("Harness").Dot("Feed").Call(jen.Id("msg"))),
+	appended := func() *jen.Statement { return fc.q(pathConsumertest, "Appended") }
+	for i, hd := range c.handlers {
+		m := hd.method.Input
+		fc.doc("%s appends msg, committed, to its partition of the %s journals, for the next transaction to consume.", h.inputs[i], m.Desc.FullName())
+		jf.Func().Params(jen.Id("h").Op("*").Id("Harness")).Id(h.inputs[i]).Params(jen.Id("msg").Op("*").Add(msgType(m))).Add(appended()).Block(
+			jen.Return(jen.Id("h").Dot("Feed").Call(jen.Id("msg"))),
 		)
 		jf.Line()
 	}
@@ -234,14 +116,13 @@ func genHarness(md *model, fm *fileModel, c *consumer) *jen.File {
 		jen.Return(jen.Id("Producer").Values(jen.Id("h").Dot("Harness").Dot("NewProducer").Call())),
 	)
 	jf.Line()
-	for i, h := range c.handlers {
-		m := h.method.Input
-		jf.Commentf("%s appends msg within the producer's transaction to its partition of the", inputNames[i])
-		jf.Commentf("%s journals.", m.Desc.FullName())
-		jf.Func().Params(jen.Id("p").Id("Producer")).Id(inputNames[i]).Params(jen.Id("msg").Op("*").Add(msgType(m))).Add(appended.Clone()).Block(
-			jen.Return(jen.Id("p").Dot("Producer").Dot("Publish").Call(jen.Id("msg"))),
+	for i, hd := range c.handlers {
+		m := hd.method.Input
+		fc.doc("%s appends msg within the producer's transaction to its partition of the %s journals.", h.inputs[i], m.Desc.FullName())
+		jf.Func().Params(jen.Id("p").Id("Producer")).Id(h.inputs[i]).Params(jen.Id("msg").Op("*").Add(msgType(m))).Add(appended()).Block(
+			jen.Return(jen.Id("p").Dot("Publish").Call(jen.Id("msg"))),
 		)
 		jf.Line()
 	}
-	return jf
+	return fc
 }

@@ -1,9 +1,9 @@
 package gengc
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	pb "go.gazette.dev/core/broker/protocol"
@@ -30,6 +30,10 @@ type keyField struct {
 	desc  bool
 }
 
+// presence reports whether the key field has presence: its key struct field
+// is a pointer (or a nil-able slice), which is nil if the field is not set.
+func (k keyField) presence() bool { return k.field.Desc.HasPresence() }
+
 // table is a message annotated as a state table.
 type table struct {
 	msg  *protogen.Message
@@ -47,6 +51,7 @@ type handler struct {
 type publish struct {
 	journal  *journalMsg
 	selector string
+	index    int // Among the consumer's publishes.
 }
 
 // consumer is a service annotated as a consumer.
@@ -55,6 +60,7 @@ type consumer struct {
 	opts      *gcv1.Consumer
 	handlers  []handler
 	tables    []*table
+	tableAt   []int // Index of each table among the consumer's tables option.
 	publishes []publish
 }
 
@@ -66,42 +72,22 @@ type fileModel struct {
 	consumers []*consumer
 }
 
+// empty reports whether nothing is generated for the file.
+func (fm *fileModel) empty() bool {
+	return len(fm.journals) == 0 && len(fm.tables) == 0 && len(fm.consumers) == 0
+}
+
 // model resolves and validates the annotations of a request.
 type model struct {
 	messages map[protoreflect.FullName]*protogen.Message
 	journals map[protoreflect.FullName]*journalMsg
 	tables   map[protoreflect.FullName]*table
-	files    []*fileModel
+	// files are the files to generate, by path.
+	files []*fileModel
+	// all are the files of the request, by path.
+	all []*protogen.File
 	// pkgNames are the Go package names of import paths.
 	pkgNames map[protogen.GoImportPath]protogen.GoPackageName
-}
-
-// errorf returns an error positioned at the declaration of d.
-func errorf(d protoreflect.Descriptor, format string, args ...any) error {
-	loc := d.ParentFile().SourceLocations().ByDescriptor(d)
-	return fmt.Errorf("%s:%d:%d: %s", d.ParentFile().Path(), loc.StartLine+1, loc.StartColumn+1, fmt.Sprintf(format, args...))
-}
-
-// optErrorf returns an error positioned at the gazconsumer option of d, a
-// message or a service, or at d if the option's position is unknown.
-func optErrorf(d protoreflect.Descriptor, format string, args ...any) error {
-	locs := d.ParentFile().SourceLocations()
-	path := append(protoreflect.SourcePath(nil), locs.ByDescriptor(d).Path...)
-	switch d.(type) {
-	case protoreflect.MessageDescriptor:
-		path = append(path, 7, gcv1.E_Message.Field) // DescriptorProto.options
-	case protoreflect.ServiceDescriptor:
-		path = append(path, 3, gcv1.E_Consumer.Field) // ServiceDescriptorProto.options
-	}
-	// The option may be recorded as a whole, or (with a field path, as in
-	// `option (gazconsumer.v1.message).table = {...}`) by its field.
-	for i := 0; i < locs.Len(); i++ {
-		loc := locs.Get(i)
-		if len(loc.Path) >= len(path) && slices.Equal(loc.Path[:len(path)], path) {
-			return fmt.Errorf("%s:%d:%d: %s", d.ParentFile().Path(), loc.StartLine+1, loc.StartColumn+1, fmt.Sprintf(format, args...))
-		}
-	}
-	return errorf(d, format, args...)
 }
 
 func messageOptions(m *protogen.Message) *gcv1.MessageOptions {
@@ -132,19 +118,22 @@ func fieldByName(m *protogen.Message, name string) *protogen.Field {
 }
 
 // buildModel resolves the annotations of every file of gen, and validates
-// those of the files to generate.
+// those of the files to generate. Files are taken in the order of their
+// paths, whatever their order in the request.
 func buildModel(gen *protogen.Plugin) (*model, error) {
 	md := &model{
 		messages: map[protoreflect.FullName]*protogen.Message{},
 		journals: map[protoreflect.FullName]*journalMsg{},
 		tables:   map[protoreflect.FullName]*table{},
 		pkgNames: map[protogen.GoImportPath]protogen.GoPackageName{},
+		all:      slices.Clone(gen.Files),
 	}
-	for _, f := range gen.Files {
+	slices.SortFunc(md.all, func(a, b *protogen.File) int { return cmp.Compare(a.Desc.Path(), b.Desc.Path()) })
+	for _, f := range md.all {
 		md.pkgNames[f.GoImportPath] = f.GoPackageName
 		walkMessages(f.Messages, func(m *protogen.Message) { md.messages[m.Desc.FullName()] = m })
 	}
-	for _, f := range gen.Files {
+	for _, f := range md.all {
 		if !f.Generate {
 			continue
 		}
@@ -152,6 +141,9 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 		var err error
 		walkMessages(f.Messages, func(m *protogen.Message) {
 			if err != nil {
+				return
+			}
+			if err = checkOptionEnums(m.Desc, messageOptions(m)); err != nil {
 				return
 			}
 			var j *journalMsg
@@ -170,6 +162,9 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 			return nil, err
 		}
 		for _, s := range f.Services {
+			if err := checkOptionEnums(s.Desc, consumerOptions(s)); err != nil {
+				return nil, err
+			}
 			c, err := md.consumer(s)
 			if err != nil {
 				return nil, err
@@ -181,8 +176,47 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 	}
 	if err := md.checkTableNames(); err != nil {
 		return nil, err
+	} else if err := md.checkMessageTypes(); err != nil {
+		return nil, err
 	}
 	return md, nil
+}
+
+// checkOptionEnums fails if an enum field of opts, the gazconsumer option
+// of d, holds a number its enum doesn't define: it has no Go name.
+func checkOptionEnums(d protoreflect.Descriptor, opts proto.Message) error {
+	if opts == nil {
+		return nil
+	}
+	var walk func(m protoreflect.Message, path []int32) error
+	walk = func(m protoreflect.Message, path []int32) error {
+		var err error
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			p := append(slices.Clone(path), int32(fd.Number()))
+			check := func(v protoreflect.Value, p []int32) error {
+				switch fd.Kind() {
+				case protoreflect.EnumKind:
+					if fd.Enum().Values().ByNumber(v.Enum()) == nil {
+						return optErrorf(d, p, "%s: %d is not a value of %s", fd.Name(), v.Enum(), fd.Enum().FullName())
+					}
+				case protoreflect.MessageKind:
+					return walk(v.Message(), p)
+				}
+				return nil
+			}
+			switch {
+			case fd.IsList():
+				for i := 0; i < v.List().Len() && err == nil; i++ {
+					err = check(v.List().Get(i), append(slices.Clone(p), int32(i)))
+				}
+			case !fd.IsMap():
+				err = check(v, p)
+			}
+			return err == nil
+		})
+		return err
+	}
+	return walk(opts.ProtoReflect(), nil)
 }
 
 // journal returns the journal annotation of m, or nil if it has none.
@@ -199,7 +233,7 @@ func (md *model) journal(m *protogen.Message) (*journalMsg, error) {
 		j.messageType = string(m.Desc.FullName())
 	}
 	if err := pb.ValidateToken(j.messageType, pb.TokenSymbols, 1, 512); err != nil {
-		return nil, optErrorf(m.Desc, "message_type %q is not a valid journal label value: %v", j.messageType, err)
+		return nil, optErrorf(m.Desc, at(optJournal, optMessageType), "message_type %q is not a valid journal label value: %v", j.messageType, err)
 	}
 	switch opts.GetFraming() {
 	case gcv1.Framing_FRAMING_UNSPECIFIED, gcv1.Framing_FRAMING_PROTOBUF:
@@ -207,68 +241,34 @@ func (md *model) journal(m *protogen.Message) (*journalMsg, error) {
 	case gcv1.Framing_FRAMING_JSON:
 		j.contentType = labels.ContentType_JSONLines
 	default:
-		return nil, optErrorf(m.Desc, "unknown framing %v", opts.GetFraming())
+		return nil, optErrorf(m.Desc, at(optJournal, optFraming), "unknown framing %v", opts.GetFraming())
 	}
 	if opts.GetUuidField() == "" {
-		return nil, optErrorf(m.Desc, "journal message %s has no uuid_field", m.Desc.Name())
+		return nil, optErrorf(m.Desc, at(optJournal), "journal message %s has no uuid_field", m.Desc.Name())
 	}
+	uuidAt := at(optJournal, optUUIDField)
 	j.uuid = fieldByName(m, opts.GetUuidField())
 	switch {
 	case j.uuid == nil:
-		return nil, optErrorf(m.Desc, "uuid_field %q is not a field of %s", opts.GetUuidField(), m.Desc.Name())
+		return nil, optErrorf(m.Desc, uuidAt, "uuid_field %q is not a field of %s", opts.GetUuidField(), m.Desc.Name())
 	case j.uuid.Desc.Kind() != protoreflect.BytesKind || j.uuid.Desc.Cardinality() == protoreflect.Repeated:
-		return nil, errorf(j.uuid.Desc, "uuid_field %s must be a singular bytes field holding a 16-byte UUID, not %s",
-			j.uuid.Desc.Name(), fieldKindString(j.uuid.Desc))
+		return nil, optErrorf(m.Desc, uuidAt, "uuid_field %s (%s) must be a singular bytes field holding a 16-byte UUID, not %s",
+			j.uuid.Desc.Name(), posOf(j.uuid.Desc), fieldKindString(j.uuid.Desc))
 	case j.uuid.Oneof != nil && !j.uuid.Oneof.Desc.IsSynthetic():
-		return nil, errorf(j.uuid.Desc, "uuid_field %s may not be a member of oneof %s", j.uuid.Desc.Name(), j.uuid.Oneof.Desc.Name())
+		return nil, optErrorf(m.Desc, uuidAt, "uuid_field %s (%s) may not be a member of oneof %s", j.uuid.Desc.Name(), posOf(j.uuid.Desc), j.uuid.Oneof.Desc.Name())
 	}
-	for _, name := range opts.GetPartitionKey() {
+	for i, name := range opts.GetPartitionKey() {
+		keyAt := at(optJournal, optPartitionKey, int32(i))
 		f := fieldByName(m, name)
 		if f == nil {
-			return nil, optErrorf(m.Desc, "partition_key %q is not a field of %s", name, m.Desc.Name())
-		} else if err := checkKeyField(f, "partition_key"); err != nil {
+			return nil, optErrorf(m.Desc, keyAt, "partition_key %q is not a field of %s", name, m.Desc.Name())
+		} else if err := checkKeyField(m.Desc, keyAt, f, "partition_key"); err != nil {
 			return nil, err
 		}
 		j.partitionKey = append(j.partitionKey, f)
 	}
-	if err := checkMethodCollisions(m, journalMethods(j)); err != nil {
-		return nil, err
-	}
 	md.journals[m.Desc.FullName()] = j
 	return j, nil
-}
-
-// journalMethods are the methods generated on a journal message.
-func journalMethods(j *journalMsg) []string {
-	names := []string{"GetUUID", "SetUUID", "NewAcknowledgement", "ProtoSize", "MarshalTo", "Unmarshal",
-		"MarshalJSONTo", "MarshalJSON", "UnmarshalJSON"}
-	if len(j.partitionKey) != 0 {
-		names = append(names, "AppendPartitionKey")
-	}
-	return names
-}
-
-// checkMethodCollisions fails if protoc-gen-go generates a field or method
-// of m having one of names.
-func checkMethodCollisions(m *protogen.Message, names []string) error {
-	taken := map[string]protoreflect.Descriptor{}
-	for _, f := range m.Fields {
-		d := protoreflect.Descriptor(f.Desc)
-		if f.Oneof != nil && !f.Oneof.Desc.IsSynthetic() {
-			taken[f.Oneof.GoName] = f.Oneof.Desc
-			taken["Get"+f.Oneof.GoName] = f.Oneof.Desc
-		} else {
-			taken[f.GoName] = d
-		}
-		taken["Get"+f.GoName] = d
-	}
-	for _, name := range names {
-		if d, ok := taken[name]; ok {
-			return errorf(d, "%s collides with method %s generated by protoc-gen-gazconsumer on %s; rename it",
-				d.Name(), name, m.Desc.Name())
-		}
-	}
-	return nil
 }
 
 // table returns the table annotation of m, or nil if it has none.
@@ -285,41 +285,51 @@ func (md *model) table(m *protogen.Message) (*table, error) {
 		t.name = string(m.Desc.FullName())
 	}
 	if len(opts.GetKey()) == 0 {
-		return nil, optErrorf(m.Desc, "table %s has no key fields", m.Desc.Name())
+		return nil, optErrorf(m.Desc, at(optTable), "table %s has no key fields", m.Desc.Name())
 	}
-	seen := map[string]bool{}
-	for _, k := range opts.GetKey() {
+	for i, k := range opts.GetKey() {
+		keyAt := at(optTable, optKey, int32(i), optKeyField)
 		f := fieldByName(m, k.GetField())
 		if f == nil {
-			return nil, optErrorf(m.Desc, "key field %q is not a field of %s", k.GetField(), m.Desc.Name())
-		} else if seen[k.GetField()] {
-			return nil, errorf(f.Desc, "key field %s is listed twice", k.GetField())
-		} else if err := checkKeyField(f, "key field"); err != nil {
+			return nil, optErrorf(m.Desc, keyAt, "key field %q is not a field of %s", k.GetField(), m.Desc.Name())
+		} else if slices.ContainsFunc(t.key, func(k keyField) bool { return k.field == f }) {
+			return nil, optErrorf(m.Desc, keyAt, "key field %s is listed twice", k.GetField())
+		} else if err := checkKeyField(m.Desc, keyAt, f, "key field"); err != nil {
 			return nil, err
 		}
-		seen[k.GetField()] = true
 		t.key = append(t.key, keyField{field: f, desc: k.GetDescending()})
 	}
 	md.tables[m.Desc.FullName()] = t
 	return t, nil
 }
 
-// checkKeyField fails if f cannot be part of an ordered key.
-func checkKeyField(f *protogen.Field, what string) error {
+// isTimestamp reports whether f is a google.protobuf.Timestamp, encoded as a
+// message or (in an edition, with features.message_encoding = DELIMITED) as
+// a group: the Go field is a *timestamppb.Timestamp either way.
+func isTimestamp(f protoreflect.FieldDescriptor) bool {
+	return (f.Kind() == protoreflect.MessageKind || f.Kind() == protoreflect.GroupKind) &&
+		f.Message().FullName() == "google.protobuf.Timestamp"
+}
+
+// checkKeyField fails if f, listed at path of the option of m, cannot be
+// part of an ordered key.
+func checkKeyField(m protoreflect.Descriptor, path []int32, f *protogen.Field, what string) error {
+	fail := func(format string, args ...any) error {
+		return optErrorf(m, path, "%s %s (%s) %s", what, f.Desc.Name(), posOf(f.Desc), fmt.Sprintf(format, args...))
+	}
 	if f.Desc.IsList() || f.Desc.IsMap() {
-		return errorf(f.Desc, "%s %s must be singular, not %s", what, f.Desc.Name(), fieldKindString(f.Desc))
+		return fail("must be singular, not %s", fieldKindString(f.Desc))
 	}
 	if f.Oneof != nil && !f.Oneof.Desc.IsSynthetic() {
-		return errorf(f.Desc, "%s %s may not be a member of oneof %s", what, f.Desc.Name(), f.Oneof.Desc.Name())
+		return fail("may not be a member of oneof %s", f.Oneof.Desc.Name())
 	}
+	const want = "(want an integer, bool, string, bytes, enum or google.protobuf.Timestamp)"
 	switch f.Desc.Kind() {
-	case protoreflect.FloatKind, protoreflect.DoubleKind, protoreflect.GroupKind:
-		return errorf(f.Desc, "%s %s has unsupported type %s (want an integer, bool, string, bytes, enum or google.protobuf.Timestamp)",
-			what, f.Desc.Name(), fieldKindString(f.Desc))
-	case protoreflect.MessageKind:
-		if f.Desc.Message().FullName() != "google.protobuf.Timestamp" {
-			return errorf(f.Desc, "%s %s has unsupported type %s (want an integer, bool, string, bytes, enum or google.protobuf.Timestamp)",
-				what, f.Desc.Name(), fieldKindString(f.Desc))
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return fail("has unsupported type %s: floating-point values have no order-preserving key encoding %s", fieldKindString(f.Desc), want)
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		if !isTimestamp(f.Desc) {
+			return fail("has unsupported type %s: of messages, only google.protobuf.Timestamp has an order-preserving key encoding %s", fieldKindString(f.Desc), want)
 		}
 	}
 	return nil
@@ -352,10 +362,7 @@ func (md *model) resolve(d protoreflect.Descriptor, name string) *protogen.Messa
 	for scope := d.ParentFile().Package(); ; scope = scope.Parent() {
 		full := protoreflect.FullName(name)
 		if scope != "" {
-			full = scope.Append(protoreflect.Name(name))
-			if strings.Contains(name, ".") {
-				full = protoreflect.FullName(string(scope) + "." + name)
-			}
+			full = protoreflect.FullName(string(scope) + "." + name)
 		}
 		if m, ok := md.messages[full]; ok {
 			return m
@@ -374,9 +381,10 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	}
 	c := &consumer{svc: s, opts: opts}
 	if len(s.Methods) == 0 {
-		return nil, optErrorf(s.Desc, "consumer %s has no handler rpcs", s.Desc.Name())
+		return nil, optErrorf(s.Desc, nil, "consumer %s has no handler rpcs", s.Desc.Name())
 	}
 	byInput := map[protoreflect.FullName]*protogen.Method{}
+	byType := map[string]*protogen.Method{}
 	for _, meth := range s.Methods {
 		if meth.Desc.IsStreamingClient() || meth.Desc.IsStreamingServer() {
 			return nil, errorf(meth.Desc, "handler %s may not stream", meth.Desc.Name())
@@ -389,70 +397,54 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 				meth.Desc.Name(), meth.Input.Desc.FullName())
 		} else if prev, ok := byInput[meth.Input.Desc.FullName()]; ok {
 			return nil, errorf(meth.Desc, "handlers %s and %s both consume %s", prev.Desc.Name(), meth.Desc.Name(), meth.Input.Desc.FullName())
-		} else if meth.GoName == "FinalizeTxn" {
-			return nil, errorf(meth.Desc, "handler name FinalizeTxn is reserved")
+		} else if prev, ok := byType[j.messageType]; ok {
+			return nil, errorf(meth.Desc, "handlers %s and %s consume messages of the same message_type %q",
+				prev.Desc.Name(), meth.Desc.Name(), j.messageType)
 		}
 		byInput[meth.Input.Desc.FullName()] = meth
+		byType[j.messageType] = meth
 		c.handlers = append(c.handlers, handler{method: meth, journal: j})
 	}
-	types := map[string]*protogen.Method{}
-	for _, h := range c.handlers {
-		if prev, ok := types[h.journal.messageType]; ok {
-			return nil, errorf(h.method.Desc, "handlers %s and %s consume messages of the same message_type %q",
-				prev.Desc.Name(), h.method.Desc.Name(), h.journal.messageType)
-		}
-		types[h.journal.messageType] = h.method
-	}
-	seen := map[protoreflect.FullName]bool{}
-	txnFields := map[string]bool{}
-	for _, name := range opts.GetTables() {
+	for i, name := range opts.GetTables() {
+		tableAt := at(optTables, int32(i))
 		m := md.resolve(s.Desc, name)
 		if m == nil {
-			return nil, optErrorf(s.Desc, "table %q of consumer %s is not a known message", name, s.Desc.Name())
+			return nil, optErrorf(s.Desc, tableAt, "table %q of consumer %s is not a known message", name, s.Desc.Name())
 		}
 		t, err := md.table(m)
 		if err != nil {
 			return nil, err
 		} else if t == nil {
-			return nil, optErrorf(s.Desc, "table %q of consumer %s: message %s has no (gazconsumer.v1.message).table option",
+			return nil, optErrorf(s.Desc, tableAt, "table %q of consumer %s: message %s has no (gazconsumer.v1.message).table option",
 				name, s.Desc.Name(), m.Desc.FullName())
-		} else if seen[m.Desc.FullName()] {
-			return nil, optErrorf(s.Desc, "consumer %s lists table %s twice", s.Desc.Name(), m.Desc.FullName())
+		} else if slices.Contains(c.tables, t) {
+			return nil, optErrorf(s.Desc, tableAt, "consumer %s lists table %s twice", s.Desc.Name(), m.Desc.FullName())
 		}
-		seen[m.Desc.FullName()] = true
-		if txnReserved[m.GoIdent.GoName] || txnFields[m.GoIdent.GoName] {
-			return nil, optErrorf(s.Desc, "table %s of consumer %s would be field %s of %sTxn, which is taken", m.Desc.FullName(), s.Desc.Name(), m.GoIdent.GoName, s.GoName)
-		}
-		txnFields[m.GoIdent.GoName] = true
 		c.tables = append(c.tables, t)
+		c.tableAt = append(c.tableAt, i)
 	}
-	seen = map[protoreflect.FullName]bool{}
-	for _, p := range opts.GetPublishes() {
+	for i, p := range opts.GetPublishes() {
+		pubAt := at(optPublishes, int32(i))
 		m := md.resolve(s.Desc, p.GetMessage())
 		if m == nil {
-			return nil, optErrorf(s.Desc, "published message %q of consumer %s is not a known message", p.GetMessage(), s.Desc.Name())
+			return nil, optErrorf(s.Desc, append(pubAt, optPublishMsg), "published message %q of consumer %s is not a known message", p.GetMessage(), s.Desc.Name())
 		}
 		j, err := md.journal(m)
 		if err != nil {
 			return nil, err
 		} else if j == nil {
-			return nil, optErrorf(s.Desc, "consumer %s publishes %s, which is not a journal message", s.Desc.Name(), m.Desc.FullName())
-		} else if seen[m.Desc.FullName()] {
-			return nil, optErrorf(s.Desc, "consumer %s publishes %s twice", s.Desc.Name(), m.Desc.FullName())
+			return nil, optErrorf(s.Desc, append(pubAt, optPublishMsg), "consumer %s publishes %s, which is not a journal message", s.Desc.Name(), m.Desc.FullName())
+		} else if slices.ContainsFunc(c.publishes, func(p publish) bool { return p.journal == j }) {
+			return nil, optErrorf(s.Desc, append(pubAt, optPublishMsg), "consumer %s publishes %s twice", s.Desc.Name(), m.Desc.FullName())
 		}
-		seen[m.Desc.FullName()] = true
-		if txnFields["Publish"+m.GoIdent.GoName] {
-			return nil, optErrorf(s.Desc, "consumer %s publishes two messages named %s", s.Desc.Name(), m.GoIdent.GoName)
-		}
-		txnFields["Publish"+m.GoIdent.GoName] = true
 		sel := p.GetPartitions()
 		if sel == "" {
 			sel = labels.MessageType + "=" + j.messageType
 		}
 		if _, err := pb.ParseLabelSelector(sel); err != nil {
-			return nil, optErrorf(s.Desc, "partitions %q of published message %s: %v", sel, m.Desc.FullName(), err)
+			return nil, optErrorf(s.Desc, append(pubAt, optPublishParts), "partitions %q of published message %s: %v", sel, m.Desc.FullName(), err)
 		}
-		c.publishes = append(c.publishes, publish{journal: j, selector: sel})
+		c.publishes = append(c.publishes, publish{journal: j, selector: sel, index: i})
 	}
 	if err := checkShardDefaults(s, opts.GetShardDefaults()); err != nil {
 		return nil, err
@@ -462,17 +454,49 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 
 // checkTableNames fails if two tables of the generated files share a name.
 func (md *model) checkTableNames() error {
-	var all []*table
-	for _, t := range md.tables {
-		all = append(all, t)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].msg.Desc.FullName() < all[j].msg.Desc.FullName() })
 	byName := map[string]*table{}
-	for _, t := range all {
-		if prev, ok := byName[t.name]; ok {
-			return errorf(t.msg.Desc, "table name %q of %s is already the name of table %s", t.name, t.msg.Desc.FullName(), prev.msg.Desc.FullName())
+	for _, fm := range md.files {
+		for _, t := range fm.allTables() {
+			if prev, ok := byName[t.name]; ok && prev != t {
+				return optErrorf(t.msg.Desc, at(optTable, optTableName), "table name %q of %s is already the name of table %s (%s)",
+					t.name, t.msg.Desc.FullName(), prev.msg.Desc.FullName(), optPos(prev.msg.Desc, optTable, optTableName))
+			}
+			byName[t.name] = t
 		}
-		byName[t.name] = t
+	}
+	return nil
+}
+
+// allTables returns the tables of fm and those its consumers hold.
+func (fm *fileModel) allTables() []*table {
+	out := slices.Clone(fm.tables)
+	for _, c := range fm.consumers {
+		for _, t := range c.tables {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// checkMessageTypes fails if two journal messages of one Go package share a
+// message_type: NewMessage of the package could not tell them apart.
+func (md *model) checkMessageTypes() error {
+	type key struct {
+		pkg protogen.GoImportPath
+		mt  string
+	}
+	seen := map[key]*journalMsg{}
+	for _, fm := range md.files {
+		for _, j := range fm.journals {
+			k := key{fm.file.GoImportPath, j.messageType}
+			if prev, ok := seen[k]; ok {
+				return optErrorf(j.msg.Desc, at(optJournal, optMessageType), "message_type %q of %s is also that of %s (%s), of the same Go package: NewMessage could not tell them apart",
+					j.messageType, j.msg.Desc.FullName(), prev.msg.Desc.FullName(), optPos(prev.msg.Desc, optJournal, optMessageType))
+			}
+			seen[k] = j
+		}
 	}
 	return nil
 }
@@ -482,7 +506,7 @@ func checkShardDefaults(s *protogen.Service, d *gcv1.ShardDefaults) error {
 	if d == nil {
 		return nil
 	}
-	for _, dur := range []struct {
+	for i, dur := range []struct {
 		name string
 		v    interface{ CheckValid() error }
 		set  bool
@@ -494,15 +518,15 @@ func checkShardDefaults(s *protogen.Service, d *gcv1.ShardDefaults) error {
 			continue
 		}
 		if err := dur.v.CheckValid(); err != nil {
-			return optErrorf(s.Desc, "shard_defaults.%s: %v", dur.name, err)
+			return optErrorf(s.Desc, at(optShardDefs, int32(i+1)), "shard_defaults.%s: %v", dur.name, err)
 		}
 	}
 	if d.GetMinTxnDuration().AsDuration() < 0 || d.GetMaxTxnDuration().AsDuration() < 0 {
-		return optErrorf(s.Desc, "shard_defaults: transaction durations may not be negative")
+		return optErrorf(s.Desc, at(optShardDefs), "shard_defaults: transaction durations may not be negative")
 	}
 	if d.MaxTxnDuration != nil && d.MinTxnDuration != nil &&
 		d.GetMinTxnDuration().AsDuration() > d.GetMaxTxnDuration().AsDuration() {
-		return optErrorf(s.Desc, "shard_defaults: min_txn_duration %v exceeds max_txn_duration %v",
+		return optErrorf(s.Desc, at(optShardDefs), "shard_defaults: min_txn_duration %v exceeds max_txn_duration %v",
 			d.GetMinTxnDuration().AsDuration(), d.GetMaxTxnDuration().AsDuration())
 	}
 	return nil

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"go/format"
+	"go/token"
 	"io/fs"
 	"os"
 	pathpkg "path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
-	"unicode"
+
+	"google.golang.org/protobuf/compiler/protogen"
 
 	"github.com/gazconsumer/gazconsumer/templates"
 )
@@ -23,38 +26,71 @@ const (
 	pathRocks = "github.com/gazconsumer/gazconsumer/store/rocks"
 )
 
-// scaffold writes the handler stubs of each consumer of md into a
-// subdirectory of opts.ScaffoldDir named for the consumer and, if
-// opts.ScaffoldMainDir is set, its command into a subdirectory of that,
-// unless the file exists. It returns the paths written.
-func scaffold(md *model, opts Options) ([]string, error) {
+// scaffolds are the scaffolds of a request: the handler stubs of each
+// consumer, in a subdirectory of Options.ScaffoldDir named for the
+// consumer, and if Options.ScaffoldMainDir is set, its command, in a
+// subdirectory of that.
+type scaffolds struct {
+	md             *model
+	opts           Options
+	handlersImport string // Of ScaffoldDir.
+	pkgs           map[*consumer]string
+}
+
+// planScaffolds returns the scaffolds of md. It fails, positioned at the
+// consumer, if the package of a consumer's scaffold would be no valid
+// package of handlers, or the directory of another consumer's.
+func planScaffolds(md *model, opts Options) (*scaffolds, error) {
 	if opts.ScaffoldMainDir != "" && opts.ScaffoldDir == "" {
 		return nil, errors.New("option scaffold_main needs option scaffold too: the command it writes imports the handlers")
 	}
-	var handlersImport string
+	sc := &scaffolds{md: md, opts: opts, pkgs: map[*consumer]string{}}
 	if opts.ScaffoldMainDir != "" {
 		var err error
-		if handlersImport, err = goImportPath(opts.ScaffoldDir); err != nil {
+		if sc.handlersImport, err = goImportPath(opts.ScaffoldDir); err != nil {
 			return nil, fmt.Errorf("option scaffold_main: %w", err)
 		}
 	}
-	var written []string
+	dirs := newScope("directory %s (option scaffold)", opts.ScaffoldDir)
 	for _, fm := range md.files {
 		for _, c := range fm.consumers {
 			pkg := strings.ToLower(c.svc.GoName)
-			wrote, err := writeOnce(filepath.Join(opts.ScaffoldDir, pkg, "handlers.go"), func() ([]byte, error) {
-				return renderHandlers(md, fm, c, pkg)
+			p := optPos(c.svc.Desc)
+			switch {
+			case token.IsKeyword(pkg):
+				return nil, errorAt(p, "the handlers of consumer %s would be package %s, a Go keyword; rename the service", c.svc.Desc.FullName(), pkg)
+			case pkg == "main":
+				return nil, errorAt(p, "the handlers of consumer %s would be package main, which no package can import; rename the service", c.svc.Desc.FullName())
+			}
+			if err := dirs.declare(pkg, from(p, "the directory of the handlers of consumer %s", c.svc.Desc.FullName())); err != nil {
+				return nil, err
+			}
+			sc.pkgs[c] = pkg
+		}
+	}
+	return sc, nil
+}
+
+// write writes the scaffolds, but those whose file exists. It returns the
+// paths written.
+func (sc *scaffolds) write() ([]string, error) {
+	var written []string
+	for _, fm := range sc.md.files {
+		for _, c := range fm.consumers {
+			pkg := sc.pkgs[c]
+			wrote, err := writeOnce(filepath.Join(sc.opts.ScaffoldDir, pkg, "handlers.go"), func() ([]byte, error) {
+				return renderHandlers(sc.md, fm, c, pkg)
 			})
 			if err != nil {
 				return written, fmt.Errorf("scaffolding %s: %w", c.svc.Desc.FullName(), err)
 			} else if wrote != "" {
 				written = append(written, wrote)
 			}
-			if opts.ScaffoldMainDir == "" {
+			if sc.opts.ScaffoldMainDir == "" {
 				continue
 			}
-			wrote, err = writeOnce(filepath.Join(opts.ScaffoldMainDir, pkg, "main.go"), func() ([]byte, error) {
-				return renderMain(fm, c, pkg, handlersImport+"/"+pkg)
+			wrote, err = writeOnce(filepath.Join(sc.opts.ScaffoldMainDir, pkg, "main.go"), func() ([]byte, error) {
+				return renderMain(sc.md, fm, c, pkg, sc.handlersImport+"/"+pkg)
 			})
 			if err != nil {
 				return written, fmt.Errorf("scaffolding the command of %s: %w", c.svc.Desc.FullName(), err)
@@ -101,25 +137,31 @@ func writeOnce(path string, render func() ([]byte, error)) (string, error) {
 
 // renderHandlers renders the handler stubs of consumer c of fm, as package pkg.
 func renderHandlers(md *model, fm *fileModel, c *consumer, pkg string) ([]byte, error) {
-	gen := string(fm.file.GoPackageName)
 	data := templates.HandlersData{
 		Package:   pkg,
 		Source:    fm.file.Desc.Path(),
 		GenImport: string(fm.file.GoImportPath),
-		GenName:   gen,
 		Service:   c.svc.GoName,
 		FullName:  string(c.svc.Desc.FullName()),
 	}
-	names := map[string]string{string(fm.file.GoImportPath): gen}
-	// The names the template declares at package level.
-	taken := map[string]bool{gen: true, pkg: true, "Handler": true, "notImplemented": true, "New" + c.svc.GoName + "Handler": true}
-	data.Errors = uniqueName("errors", taken)
+	// The names the template declares at package level, and its locals.
+	declared := []string{"Handler", "notImplemented", "New" + c.svc.GoName + "Handler", "h", "tx", "msg", "method"}
+	chosen := map[string]bool{}
+	taken := func(name string) bool { return chosen[name] || slices.Contains(declared, name) || isReserved(name) }
+	pick := func(name string) string {
+		unique := uniqueName(name, taken)
+		chosen[unique] = true
+		return unique
+	}
+	data.Errors = pick("errors")
+	data.GenName = pick(sanitize(string(fm.file.GoPackageName)))
+	names := map[protogen.GoImportPath]string{fm.file.GoImportPath: data.GenName}
 	for _, h := range c.handlers {
 		in := h.method.Input.GoIdent
-		name, ok := names[string(in.GoImportPath)]
+		name, ok := names[in.GoImportPath]
 		if !ok {
-			name = uniqueName(cleanIdent(string(md.pkgNames[in.GoImportPath])), taken)
-			names[string(in.GoImportPath)] = name
+			name = pick(sanitize(string(md.pkgNames[in.GoImportPath])))
+			names[in.GoImportPath] = name
 			data.Imports = append(data.Imports, templates.Import{Name: name, Path: string(in.GoImportPath)})
 		}
 		data.Handlers = append(data.Handlers, templates.HandlerData{Method: h.method.GoName, Input: name + "." + in.GoName})
@@ -135,25 +177,28 @@ func renderHandlers(md *model, fm *fileModel, c *consumer, pkg string) ([]byte, 
 
 // renderMain renders the command of consumer c of fm, whose handlers are
 // package pkg at import path handlers.
-func renderMain(fm *fileModel, c *consumer, pkg, handlers string) ([]byte, error) {
+func renderMain(md *model, fm *fileModel, c *consumer, pkg, handlers string) ([]byte, error) {
 	data := templates.MainData{
 		Command:  pkg,
 		Source:   fm.file.Desc.Path(),
 		Service:  c.svc.GoName,
 		FullName: string(c.svc.Desc.FullName()),
 	}
-	// The names the template declares.
-	taken := map[string]bool{"main": true}
+	// The names the template declares, and its locals.
+	declared := []string{"main", "d"}
+	chosen := map[string]bool{}
+	taken := func(name string) bool { return chosen[name] || slices.Contains(declared, name) || isReserved(name) }
 	add := func(path, name string) string {
-		unique := uniqueName(name, taken)
+		unique := uniqueName(sanitize(name), taken)
+		chosen[unique] = true
 		imp := templates.Import{Path: path}
-		if unique != pathpkg.Base(path) {
+		if unique != name || unique != pathpkg.Base(path) {
 			imp.Name = unique
 		}
 		data.Imports = append(data.Imports, imp)
 		return unique
 	}
-	data.GenName = add(string(fm.file.GoImportPath), string(fm.file.GoPackageName))
+	data.GenName = add(string(fm.file.GoImportPath), string(md.pkgNames[fm.file.GoImportPath]))
 	data.HandlersName = add(handlers, pkg)
 	data.RuntimePkg = add(pathRuntime, "runtime")
 	data.RunPkg = add(pathRun, "runconsumer")
@@ -168,17 +213,6 @@ func execute(tmpl *template.Template, data any) ([]byte, error) {
 		return nil, err
 	}
 	return format.Source(buf.Bytes())
-}
-
-// uniqueName returns name, or name followed by the smallest number making
-// it not taken, and takes it.
-func uniqueName(name string, taken map[string]bool) string {
-	unique := name
-	for i := 1; taken[unique]; i++ {
-		unique = fmt.Sprintf("%s%d", name, i)
-	}
-	taken[unique] = true
-	return unique
 }
 
 // goImportPath returns the Go import path of directory dir (which need not
@@ -229,18 +263,4 @@ func modulePath(content []byte) (string, error) {
 		return fields[1], nil
 	}
 	return "", errors.New("no module directive")
-}
-
-// cleanIdent turns s into a Go identifier.
-func cleanIdent(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) && b.Len() != 0 {
-			b.WriteRune(r)
-		}
-	}
-	if b.Len() == 0 {
-		return "pkg"
-	}
-	return b.String()
 }

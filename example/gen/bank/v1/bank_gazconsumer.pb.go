@@ -5,32 +5,27 @@ package bankv1
 
 import (
 	"bufio"
-	"fmt"
-	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
-	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/codec"
 	pb "go.gazette.dev/core/broker/protocol"
-	labels "go.gazette.dev/core/labels"
-	message "go.gazette.dev/core/message"
-	protojson "google.golang.org/protobuf/encoding/protojson"
+	"go.gazette.dev/core/message"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *Order) GetUUID() message.UUID {
-	var u message.UUID
-	if x != nil && len(x.Uuid) == len(u) {
-		copy(u[:], x.Uuid)
-	}
-	return u
+	return runtime.UUIDOf(x.GetUuid())
 }
 
 // SetUUID stores u in field uuid.
 func (x *Order) SetUUID(u message.UUID) {
-	x.Uuid = append(x.Uuid[:0], u[:]...)
+	x.Uuid = append(x.GetUuid()[:0], u[:]...)
 }
 
-// NewAcknowledgement returns a new Order, which Gazette publishes to a journal to
-// acknowledge the transaction of earlier messages written to it.
+// NewAcknowledgement returns a new Order, which Gazette publishes to a journal
+// to acknowledge the transaction of earlier messages written to it.
 func (x *Order) NewAcknowledgement(pb.Journal) message.Message {
 	return new(Order)
 }
@@ -44,13 +39,7 @@ func (x *Order) ProtoSize() int {
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Order) MarshalTo(b []byte) (int, error) {
-	out, err := codec.Append(b[:0], x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.Order: %w", err)
-	} else if len(out) != len(b) {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.Order: encoding is %d bytes, not the %d of ProtoSize (was the message modified concurrently?)", len(out), len(b))
-	}
-	return len(out), nil
+	return codec.MarshalTo(b, x)
 }
 
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
@@ -62,11 +51,7 @@ func (x *Order) Unmarshal(b []byte) error {
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
 // JSON-lines framing.
 func (x *Order) MarshalJSONTo(w *bufio.Writer) (int, error) {
-	b, err := protojson.Marshal(x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.Order to JSON: %w", err)
-	}
-	return w.Write(append(b, '\n'))
+	return codec.MarshalJSONTo(w, x)
 }
 
 // MarshalJSON returns the message as protobuf JSON.
@@ -83,27 +68,22 @@ func (x *Order) UnmarshalJSON(b []byte) error {
 // message's partition key fields, which selects the partition journal it is
 // published to.
 func (x *Order) AppendPartitionKey(b []byte) []byte {
-	b = keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
-	return b
+	return keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
 }
 
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *Payment) GetUUID() message.UUID {
-	var u message.UUID
-	if x != nil && len(x.Uuid) == len(u) {
-		copy(u[:], x.Uuid)
-	}
-	return u
+	return runtime.UUIDOf(x.GetUuid())
 }
 
 // SetUUID stores u in field uuid.
 func (x *Payment) SetUUID(u message.UUID) {
-	x.Uuid = append(x.Uuid[:0], u[:]...)
+	x.Uuid = append(x.GetUuid()[:0], u[:]...)
 }
 
-// NewAcknowledgement returns a new Payment, which Gazette publishes to a journal to
-// acknowledge the transaction of earlier messages written to it.
+// NewAcknowledgement returns a new Payment, which Gazette publishes to a
+// journal to acknowledge the transaction of earlier messages written to it.
 func (x *Payment) NewAcknowledgement(pb.Journal) message.Message {
 	return new(Payment)
 }
@@ -117,13 +97,7 @@ func (x *Payment) ProtoSize() int {
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Payment) MarshalTo(b []byte) (int, error) {
-	out, err := codec.Append(b[:0], x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.Payment: %w", err)
-	} else if len(out) != len(b) {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.Payment: encoding is %d bytes, not the %d of ProtoSize (was the message modified concurrently?)", len(out), len(b))
-	}
-	return len(out), nil
+	return codec.MarshalTo(b, x)
 }
 
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
@@ -135,11 +109,7 @@ func (x *Payment) Unmarshal(b []byte) error {
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
 // JSON-lines framing.
 func (x *Payment) MarshalJSONTo(w *bufio.Writer) (int, error) {
-	b, err := protojson.Marshal(x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.Payment to JSON: %w", err)
-	}
-	return w.Write(append(b, '\n'))
+	return codec.MarshalJSONTo(w, x)
 }
 
 // MarshalJSON returns the message as protobuf JSON.
@@ -156,27 +126,22 @@ func (x *Payment) UnmarshalJSON(b []byte) error {
 // message's partition key fields, which selects the partition journal it is
 // published to.
 func (x *Payment) AppendPartitionKey(b []byte) []byte {
-	b = keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
-	return b
+	return keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
 }
 
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *BalanceChanged) GetUUID() message.UUID {
-	var u message.UUID
-	if x != nil && len(x.Uuid) == len(u) {
-		copy(u[:], x.Uuid)
-	}
-	return u
+	return runtime.UUIDOf(x.GetUuid())
 }
 
 // SetUUID stores u in field uuid.
 func (x *BalanceChanged) SetUUID(u message.UUID) {
-	x.Uuid = append(x.Uuid[:0], u[:]...)
+	x.Uuid = append(x.GetUuid()[:0], u[:]...)
 }
 
-// NewAcknowledgement returns a new BalanceChanged, which Gazette publishes to a journal to
-// acknowledge the transaction of earlier messages written to it.
+// NewAcknowledgement returns a new BalanceChanged, which Gazette publishes to a
+// journal to acknowledge the transaction of earlier messages written to it.
 func (x *BalanceChanged) NewAcknowledgement(pb.Journal) message.Message {
 	return new(BalanceChanged)
 }
@@ -190,13 +155,7 @@ func (x *BalanceChanged) ProtoSize() int {
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *BalanceChanged) MarshalTo(b []byte) (int, error) {
-	out, err := codec.Append(b[:0], x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.BalanceChanged: %w", err)
-	} else if len(out) != len(b) {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.BalanceChanged: encoding is %d bytes, not the %d of ProtoSize (was the message modified concurrently?)", len(out), len(b))
-	}
-	return len(out), nil
+	return codec.MarshalTo(b, x)
 }
 
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
@@ -208,11 +167,7 @@ func (x *BalanceChanged) Unmarshal(b []byte) error {
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
 // JSON-lines framing.
 func (x *BalanceChanged) MarshalJSONTo(w *bufio.Writer) (int, error) {
-	b, err := protojson.Marshal(x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling gazconsumer.example.bank.v1.BalanceChanged to JSON: %w", err)
-	}
-	return w.Write(append(b, '\n'))
+	return codec.MarshalJSONTo(w, x)
 }
 
 // MarshalJSON returns the message as protobuf JSON.
@@ -229,8 +184,7 @@ func (x *BalanceChanged) UnmarshalJSON(b []byte) error {
 // message's partition key fields, which selects the partition journal it is
 // published to.
 func (x *BalanceChanged) AppendPartitionKey(b []byte) []byte {
-	b = keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
-	return b
+	return keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
 }
 
 // NewMessage returns a new message of the journal message type named by the
@@ -238,23 +192,12 @@ func (x *BalanceChanged) AppendPartitionKey(b []byte) []byte {
 // It fails if the label is missing or names no such type, or if the journal's
 // "content-type" label is not the framing the type is annotated with.
 func NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "gazconsumer.example.bank.v1.Order":
-		msg, framing = new(Order), "application/x-protobuf-fixed"
-	case "gazconsumer.example.bank.v1.Payment":
-		msg, framing = new(Payment), "application/x-protobuf-fixed"
-	case "gazconsumer.example.bank.v1.BalanceChanged":
-		msg, framing = new(BalanceChanged), "application/x-ndjson"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of this package", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
+	return gazconsumerMessageTypes.New(spec)
 }
+
+// gazconsumerMessageTypes are the journal message types of NewMessage.
+var gazconsumerMessageTypes = runtime.NewMessageTypes("this package",
+	runtime.JournalType[Order]("gazconsumer.example.bank.v1.Order", "application/x-protobuf-fixed"),
+	runtime.JournalType[Payment]("gazconsumer.example.bank.v1.Payment", "application/x-protobuf-fixed"),
+	runtime.JournalType[BalanceChanged]("gazconsumer.example.bank.v1.BalanceChanged", "application/x-ndjson"),
+)

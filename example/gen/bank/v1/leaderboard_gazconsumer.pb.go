@@ -4,397 +4,99 @@
 package bankv1
 
 import (
-	"bytes"
-	"fmt"
-	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
-	runtime "github.com/gazconsumer/gazconsumer/runtime"
-	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
-	pb "go.gazette.dev/core/broker/protocol"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pc "go.gazette.dev/core/consumer/protocol"
-	labels "go.gazette.dev/core/labels"
-	message "go.gazette.dev/core/message"
-	"sync"
+	"google.golang.org/protobuf/encoding/protowire"
 	"time"
 )
 
-// StandingKey is the key of table "gazconsumer.example.bank.v1.Standing", whose rows are Standing messages ordered
-// by (customer_id, account_id).
+// StandingKey is the key of table "gazconsumer.example.bank.v1.Standing", whose
+// rows are Standing messages ordered by (customer_id, account_id).
 type StandingKey struct {
 	CustomerId string
 	AccountId  string
 }
 
-// appendTo appends to b the store key of the first n fields of k: gazconsumerStandingTablePrefix, then
-// the fields' encodings.
-func (k StandingKey) appendTo(b []byte, n int) []byte {
-	b = append(b, gazconsumerStandingTablePrefix...)
-	if n > 0 {
-		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
-	}
-	if n > 1 {
-		b = keyenc.AppendString(b, k.AccountId, keyenc.Ascending)
-	}
-	return b
-}
+// StandingTable is table "gazconsumer.example.bank.v1.Standing" of a store:
+// Standing rows ordered by (customer_id, account_id). Its reads see the writes
+// of the store's current transaction.
+type StandingTable = table.Table[StandingKey, *Standing]
 
-// restore sets the key fields of row which stored values leave out.
-func (k StandingKey) restore(row *Standing) {
-	row.CustomerId = k.CustomerId
-	row.AccountId = k.AccountId
-}
-
-// gazconsumerStandingTablePrefix begins the key of every row of table "gazconsumer.example.bank.v1.Standing".
-var gazconsumerStandingTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.bank.v1.Standing", keyenc.Ascending)
-
-// decodeStandingKey returns the key of b, the store key of a row of table "gazconsumer.example.bank.v1.Standing".
-func decodeStandingKey(b []byte) (StandingKey, error) {
-	var k StandingKey
-	if !bytes.HasPrefix(b, gazconsumerStandingTablePrefix) {
-		return k, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: key %x is not of the table", b)
-	}
-	b = b[len(gazconsumerStandingTablePrefix):]
-	var err error
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: decoding key field customer_id: %w", err)
-		}
-		k.CustomerId = v
-	}
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: decoding key field account_id: %w", err)
-		}
-		k.AccountId = v
-	}
-	return k, nil
-}
-
-// StandingTable is table "gazconsumer.example.bank.v1.Standing" of a store: Standing rows ordered by
-// (customer_id, account_id). Its reads see the writes of the current transaction.
-type StandingTable struct {
-	kv  runtime.KV
-	buf *[]byte // Scratch of the keys and values of point operations.
-}
-
-// NewStandingTable returns table "gazconsumer.example.bank.v1.Standing" of the store view kv.
+// NewStandingTable returns table "gazconsumer.example.bank.v1.Standing" of the
+// store view kv.
 func NewStandingTable(kv runtime.KV) StandingTable {
-	return StandingTable{
-		buf: new([]byte),
-		kv:  kv,
-	}
+	return gazconsumerStandingTable.Open(kv)
 }
 
-// KeyOf returns the key of row.
-func (t StandingTable) KeyOf(row *Standing) StandingKey {
-	return StandingKey{
-		AccountId:  row.GetAccountId(),
-		CustomerId: row.GetCustomerId(),
-	}
-}
-
-// encode returns the store key of the first n fields of k, in a new slice: a
-// scan's bounds outlive the point operations of its callback.
-func (t StandingTable) encode(k StandingKey, n int) []byte {
-	b := make([]byte, 0, len(gazconsumerStandingTablePrefix)+32)
-	return k.appendTo(b, n)
-}
-
-// key returns the store key of k in the table's scratch buffer, valid until the
-// table's next point operation. (KV does not retain the keys passed to it.)
-func (t StandingTable) key(k StandingKey) []byte {
-	*t.buf = k.appendTo((*t.buf)[:0], 2)
-	return *t.buf
-}
-
-// Get returns the row having key, and whether there is one.
-func (t StandingTable) Get(key StandingKey) (*Standing, bool, error) {
-	v, found, err := t.kv.Get(t.key(key))
-	if err != nil {
-		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: getting %v: %w", key, err)
-	} else if !found {
-		return nil, false, nil
-	}
-	r := new(Standing)
-	if err := codec.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Standing: decoding row %v: %w", key, err)
-	}
-	key.restore(r)
-	return r, true, nil
-}
-
-// Put stores row under the key of its key fields, replacing any row there.
-func (t StandingTable) Put(row *Standing) error {
-	// The value, then the key, in the scratch buffer.
-	b, err := codec.Append((*t.buf)[:0], row)
-	if err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: encoding row: %w", err)
-	}
-	// Key fields are in the key: the value leaves them out.
-	if b, err = codec.StripFields(b, 1, 2); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: encoding row: %w", err)
-	}
-	nv := len(b)
-	b = t.KeyOf(row).appendTo(b, 2)
-	*t.buf = b
-	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: putting %v: %w", t.KeyOf(row), err)
-	}
-	return nil
-}
-
-// Delete removes the row having key, if there is one.
-func (t StandingTable) Delete(key StandingKey) error {
-	if err := t.kv.Delete(t.key(key)); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: deleting %v: %w", key, err)
-	}
-	return nil
-}
-
-// Scan calls fn with every row of the table in key order, until fn returns false.
-func (t StandingTable) Scan(fn func(*Standing) bool) error {
-	return t.scan(gazconsumerStandingTablePrefix, keyenc.PrefixEnd(gazconsumerStandingTablePrefix), fn)
-}
-
-// ScanPrefix calls fn, in key order until it returns false, with every row whose
-// first `fields` key fields equal those of key.
-func (t StandingTable) ScanPrefix(key StandingKey, fields int, fn func(*Standing) bool) error {
-	if fields < 0 || fields > 2 {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: scanning a prefix of %d key fields, not within [0, 2]", fields)
-	}
-	p := t.encode(key, fields)
-	return t.scan(p, keyenc.PrefixEnd(p), fn)
-}
-
-// ScanRange calls fn, in key order until it returns false, with every row whose
-// key is within [from, to).
-func (t StandingTable) ScanRange(from, to StandingKey, fn func(*Standing) bool) error {
-	return t.scan(t.encode(from, 2), t.encode(to, 2), fn)
-}
-
-// scan calls fn with the rows of keys [start, end).
-func (t StandingTable) scan(start, end []byte, fn func(*Standing) bool) error {
-	var derr error
-	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
-		r := new(Standing)
-		if derr = codec.Unmarshal(v, r); derr != nil {
-			return false
+// gazconsumerStandingTable is the schema of table
+// "gazconsumer.example.bank.v1.Standing".
+var gazconsumerStandingTable = table.NewSchema(table.Def[StandingKey, *Standing]{
+	Name: "gazconsumer.example.bank.v1.Standing",
+	Key:  []string{"customer_id", "account_id"},
+	KeyOf: func(r *Standing) StandingKey {
+		return StandingKey{
+			CustomerId: r.GetCustomerId(),
+			AccountId:  r.GetAccountId(),
 		}
-		k, err := decodeStandingKey(kb)
-		if err != nil {
-			derr = err
-			return false
-		}
-		k.restore(r)
-		return fn(r)
-	})
-	if err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: scanning: %w", err)
-	} else if derr != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Standing: decoding row: %w", derr)
-	}
-	return nil
-}
+	},
+	Fields: func(k *StandingKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+		table.String(c, &k.AccountId, keyenc.Ascending)
+	},
+	Restore: func(k *StandingKey, r *Standing) {
+		r.CustomerId = k.CustomerId
+		r.AccountId = k.AccountId
+	},
+	Elided: []protowire.Number{1, 2},
+})
 
-// RankKey is the key of table "gazconsumer.example.bank.v1.Rank", whose rows are Rank messages ordered
-// by (balance_cents descending, customer_id, account_id).
+// RankKey is the key of table "gazconsumer.example.bank.v1.Rank", whose rows
+// are Rank messages ordered by (balance_cents descending, customer_id,
+// account_id).
 type RankKey struct {
 	BalanceCents int64
 	CustomerId   string
 	AccountId    string
 }
 
-// appendTo appends to b the store key of the first n fields of k: gazconsumerRankTablePrefix, then
-// the fields' encodings.
-func (k RankKey) appendTo(b []byte, n int) []byte {
-	b = append(b, gazconsumerRankTablePrefix...)
-	if n > 0 {
-		b = keyenc.AppendInt(b, k.BalanceCents, keyenc.Descending)
-	}
-	if n > 1 {
-		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
-	}
-	if n > 2 {
-		b = keyenc.AppendString(b, k.AccountId, keyenc.Ascending)
-	}
-	return b
-}
+// RankTable is table "gazconsumer.example.bank.v1.Rank" of a store: Rank rows
+// ordered by (balance_cents descending, customer_id, account_id). Its reads see
+// the writes of the store's current transaction.
+type RankTable = table.Table[RankKey, *Rank]
 
-// restore sets the key fields of row which stored values leave out.
-func (k RankKey) restore(row *Rank) {
-	row.BalanceCents = k.BalanceCents
-	row.CustomerId = k.CustomerId
-	row.AccountId = k.AccountId
-}
-
-// gazconsumerRankTablePrefix begins the key of every row of table "gazconsumer.example.bank.v1.Rank".
-var gazconsumerRankTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.bank.v1.Rank", keyenc.Ascending)
-
-// decodeRankKey returns the key of b, the store key of a row of table "gazconsumer.example.bank.v1.Rank".
-func decodeRankKey(b []byte) (RankKey, error) {
-	var k RankKey
-	if !bytes.HasPrefix(b, gazconsumerRankTablePrefix) {
-		return k, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: key %x is not of the table", b)
-	}
-	b = b[len(gazconsumerRankTablePrefix):]
-	var err error
-	{
-		var v int64
-		b, v, err = keyenc.DecodeInt(b, keyenc.Descending)
-		if err != nil {
-			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding key field balance_cents: %w", err)
-		}
-		k.BalanceCents = v
-	}
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding key field customer_id: %w", err)
-		}
-		k.CustomerId = v
-	}
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding key field account_id: %w", err)
-		}
-		k.AccountId = v
-	}
-	return k, nil
-}
-
-// RankTable is table "gazconsumer.example.bank.v1.Rank" of a store: Rank rows ordered by
-// (balance_cents descending, customer_id, account_id). Its reads see the writes of the current transaction.
-type RankTable struct {
-	kv  runtime.KV
-	buf *[]byte // Scratch of the keys and values of point operations.
-}
-
-// NewRankTable returns table "gazconsumer.example.bank.v1.Rank" of the store view kv.
+// NewRankTable returns table "gazconsumer.example.bank.v1.Rank" of the store
+// view kv.
 func NewRankTable(kv runtime.KV) RankTable {
-	return RankTable{
-		buf: new([]byte),
-		kv:  kv,
-	}
+	return gazconsumerRankTable.Open(kv)
 }
 
-// KeyOf returns the key of row.
-func (t RankTable) KeyOf(row *Rank) RankKey {
-	return RankKey{
-		AccountId:    row.GetAccountId(),
-		BalanceCents: row.GetBalanceCents(),
-		CustomerId:   row.GetCustomerId(),
-	}
-}
-
-// encode returns the store key of the first n fields of k, in a new slice: a
-// scan's bounds outlive the point operations of its callback.
-func (t RankTable) encode(k RankKey, n int) []byte {
-	b := make([]byte, 0, len(gazconsumerRankTablePrefix)+32)
-	return k.appendTo(b, n)
-}
-
-// key returns the store key of k in the table's scratch buffer, valid until the
-// table's next point operation. (KV does not retain the keys passed to it.)
-func (t RankTable) key(k RankKey) []byte {
-	*t.buf = k.appendTo((*t.buf)[:0], 3)
-	return *t.buf
-}
-
-// Get returns the row having key, and whether there is one.
-func (t RankTable) Get(key RankKey) (*Rank, bool, error) {
-	v, found, err := t.kv.Get(t.key(key))
-	if err != nil {
-		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: getting %v: %w", key, err)
-	} else if !found {
-		return nil, false, nil
-	}
-	r := new(Rank)
-	if err := codec.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding row %v: %w", key, err)
-	}
-	key.restore(r)
-	return r, true, nil
-}
-
-// Put stores row under the key of its key fields, replacing any row there.
-func (t RankTable) Put(row *Rank) error {
-	// The value, then the key, in the scratch buffer.
-	b, err := codec.Append((*t.buf)[:0], row)
-	if err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: encoding row: %w", err)
-	}
-	// Key fields are in the key: the value leaves them out.
-	if b, err = codec.StripFields(b, 1, 2, 3); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: encoding row: %w", err)
-	}
-	nv := len(b)
-	b = t.KeyOf(row).appendTo(b, 3)
-	*t.buf = b
-	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: putting %v: %w", t.KeyOf(row), err)
-	}
-	return nil
-}
-
-// Delete removes the row having key, if there is one.
-func (t RankTable) Delete(key RankKey) error {
-	if err := t.kv.Delete(t.key(key)); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: deleting %v: %w", key, err)
-	}
-	return nil
-}
-
-// Scan calls fn with every row of the table in key order, until fn returns false.
-func (t RankTable) Scan(fn func(*Rank) bool) error {
-	return t.scan(gazconsumerRankTablePrefix, keyenc.PrefixEnd(gazconsumerRankTablePrefix), fn)
-}
-
-// ScanPrefix calls fn, in key order until it returns false, with every row whose
-// first `fields` key fields equal those of key.
-func (t RankTable) ScanPrefix(key RankKey, fields int, fn func(*Rank) bool) error {
-	if fields < 0 || fields > 3 {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: scanning a prefix of %d key fields, not within [0, 3]", fields)
-	}
-	p := t.encode(key, fields)
-	return t.scan(p, keyenc.PrefixEnd(p), fn)
-}
-
-// ScanRange calls fn, in key order until it returns false, with every row whose
-// key is within [from, to).
-func (t RankTable) ScanRange(from, to RankKey, fn func(*Rank) bool) error {
-	return t.scan(t.encode(from, 3), t.encode(to, 3), fn)
-}
-
-// scan calls fn with the rows of keys [start, end).
-func (t RankTable) scan(start, end []byte, fn func(*Rank) bool) error {
-	var derr error
-	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
-		r := new(Rank)
-		if derr = codec.Unmarshal(v, r); derr != nil {
-			return false
+// gazconsumerRankTable is the schema of table
+// "gazconsumer.example.bank.v1.Rank".
+var gazconsumerRankTable = table.NewSchema(table.Def[RankKey, *Rank]{
+	Name: "gazconsumer.example.bank.v1.Rank",
+	Key:  []string{"balance_cents descending", "customer_id", "account_id"},
+	KeyOf: func(r *Rank) RankKey {
+		return RankKey{
+			BalanceCents: r.GetBalanceCents(),
+			CustomerId:   r.GetCustomerId(),
+			AccountId:    r.GetAccountId(),
 		}
-		k, err := decodeRankKey(kb)
-		if err != nil {
-			derr = err
-			return false
-		}
-		k.restore(r)
-		return fn(r)
-	})
-	if err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: scanning: %w", err)
-	} else if derr != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Rank: decoding row: %w", derr)
-	}
-	return nil
-}
+	},
+	Fields: func(k *RankKey, c *table.Codec) {
+		table.Int(c, &k.BalanceCents, keyenc.Descending)
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+		table.String(c, &k.AccountId, keyenc.Ascending)
+	},
+	Restore: func(k *RankKey, r *Rank) {
+		r.BalanceCents = k.BalanceCents
+		r.CustomerId = k.CustomerId
+		r.AccountId = k.AccountId
+	},
+	Elided: []protowire.Number{1, 2, 3},
+})
 
 // Leaderboard ranks accounts by the balances the ledger publishes. Each
 // shard reads one partition of the BalanceChanged events, which hold every
@@ -412,177 +114,44 @@ type LeaderboardHandler interface {
 	FinalizeTxn(tx *LeaderboardTxn) error
 }
 
-// LeaderboardTxn is the transaction within which a LeaderboardHandler handler runs. A shard's
-// handlers share one for the whole transaction, set anew for each call: a handler
-// may not keep it past its return.
+// LeaderboardTxn is the transaction within which a LeaderboardHandler runs: its
+// tables, and the runtime.Txn it embeds (the shard, its store, the envelope of
+// the message handled, and Publish). A shard's handlers share one for the whole
+// transaction, set anew for each call: a handler may not keep it past its
+// return.
 type LeaderboardTxn struct {
-	// Shard being consumed.
-	Shard runtime.Shard
-	// Store of the shard.
-	Store runtime.Store
-	// Envelope of the message being handled; zero-valued in FinalizeTxn.
-	Envelope message.Envelope
+	runtime.Txn
 	// Standing is table "gazconsumer.example.bank.v1.Standing".
 	Standing StandingTable
 	// Rank is table "gazconsumer.example.bank.v1.Rank".
 	Rank RankTable
-
-	pub *message.Publisher
-	app *LeaderboardApplication
 }
 
-// LeaderboardApplication runs a LeaderboardHandler as a runtime.Application.
-type LeaderboardApplication struct {
-	handler LeaderboardHandler
-	stores  runtime.StoreOpener
-	txns    sync.Map // Of each runtime.Store, its *LeaderboardTxn, from BeginTxn to FinishTxn.
-}
+// LeaderboardApplication runs a LeaderboardHandler as a runtime.Application:
+// see runtime.Adapter.
+type LeaderboardApplication = runtime.Adapter[LeaderboardHandler, *LeaderboardTxn]
 
-var _ runtime.Application = (*LeaderboardApplication)(nil)
-
-// NewLeaderboardApplication returns an Application running handler, whose store is opened
-// by stores and whose published messages are routed among the journals listed
-// by journals.
+// NewLeaderboardApplication returns an Application running handler, whose store
+// is opened by stores and whose published messages are routed among the
+// journals listed by journals.
 func NewLeaderboardApplication(handler LeaderboardHandler, stores runtime.StoreOpener, journals runtime.PartitionLister) (*LeaderboardApplication, error) {
-	a := &LeaderboardApplication{
-		handler: handler,
-		stores:  stores,
-	}
-	return a, nil
+	return runtime.NewAdapter(gazconsumerLeaderboardConsumer, handler, stores, journals)
 }
 
-// StoreKind returns the kind of store the consumer is annotated with.
-func (*LeaderboardApplication) StoreKind() gazconsumerv1.StoreKind {
-	return gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB
-}
-
-// ShardDefaults returns a ShardSpec holding the shard defaults the consumer is
-// annotated with. The service completes the specs applied through its Shard API
-// with them (runtime.ShardDefaulter).
-func (*LeaderboardApplication) ShardDefaults() pc.ShardSpec {
-	return pc.ShardSpec{
-		HotStandbys:    0,
-		MaxTxnDuration: time.Duration(1000000000),
-		MinTxnDuration: time.Duration(0),
-	}
-}
-
-// NewStore opens the shard's store.
-func (a *LeaderboardApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
-	store, err := a.stores.OpenStore(shard, rec)
-	if err != nil {
-		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Leaderboard: %w", err)
-	}
-	if _, ok := store.(runtime.KVStore); !ok {
-		store.Destroy()
-		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Leaderboard: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	return store, nil
-}
-
-// NewMessage returns a new message of the type named by the journal's
-// "app.gazette.dev/message-type" label, among those the consumer handles.
-func (*LeaderboardApplication) NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "gazconsumer.example.bank.v1.BalanceChanged":
-		msg, framing = new(BalanceChanged), "application/x-ndjson"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of consumer gazconsumer.example.bank.v1.Leaderboard", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
-}
-
-// newTxn returns a new transaction of store.
-func (a *LeaderboardApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*LeaderboardTxn, error) {
-	tx := &LeaderboardTxn{
-		Envelope: env,
-		Shard:    shard,
-		Store:    store,
-		app:      a,
-		pub:      pub,
-	}
-	kvs, ok := store.(runtime.KVStore)
-	if !ok {
-		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Leaderboard: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	kv := kvs.KV()
-	tx.Standing = NewStandingTable(kv)
-	tx.Rank = NewRankTable(kv)
-	return tx, nil
-}
-
-// txnOf returns the transaction of store, which BeginTxn began, set for a
-// handler call on env.
-func (a *LeaderboardApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*LeaderboardTxn, error) {
-	if v, ok := a.txns.Load(store); ok {
-		tx := v.(*LeaderboardTxn)
-		tx.Envelope, tx.pub = env, pub
-		return tx, nil
-	}
-	// Called outside of BeginTxn and FinishTxn, as a test may.
-	return a.newTxn(shard, store, env, pub)
-}
-
-// ConsumeMessage hands the message of env to its handler.
-func (a *LeaderboardApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, env, pub)
-	if err != nil {
-		return err
-	}
-	switch msg := env.Message.(type) {
-	case *BalanceChanged:
-		if err := a.handler.OnBalanceChanged(tx, msg); err != nil {
-			return fmt.Errorf("gazconsumer.example.bank.v1.Leaderboard.OnBalanceChanged: %w", err)
+// gazconsumerLeaderboardConsumer describes consumer
+// gazconsumer.example.bank.v1.Leaderboard to runtime.NewAdapter.
+var gazconsumerLeaderboardConsumer = &runtime.Consumer[LeaderboardHandler, *LeaderboardTxn]{
+	Name:          "gazconsumer.example.bank.v1.Leaderboard",
+	Store:         gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
+	ShardDefaults: pc.ShardSpec{MaxTxnDuration: time.Second},
+	Inputs: []runtime.Input[LeaderboardHandler, *LeaderboardTxn]{
+		runtime.Handle("gazconsumer.example.bank.v1.BalanceChanged", "application/x-ndjson", "OnBalanceChanged", LeaderboardHandler.OnBalanceChanged),
+	},
+	NewTxn: func(kv runtime.KV) *LeaderboardTxn {
+		return &LeaderboardTxn{
+			Standing: NewStandingTable(kv),
+			Rank:     NewRankTable(kv),
 		}
-		return nil
-	default:
-		return fmt.Errorf("gazconsumer.example.bank.v1.Leaderboard has no handler for %T", env.Message)
-	}
-}
-
-var _ runtime.BeginFinisher = (*LeaderboardApplication)(nil)
-
-// BeginTxn begins the transaction of store, in which handlers are called, and
-// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
-func (a *LeaderboardApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
-	if err != nil {
-		return err
-	}
-	a.txns.Store(store, tx)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.BeginTxn(shard, store)
-	}
-	return nil
-}
-
-// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
-// if the handler is a runtime.BeginFinisher.
-func (a *LeaderboardApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
-	a.txns.Delete(store)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.FinishTxn(shard, store, err)
-	}
-	return nil
-}
-
-// FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
-// transaction buffered.
-func (a *LeaderboardApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
-	if err != nil {
-		return err
-	}
-	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("gazconsumer.example.bank.v1.Leaderboard: %w", err)
-	}
-	return nil
+	},
+	FinalizeTxn: LeaderboardHandler.FinalizeTxn,
 }

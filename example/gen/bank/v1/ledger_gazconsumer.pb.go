@@ -4,368 +4,89 @@
 package bankv1
 
 import (
-	"bytes"
-	"fmt"
-	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
-	runtime "github.com/gazconsumer/gazconsumer/runtime"
-	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
-	pb "go.gazette.dev/core/broker/protocol"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pc "go.gazette.dev/core/consumer/protocol"
-	labels "go.gazette.dev/core/labels"
-	message "go.gazette.dev/core/message"
-	"io"
-	"sync"
+	"google.golang.org/protobuf/encoding/protowire"
 	"time"
 )
 
-// BalanceKey is the key of table "gazconsumer.example.bank.v1.Balance", whose rows are Balance messages ordered
-// by (customer_id, account_id).
+// BalanceKey is the key of table "gazconsumer.example.bank.v1.Balance", whose
+// rows are Balance messages ordered by (customer_id, account_id).
 type BalanceKey struct {
 	CustomerId string
 	AccountId  string
 }
 
-// appendTo appends to b the store key of the first n fields of k: gazconsumerBalanceTablePrefix, then
-// the fields' encodings.
-func (k BalanceKey) appendTo(b []byte, n int) []byte {
-	b = append(b, gazconsumerBalanceTablePrefix...)
-	if n > 0 {
-		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
-	}
-	if n > 1 {
-		b = keyenc.AppendString(b, k.AccountId, keyenc.Ascending)
-	}
-	return b
-}
+// BalanceTable is table "gazconsumer.example.bank.v1.Balance" of a store:
+// Balance rows ordered by (customer_id, account_id). Its reads see the writes
+// of the store's current transaction.
+type BalanceTable = table.Table[BalanceKey, *Balance]
 
-// restore sets the key fields of row which stored values leave out.
-func (k BalanceKey) restore(row *Balance) {
-	row.CustomerId = k.CustomerId
-	row.AccountId = k.AccountId
-}
-
-// gazconsumerBalanceTablePrefix begins the key of every row of table "gazconsumer.example.bank.v1.Balance".
-var gazconsumerBalanceTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.bank.v1.Balance", keyenc.Ascending)
-
-// decodeBalanceKey returns the key of b, the store key of a row of table "gazconsumer.example.bank.v1.Balance".
-func decodeBalanceKey(b []byte) (BalanceKey, error) {
-	var k BalanceKey
-	if !bytes.HasPrefix(b, gazconsumerBalanceTablePrefix) {
-		return k, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: key %x is not of the table", b)
-	}
-	b = b[len(gazconsumerBalanceTablePrefix):]
-	var err error
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: decoding key field customer_id: %w", err)
-		}
-		k.CustomerId = v
-	}
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: decoding key field account_id: %w", err)
-		}
-		k.AccountId = v
-	}
-	return k, nil
-}
-
-// BalanceTable is table "gazconsumer.example.bank.v1.Balance" of a store: Balance rows ordered by
-// (customer_id, account_id). Its reads see the writes of the current transaction.
-type BalanceTable struct {
-	kv  runtime.KV
-	buf *[]byte // Scratch of the keys and values of point operations.
-}
-
-// NewBalanceTable returns table "gazconsumer.example.bank.v1.Balance" of the store view kv.
+// NewBalanceTable returns table "gazconsumer.example.bank.v1.Balance" of the
+// store view kv.
 func NewBalanceTable(kv runtime.KV) BalanceTable {
-	return BalanceTable{
-		buf: new([]byte),
-		kv:  kv,
-	}
+	return gazconsumerBalanceTable.Open(kv)
 }
 
-// KeyOf returns the key of row.
-func (t BalanceTable) KeyOf(row *Balance) BalanceKey {
-	return BalanceKey{
-		AccountId:  row.GetAccountId(),
-		CustomerId: row.GetCustomerId(),
-	}
-}
-
-// encode returns the store key of the first n fields of k, in a new slice: a
-// scan's bounds outlive the point operations of its callback.
-func (t BalanceTable) encode(k BalanceKey, n int) []byte {
-	b := make([]byte, 0, len(gazconsumerBalanceTablePrefix)+32)
-	return k.appendTo(b, n)
-}
-
-// key returns the store key of k in the table's scratch buffer, valid until the
-// table's next point operation. (KV does not retain the keys passed to it.)
-func (t BalanceTable) key(k BalanceKey) []byte {
-	*t.buf = k.appendTo((*t.buf)[:0], 2)
-	return *t.buf
-}
-
-// Get returns the row having key, and whether there is one.
-func (t BalanceTable) Get(key BalanceKey) (*Balance, bool, error) {
-	v, found, err := t.kv.Get(t.key(key))
-	if err != nil {
-		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: getting %v: %w", key, err)
-	} else if !found {
-		return nil, false, nil
-	}
-	r := new(Balance)
-	if err := codec.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.Balance: decoding row %v: %w", key, err)
-	}
-	key.restore(r)
-	return r, true, nil
-}
-
-// Put stores row under the key of its key fields, replacing any row there.
-func (t BalanceTable) Put(row *Balance) error {
-	// The value, then the key, in the scratch buffer.
-	b, err := codec.Append((*t.buf)[:0], row)
-	if err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: encoding row: %w", err)
-	}
-	// Key fields are in the key: the value leaves them out.
-	if b, err = codec.StripFields(b, 1, 2); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: encoding row: %w", err)
-	}
-	nv := len(b)
-	b = t.KeyOf(row).appendTo(b, 2)
-	*t.buf = b
-	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: putting %v: %w", t.KeyOf(row), err)
-	}
-	return nil
-}
-
-// Delete removes the row having key, if there is one.
-func (t BalanceTable) Delete(key BalanceKey) error {
-	if err := t.kv.Delete(t.key(key)); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: deleting %v: %w", key, err)
-	}
-	return nil
-}
-
-// Scan calls fn with every row of the table in key order, until fn returns false.
-func (t BalanceTable) Scan(fn func(*Balance) bool) error {
-	return t.scan(gazconsumerBalanceTablePrefix, keyenc.PrefixEnd(gazconsumerBalanceTablePrefix), fn)
-}
-
-// ScanPrefix calls fn, in key order until it returns false, with every row whose
-// first `fields` key fields equal those of key.
-func (t BalanceTable) ScanPrefix(key BalanceKey, fields int, fn func(*Balance) bool) error {
-	if fields < 0 || fields > 2 {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: scanning a prefix of %d key fields, not within [0, 2]", fields)
-	}
-	p := t.encode(key, fields)
-	return t.scan(p, keyenc.PrefixEnd(p), fn)
-}
-
-// ScanRange calls fn, in key order until it returns false, with every row whose
-// key is within [from, to).
-func (t BalanceTable) ScanRange(from, to BalanceKey, fn func(*Balance) bool) error {
-	return t.scan(t.encode(from, 2), t.encode(to, 2), fn)
-}
-
-// scan calls fn with the rows of keys [start, end).
-func (t BalanceTable) scan(start, end []byte, fn func(*Balance) bool) error {
-	var derr error
-	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
-		r := new(Balance)
-		if derr = codec.Unmarshal(v, r); derr != nil {
-			return false
+// gazconsumerBalanceTable is the schema of table
+// "gazconsumer.example.bank.v1.Balance".
+var gazconsumerBalanceTable = table.NewSchema(table.Def[BalanceKey, *Balance]{
+	Name: "gazconsumer.example.bank.v1.Balance",
+	Key:  []string{"customer_id", "account_id"},
+	KeyOf: func(r *Balance) BalanceKey {
+		return BalanceKey{
+			CustomerId: r.GetCustomerId(),
+			AccountId:  r.GetAccountId(),
 		}
-		k, err := decodeBalanceKey(kb)
-		if err != nil {
-			derr = err
-			return false
-		}
-		k.restore(r)
-		return fn(r)
-	})
-	if err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: scanning: %w", err)
-	} else if derr != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.Balance: decoding row: %w", derr)
-	}
-	return nil
-}
+	},
+	Fields: func(k *BalanceKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+		table.String(c, &k.AccountId, keyenc.Ascending)
+	},
+	Restore: func(k *BalanceKey, r *Balance) {
+		r.CustomerId = k.CustomerId
+		r.AccountId = k.AccountId
+	},
+	Elided: []protowire.Number{1, 2},
+})
 
-// CustomerActivityKey is the key of table "gazconsumer.example.bank.v1.CustomerActivity", whose rows are CustomerActivity messages ordered
-// by (customer_id).
+// CustomerActivityKey is the key of table
+// "gazconsumer.example.bank.v1.CustomerActivity", whose rows are
+// CustomerActivity messages ordered by (customer_id).
 type CustomerActivityKey struct {
 	CustomerId string
 }
 
-// appendTo appends to b the store key of the first n fields of k: gazconsumerCustomerActivityTablePrefix, then
-// the fields' encodings.
-func (k CustomerActivityKey) appendTo(b []byte, n int) []byte {
-	b = append(b, gazconsumerCustomerActivityTablePrefix...)
-	if n > 0 {
-		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
-	}
-	return b
-}
+// CustomerActivityTable is table "gazconsumer.example.bank.v1.CustomerActivity"
+// of a store: CustomerActivity rows ordered by (customer_id). Its reads see the
+// writes of the store's current transaction.
+type CustomerActivityTable = table.Table[CustomerActivityKey, *CustomerActivity]
 
-// restore sets the key fields of row which stored values leave out.
-func (k CustomerActivityKey) restore(row *CustomerActivity) {
-	row.CustomerId = k.CustomerId
-}
-
-// gazconsumerCustomerActivityTablePrefix begins the key of every row of table "gazconsumer.example.bank.v1.CustomerActivity".
-var gazconsumerCustomerActivityTablePrefix = keyenc.AppendString(nil, "gazconsumer.example.bank.v1.CustomerActivity", keyenc.Ascending)
-
-// decodeCustomerActivityKey returns the key of b, the store key of a row of table "gazconsumer.example.bank.v1.CustomerActivity".
-func decodeCustomerActivityKey(b []byte) (CustomerActivityKey, error) {
-	var k CustomerActivityKey
-	if !bytes.HasPrefix(b, gazconsumerCustomerActivityTablePrefix) {
-		return k, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: key %x is not of the table", b)
-	}
-	b = b[len(gazconsumerCustomerActivityTablePrefix):]
-	var err error
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: decoding key field customer_id: %w", err)
-		}
-		k.CustomerId = v
-	}
-	return k, nil
-}
-
-// CustomerActivityTable is table "gazconsumer.example.bank.v1.CustomerActivity" of a store: CustomerActivity rows ordered by
-// (customer_id). Its reads see the writes of the current transaction.
-type CustomerActivityTable struct {
-	kv  runtime.KV
-	buf *[]byte // Scratch of the keys and values of point operations.
-}
-
-// NewCustomerActivityTable returns table "gazconsumer.example.bank.v1.CustomerActivity" of the store view kv.
+// NewCustomerActivityTable returns table
+// "gazconsumer.example.bank.v1.CustomerActivity" of the store view kv.
 func NewCustomerActivityTable(kv runtime.KV) CustomerActivityTable {
-	return CustomerActivityTable{
-		buf: new([]byte),
-		kv:  kv,
-	}
+	return gazconsumerCustomerActivityTable.Open(kv)
 }
 
-// KeyOf returns the key of row.
-func (t CustomerActivityTable) KeyOf(row *CustomerActivity) CustomerActivityKey {
-	return CustomerActivityKey{CustomerId: row.GetCustomerId()}
-}
-
-// encode returns the store key of the first n fields of k, in a new slice: a
-// scan's bounds outlive the point operations of its callback.
-func (t CustomerActivityTable) encode(k CustomerActivityKey, n int) []byte {
-	b := make([]byte, 0, len(gazconsumerCustomerActivityTablePrefix)+32)
-	return k.appendTo(b, n)
-}
-
-// key returns the store key of k in the table's scratch buffer, valid until the
-// table's next point operation. (KV does not retain the keys passed to it.)
-func (t CustomerActivityTable) key(k CustomerActivityKey) []byte {
-	*t.buf = k.appendTo((*t.buf)[:0], 1)
-	return *t.buf
-}
-
-// Get returns the row having key, and whether there is one.
-func (t CustomerActivityTable) Get(key CustomerActivityKey) (*CustomerActivity, bool, error) {
-	v, found, err := t.kv.Get(t.key(key))
-	if err != nil {
-		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: getting %v: %w", key, err)
-	} else if !found {
-		return nil, false, nil
-	}
-	r := new(CustomerActivity)
-	if err := codec.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: decoding row %v: %w", key, err)
-	}
-	key.restore(r)
-	return r, true, nil
-}
-
-// Put stores row under the key of its key fields, replacing any row there.
-func (t CustomerActivityTable) Put(row *CustomerActivity) error {
-	// The value, then the key, in the scratch buffer.
-	b, err := codec.Append((*t.buf)[:0], row)
-	if err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: encoding row: %w", err)
-	}
-	// Key fields are in the key: the value leaves them out.
-	if b, err = codec.StripFields(b, 1); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: encoding row: %w", err)
-	}
-	nv := len(b)
-	b = t.KeyOf(row).appendTo(b, 1)
-	*t.buf = b
-	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: putting %v: %w", t.KeyOf(row), err)
-	}
-	return nil
-}
-
-// Delete removes the row having key, if there is one.
-func (t CustomerActivityTable) Delete(key CustomerActivityKey) error {
-	if err := t.kv.Delete(t.key(key)); err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: deleting %v: %w", key, err)
-	}
-	return nil
-}
-
-// Scan calls fn with every row of the table in key order, until fn returns false.
-func (t CustomerActivityTable) Scan(fn func(*CustomerActivity) bool) error {
-	return t.scan(gazconsumerCustomerActivityTablePrefix, keyenc.PrefixEnd(gazconsumerCustomerActivityTablePrefix), fn)
-}
-
-// ScanPrefix calls fn, in key order until it returns false, with every row whose
-// first `fields` key fields equal those of key.
-func (t CustomerActivityTable) ScanPrefix(key CustomerActivityKey, fields int, fn func(*CustomerActivity) bool) error {
-	if fields < 0 || fields > 1 {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: scanning a prefix of %d key fields, not within [0, 1]", fields)
-	}
-	p := t.encode(key, fields)
-	return t.scan(p, keyenc.PrefixEnd(p), fn)
-}
-
-// ScanRange calls fn, in key order until it returns false, with every row whose
-// key is within [from, to).
-func (t CustomerActivityTable) ScanRange(from, to CustomerActivityKey, fn func(*CustomerActivity) bool) error {
-	return t.scan(t.encode(from, 1), t.encode(to, 1), fn)
-}
-
-// scan calls fn with the rows of keys [start, end).
-func (t CustomerActivityTable) scan(start, end []byte, fn func(*CustomerActivity) bool) error {
-	var derr error
-	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
-		r := new(CustomerActivity)
-		if derr = codec.Unmarshal(v, r); derr != nil {
-			return false
-		}
-		k, err := decodeCustomerActivityKey(kb)
-		if err != nil {
-			derr = err
-			return false
-		}
-		k.restore(r)
-		return fn(r)
-	})
-	if err != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: scanning: %w", err)
-	} else if derr != nil {
-		return fmt.Errorf("table gazconsumer.example.bank.v1.CustomerActivity: decoding row: %w", derr)
-	}
-	return nil
-}
+// gazconsumerCustomerActivityTable is the schema of table
+// "gazconsumer.example.bank.v1.CustomerActivity".
+var gazconsumerCustomerActivityTable = table.NewSchema(table.Def[CustomerActivityKey, *CustomerActivity]{
+	Name: "gazconsumer.example.bank.v1.CustomerActivity",
+	Key:  []string{"customer_id"},
+	KeyOf: func(r *CustomerActivity) CustomerActivityKey {
+		return CustomerActivityKey{CustomerId: r.GetCustomerId()}
+	},
+	Fields: func(k *CustomerActivityKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+	},
+	Restore: func(k *CustomerActivityKey, r *CustomerActivity) {
+		r.CustomerId = k.CustomerId
+	},
+	Elided: []protowire.Number{1},
+})
 
 // Ledger applies orders and payments to balances. Each shard reads the
 // orders and payments partitions of one index.
@@ -384,202 +105,57 @@ type LedgerHandler interface {
 	FinalizeTxn(tx *LedgerTxn) error
 }
 
-// LedgerTxn is the transaction within which a LedgerHandler handler runs. A shard's
-// handlers share one for the whole transaction, set anew for each call: a handler
-// may not keep it past its return.
+// LedgerTxn is the transaction within which a LedgerHandler runs: its tables,
+// and the runtime.Txn it embeds (the shard, its store, the envelope of the
+// message handled, and Publish). A shard's handlers share one for the whole
+// transaction, set anew for each call: a handler may not keep it past its
+// return.
 type LedgerTxn struct {
-	// Shard being consumed.
-	Shard runtime.Shard
-	// Store of the shard.
-	Store runtime.Store
-	// Envelope of the message being handled; zero-valued in FinalizeTxn.
-	Envelope message.Envelope
+	runtime.Txn
 	// Balance is table "gazconsumer.example.bank.v1.Balance".
 	Balance BalanceTable
 	// CustomerActivity is table "gazconsumer.example.bank.v1.CustomerActivity".
 	CustomerActivity CustomerActivityTable
-
-	pub *message.Publisher
-	app *LedgerApplication
 }
 
-// PublishBalanceChanged publishes msg within the transaction to the partition journal, among
-// those selected by "app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged", chosen by its partition key. Readers
-// see it once the transaction commits, exactly once.
+// PublishBalanceChanged publishes msg within the transaction to a partition
+// journal, among those selected by
+// "app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged",
+// chosen by its partition key. Readers see it once the transaction commits,
+// exactly once.
 func (tx *LedgerTxn) PublishBalanceChanged(msg *BalanceChanged) error {
-	if _, err := tx.pub.PublishUncommitted(tx.app.mapBalanceChanged, msg); err != nil {
-		return fmt.Errorf("publishing gazconsumer.example.bank.v1.BalanceChanged: %w", err)
-	}
-	return nil
+	return tx.Publish(msg)
 }
 
-// LedgerApplication runs a LedgerHandler as a runtime.Application.
-type LedgerApplication struct {
-	handler           LedgerHandler
-	stores            runtime.StoreOpener
-	txns              sync.Map // Of each runtime.Store, its *LedgerTxn, from BeginTxn to FinishTxn.
-	mapBalanceChanged message.MappingFunc
-}
+// LedgerApplication runs a LedgerHandler as a runtime.Application: see
+// runtime.Adapter.
+type LedgerApplication = runtime.Adapter[LedgerHandler, *LedgerTxn]
 
-var _ runtime.Application = (*LedgerApplication)(nil)
-
-// NewLedgerApplication returns an Application running handler, whose store is opened
-// by stores and whose published messages are routed among the journals listed
-// by journals.
+// NewLedgerApplication returns an Application running handler, whose store is
+// opened by stores and whose published messages are routed among the journals
+// listed by journals.
 func NewLedgerApplication(handler LedgerHandler, stores runtime.StoreOpener, journals runtime.PartitionLister) (*LedgerApplication, error) {
-	a := &LedgerApplication{
-		handler: handler,
-		stores:  stores,
-	}
-	sel, err := pb.ParseLabelSelector("app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged")
-	if err != nil {
-		return nil, fmt.Errorf("partitions of gazconsumer.example.bank.v1.BalanceChanged: %w", err)
-	}
-	a.mapBalanceChanged = message.RendezvousMapping(func(m message.Mappable, w io.Writer) {
-		_, _ = w.Write(m.(*BalanceChanged).AppendPartitionKey(nil))
-	}, journals.Partitions(sel))
-	return a, nil
+	return runtime.NewAdapter(gazconsumerLedgerConsumer, handler, stores, journals)
 }
 
-// StoreKind returns the kind of store the consumer is annotated with.
-func (*LedgerApplication) StoreKind() gazconsumerv1.StoreKind {
-	return gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB
-}
-
-// ShardDefaults returns a ShardSpec holding the shard defaults the consumer is
-// annotated with. The service completes the specs applied through its Shard API
-// with them (runtime.ShardDefaulter).
-func (*LedgerApplication) ShardDefaults() pc.ShardSpec {
-	return pc.ShardSpec{
-		HotStandbys:    0,
-		MaxTxnDuration: time.Duration(1000000000),
-		MinTxnDuration: time.Duration(0),
-	}
-}
-
-// NewStore opens the shard's store.
-func (a *LedgerApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
-	store, err := a.stores.OpenStore(shard, rec)
-	if err != nil {
-		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Ledger: %w", err)
-	}
-	if _, ok := store.(runtime.KVStore); !ok {
-		store.Destroy()
-		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Ledger: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	return store, nil
-}
-
-// NewMessage returns a new message of the type named by the journal's
-// "app.gazette.dev/message-type" label, among those the consumer handles.
-func (*LedgerApplication) NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "gazconsumer.example.bank.v1.Order":
-		msg, framing = new(Order), "application/x-protobuf-fixed"
-	case "gazconsumer.example.bank.v1.Payment":
-		msg, framing = new(Payment), "application/x-protobuf-fixed"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of consumer gazconsumer.example.bank.v1.Ledger", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
-}
-
-// newTxn returns a new transaction of store.
-func (a *LedgerApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*LedgerTxn, error) {
-	tx := &LedgerTxn{
-		Envelope: env,
-		Shard:    shard,
-		Store:    store,
-		app:      a,
-		pub:      pub,
-	}
-	kvs, ok := store.(runtime.KVStore)
-	if !ok {
-		return nil, fmt.Errorf("consumer gazconsumer.example.bank.v1.Ledger: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	kv := kvs.KV()
-	tx.Balance = NewBalanceTable(kv)
-	tx.CustomerActivity = NewCustomerActivityTable(kv)
-	return tx, nil
-}
-
-// txnOf returns the transaction of store, which BeginTxn began, set for a
-// handler call on env.
-func (a *LedgerApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*LedgerTxn, error) {
-	if v, ok := a.txns.Load(store); ok {
-		tx := v.(*LedgerTxn)
-		tx.Envelope, tx.pub = env, pub
-		return tx, nil
-	}
-	// Called outside of BeginTxn and FinishTxn, as a test may.
-	return a.newTxn(shard, store, env, pub)
-}
-
-// ConsumeMessage hands the message of env to its handler.
-func (a *LedgerApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, env, pub)
-	if err != nil {
-		return err
-	}
-	switch msg := env.Message.(type) {
-	case *Order:
-		if err := a.handler.OnOrder(tx, msg); err != nil {
-			return fmt.Errorf("gazconsumer.example.bank.v1.Ledger.OnOrder: %w", err)
+// gazconsumerLedgerConsumer describes consumer
+// gazconsumer.example.bank.v1.Ledger to runtime.NewAdapter.
+var gazconsumerLedgerConsumer = &runtime.Consumer[LedgerHandler, *LedgerTxn]{
+	Name:          "gazconsumer.example.bank.v1.Ledger",
+	Store:         gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
+	ShardDefaults: pc.ShardSpec{MaxTxnDuration: time.Second},
+	Inputs: []runtime.Input[LedgerHandler, *LedgerTxn]{
+		runtime.Handle("gazconsumer.example.bank.v1.Order", "application/x-protobuf-fixed", "OnOrder", LedgerHandler.OnOrder),
+		runtime.Handle("gazconsumer.example.bank.v1.Payment", "application/x-protobuf-fixed", "OnPayment", LedgerHandler.OnPayment),
+	},
+	Outputs: []runtime.Output{
+		runtime.Publishes[BalanceChanged]("app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged"),
+	},
+	NewTxn: func(kv runtime.KV) *LedgerTxn {
+		return &LedgerTxn{
+			Balance:          NewBalanceTable(kv),
+			CustomerActivity: NewCustomerActivityTable(kv),
 		}
-		return nil
-	case *Payment:
-		if err := a.handler.OnPayment(tx, msg); err != nil {
-			return fmt.Errorf("gazconsumer.example.bank.v1.Ledger.OnPayment: %w", err)
-		}
-		return nil
-	default:
-		return fmt.Errorf("gazconsumer.example.bank.v1.Ledger has no handler for %T", env.Message)
-	}
-}
-
-var _ runtime.BeginFinisher = (*LedgerApplication)(nil)
-
-// BeginTxn begins the transaction of store, in which handlers are called, and
-// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
-func (a *LedgerApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
-	if err != nil {
-		return err
-	}
-	a.txns.Store(store, tx)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.BeginTxn(shard, store)
-	}
-	return nil
-}
-
-// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
-// if the handler is a runtime.BeginFinisher.
-func (a *LedgerApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
-	a.txns.Delete(store)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.FinishTxn(shard, store, err)
-	}
-	return nil
-}
-
-// FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
-// transaction buffered.
-func (a *LedgerApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
-	if err != nil {
-		return err
-	}
-	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("gazconsumer.example.bank.v1.Ledger: %w", err)
-	}
-	return nil
+	},
+	FinalizeTxn: LedgerHandler.FinalizeTxn,
 }

@@ -5,34 +5,26 @@ package benchv1
 
 import (
 	"bufio"
-	"bytes"
-	"fmt"
-	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
-	runtime "github.com/gazconsumer/gazconsumer/runtime"
-	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pb "go.gazette.dev/core/broker/protocol"
-	pc "go.gazette.dev/core/consumer/protocol"
-	labels "go.gazette.dev/core/labels"
-	message "go.gazette.dev/core/message"
-	protojson "google.golang.org/protobuf/encoding/protojson"
-	"sync"
-	"time"
+	"go.gazette.dev/core/message"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *Add) GetUUID() message.UUID {
-	var u message.UUID
-	if x != nil && len(x.Uuid) == len(u) {
-		copy(u[:], x.Uuid)
-	}
-	return u
+	return runtime.UUIDOf(x.GetUuid())
 }
 
 // SetUUID stores u in field uuid.
 func (x *Add) SetUUID(u message.UUID) {
-	x.Uuid = append(x.Uuid[:0], u[:]...)
+	x.Uuid = append(x.GetUuid()[:0], u[:]...)
 }
 
 // NewAcknowledgement returns a new Add, which Gazette publishes to a journal to
@@ -50,13 +42,7 @@ func (x *Add) ProtoSize() int {
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Add) MarshalTo(b []byte) (int, error) {
-	out, err := codec.Append(b[:0], x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling gazconsumer.bench.v1.Add: %w", err)
-	} else if len(out) != len(b) {
-		return 0, fmt.Errorf("marshaling gazconsumer.bench.v1.Add: encoding is %d bytes, not the %d of ProtoSize (was the message modified concurrently?)", len(out), len(b))
-	}
-	return len(out), nil
+	return codec.MarshalTo(b, x)
 }
 
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
@@ -68,11 +54,7 @@ func (x *Add) Unmarshal(b []byte) error {
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
 // JSON-lines framing.
 func (x *Add) MarshalJSONTo(w *bufio.Writer) (int, error) {
-	b, err := protojson.Marshal(x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling gazconsumer.bench.v1.Add to JSON: %w", err)
-	}
-	return w.Write(append(b, '\n'))
+	return codec.MarshalJSONTo(w, x)
 }
 
 // MarshalJSON returns the message as protobuf JSON.
@@ -89,8 +71,7 @@ func (x *Add) UnmarshalJSON(b []byte) error {
 // message's partition key fields, which selects the partition journal it is
 // published to.
 func (x *Add) AppendPartitionKey(b []byte) []byte {
-	b = keyenc.AppendString(b, x.GetKey(), keyenc.Ascending)
-	return b
+	return keyenc.AppendString(b, x.GetKey(), keyenc.Ascending)
 }
 
 // NewMessage returns a new message of the journal message type named by the
@@ -98,188 +79,44 @@ func (x *Add) AppendPartitionKey(b []byte) []byte {
 // It fails if the label is missing or names no such type, or if the journal's
 // "content-type" label is not the framing the type is annotated with.
 func NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "gazconsumer.bench.v1.Add":
-		msg, framing = new(Add), "application/x-protobuf-fixed"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of this package", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
+	return gazconsumerMessageTypes.New(spec)
 }
 
-// SumKey is the key of table "sums", whose rows are Sum messages ordered
-// by (key).
+// gazconsumerMessageTypes are the journal message types of NewMessage.
+var gazconsumerMessageTypes = runtime.NewMessageTypes("this package",
+	runtime.JournalType[Add]("gazconsumer.bench.v1.Add", "application/x-protobuf-fixed"),
+)
+
+// SumKey is the key of table "sums", whose rows are Sum messages ordered by
+// (key).
 type SumKey struct {
 	Key string
 }
 
-// appendTo appends to b the store key of the first n fields of k: gazconsumerSumTablePrefix, then
-// the fields' encodings.
-func (k SumKey) appendTo(b []byte, n int) []byte {
-	b = append(b, gazconsumerSumTablePrefix...)
-	if n > 0 {
-		b = keyenc.AppendString(b, k.Key, keyenc.Ascending)
-	}
-	return b
-}
-
-// restore sets the key fields of row which stored values leave out.
-func (k SumKey) restore(row *Sum) {
-	row.Key = k.Key
-}
-
-// gazconsumerSumTablePrefix begins the key of every row of table "sums".
-var gazconsumerSumTablePrefix = keyenc.AppendString(nil, "sums", keyenc.Ascending)
-
-// decodeSumKey returns the key of b, the store key of a row of table "sums".
-func decodeSumKey(b []byte) (SumKey, error) {
-	var k SumKey
-	if !bytes.HasPrefix(b, gazconsumerSumTablePrefix) {
-		return k, fmt.Errorf("table sums: key %x is not of the table", b)
-	}
-	b = b[len(gazconsumerSumTablePrefix):]
-	var err error
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table sums: decoding key field key: %w", err)
-		}
-		k.Key = v
-	}
-	return k, nil
-}
-
-// SumTable is table "sums" of a store: Sum rows ordered by
-// (key). Its reads see the writes of the current transaction.
-type SumTable struct {
-	kv  runtime.KV
-	buf *[]byte // Scratch of the keys and values of point operations.
-}
+// SumTable is table "sums" of a store: Sum rows ordered by (key). Its reads see
+// the writes of the store's current transaction.
+type SumTable = table.Table[SumKey, *Sum]
 
 // NewSumTable returns table "sums" of the store view kv.
 func NewSumTable(kv runtime.KV) SumTable {
-	return SumTable{
-		buf: new([]byte),
-		kv:  kv,
-	}
+	return gazconsumerSumTable.Open(kv)
 }
 
-// KeyOf returns the key of row.
-func (t SumTable) KeyOf(row *Sum) SumKey {
-	return SumKey{Key: row.GetKey()}
-}
-
-// encode returns the store key of the first n fields of k, in a new slice: a
-// scan's bounds outlive the point operations of its callback.
-func (t SumTable) encode(k SumKey, n int) []byte {
-	b := make([]byte, 0, len(gazconsumerSumTablePrefix)+32)
-	return k.appendTo(b, n)
-}
-
-// key returns the store key of k in the table's scratch buffer, valid until the
-// table's next point operation. (KV does not retain the keys passed to it.)
-func (t SumTable) key(k SumKey) []byte {
-	*t.buf = k.appendTo((*t.buf)[:0], 1)
-	return *t.buf
-}
-
-// Get returns the row having key, and whether there is one.
-func (t SumTable) Get(key SumKey) (*Sum, bool, error) {
-	v, found, err := t.kv.Get(t.key(key))
-	if err != nil {
-		return nil, false, fmt.Errorf("table sums: getting %v: %w", key, err)
-	} else if !found {
-		return nil, false, nil
-	}
-	r := new(Sum)
-	if err := codec.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("table sums: decoding row %v: %w", key, err)
-	}
-	key.restore(r)
-	return r, true, nil
-}
-
-// Put stores row under the key of its key fields, replacing any row there.
-func (t SumTable) Put(row *Sum) error {
-	// The value, then the key, in the scratch buffer.
-	b, err := codec.Append((*t.buf)[:0], row)
-	if err != nil {
-		return fmt.Errorf("table sums: encoding row: %w", err)
-	}
-	// Key fields are in the key: the value leaves them out.
-	if b, err = codec.StripFields(b, 1); err != nil {
-		return fmt.Errorf("table sums: encoding row: %w", err)
-	}
-	nv := len(b)
-	b = t.KeyOf(row).appendTo(b, 1)
-	*t.buf = b
-	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
-		return fmt.Errorf("table sums: putting %v: %w", t.KeyOf(row), err)
-	}
-	return nil
-}
-
-// Delete removes the row having key, if there is one.
-func (t SumTable) Delete(key SumKey) error {
-	if err := t.kv.Delete(t.key(key)); err != nil {
-		return fmt.Errorf("table sums: deleting %v: %w", key, err)
-	}
-	return nil
-}
-
-// Scan calls fn with every row of the table in key order, until fn returns false.
-func (t SumTable) Scan(fn func(*Sum) bool) error {
-	return t.scan(gazconsumerSumTablePrefix, keyenc.PrefixEnd(gazconsumerSumTablePrefix), fn)
-}
-
-// ScanPrefix calls fn, in key order until it returns false, with every row whose
-// first `fields` key fields equal those of key.
-func (t SumTable) ScanPrefix(key SumKey, fields int, fn func(*Sum) bool) error {
-	if fields < 0 || fields > 1 {
-		return fmt.Errorf("table sums: scanning a prefix of %d key fields, not within [0, 1]", fields)
-	}
-	p := t.encode(key, fields)
-	return t.scan(p, keyenc.PrefixEnd(p), fn)
-}
-
-// ScanRange calls fn, in key order until it returns false, with every row whose
-// key is within [from, to).
-func (t SumTable) ScanRange(from, to SumKey, fn func(*Sum) bool) error {
-	return t.scan(t.encode(from, 1), t.encode(to, 1), fn)
-}
-
-// scan calls fn with the rows of keys [start, end).
-func (t SumTable) scan(start, end []byte, fn func(*Sum) bool) error {
-	var derr error
-	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
-		r := new(Sum)
-		if derr = codec.Unmarshal(v, r); derr != nil {
-			return false
-		}
-		k, err := decodeSumKey(kb)
-		if err != nil {
-			derr = err
-			return false
-		}
-		k.restore(r)
-		return fn(r)
-	})
-	if err != nil {
-		return fmt.Errorf("table sums: scanning: %w", err)
-	} else if derr != nil {
-		return fmt.Errorf("table sums: decoding row: %w", derr)
-	}
-	return nil
-}
+// gazconsumerSumTable is the schema of table "sums".
+var gazconsumerSumTable = table.NewSchema(table.Def[SumKey, *Sum]{
+	Name: "sums",
+	Key:  []string{"key"},
+	KeyOf: func(r *Sum) SumKey {
+		return SumKey{Key: r.GetKey()}
+	},
+	Fields: func(k *SumKey, c *table.Codec) {
+		table.String(c, &k.Key, keyenc.Ascending)
+	},
+	Restore: func(k *SumKey, r *Sum) {
+		r.Key = k.Key
+	},
+	Elided: []protowire.Number{1},
+})
 
 // Summer keeps the sum of each key.
 //
@@ -295,174 +132,40 @@ type SummerHandler interface {
 	FinalizeTxn(tx *SummerTxn) error
 }
 
-// SummerTxn is the transaction within which a SummerHandler handler runs. A shard's
-// handlers share one for the whole transaction, set anew for each call: a handler
-// may not keep it past its return.
+// SummerTxn is the transaction within which a SummerHandler runs: its tables,
+// and the runtime.Txn it embeds (the shard, its store, the envelope of the
+// message handled, and Publish). A shard's handlers share one for the whole
+// transaction, set anew for each call: a handler may not keep it past its
+// return.
 type SummerTxn struct {
-	// Shard being consumed.
-	Shard runtime.Shard
-	// Store of the shard.
-	Store runtime.Store
-	// Envelope of the message being handled; zero-valued in FinalizeTxn.
-	Envelope message.Envelope
+	runtime.Txn
 	// Sum is table "sums".
 	Sum SumTable
-
-	pub *message.Publisher
-	app *SummerApplication
 }
 
-// SummerApplication runs a SummerHandler as a runtime.Application.
-type SummerApplication struct {
-	handler SummerHandler
-	stores  runtime.StoreOpener
-	txns    sync.Map // Of each runtime.Store, its *SummerTxn, from BeginTxn to FinishTxn.
-}
+// SummerApplication runs a SummerHandler as a runtime.Application: see
+// runtime.Adapter.
+type SummerApplication = runtime.Adapter[SummerHandler, *SummerTxn]
 
-var _ runtime.Application = (*SummerApplication)(nil)
-
-// NewSummerApplication returns an Application running handler, whose store is opened
-// by stores and whose published messages are routed among the journals listed
-// by journals.
+// NewSummerApplication returns an Application running handler, whose store is
+// opened by stores and whose published messages are routed among the journals
+// listed by journals.
 func NewSummerApplication(handler SummerHandler, stores runtime.StoreOpener, journals runtime.PartitionLister) (*SummerApplication, error) {
-	a := &SummerApplication{
-		handler: handler,
-		stores:  stores,
-	}
-	return a, nil
+	return runtime.NewAdapter(gazconsumerSummerConsumer, handler, stores, journals)
 }
 
-// StoreKind returns the kind of store the consumer is annotated with.
-func (*SummerApplication) StoreKind() gazconsumerv1.StoreKind {
-	return gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB
-}
-
-// ShardDefaults returns a ShardSpec holding the shard defaults the consumer is
-// annotated with. The service completes the specs applied through its Shard API
-// with them (runtime.ShardDefaulter).
-func (*SummerApplication) ShardDefaults() pc.ShardSpec {
-	return pc.ShardSpec{
-		HotStandbys:    0,
-		MaxTxnDuration: time.Duration(0),
-		MinTxnDuration: time.Duration(0),
-	}
-}
-
-// NewStore opens the shard's store.
-func (a *SummerApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
-	store, err := a.stores.OpenStore(shard, rec)
-	if err != nil {
-		return nil, fmt.Errorf("consumer gazconsumer.bench.v1.Summer: %w", err)
-	}
-	if _, ok := store.(runtime.KVStore); !ok {
-		store.Destroy()
-		return nil, fmt.Errorf("consumer gazconsumer.bench.v1.Summer: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	return store, nil
-}
-
-// NewMessage returns a new message of the type named by the journal's
-// "app.gazette.dev/message-type" label, among those the consumer handles.
-func (*SummerApplication) NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "gazconsumer.bench.v1.Add":
-		msg, framing = new(Add), "application/x-protobuf-fixed"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of consumer gazconsumer.bench.v1.Summer", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
-}
-
-// newTxn returns a new transaction of store.
-func (a *SummerApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*SummerTxn, error) {
-	tx := &SummerTxn{
-		Envelope: env,
-		Shard:    shard,
-		Store:    store,
-		app:      a,
-		pub:      pub,
-	}
-	kvs, ok := store.(runtime.KVStore)
-	if !ok {
-		return nil, fmt.Errorf("consumer gazconsumer.bench.v1.Summer: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	kv := kvs.KV()
-	tx.Sum = NewSumTable(kv)
-	return tx, nil
-}
-
-// txnOf returns the transaction of store, which BeginTxn began, set for a
-// handler call on env.
-func (a *SummerApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*SummerTxn, error) {
-	if v, ok := a.txns.Load(store); ok {
-		tx := v.(*SummerTxn)
-		tx.Envelope, tx.pub = env, pub
-		return tx, nil
-	}
-	// Called outside of BeginTxn and FinishTxn, as a test may.
-	return a.newTxn(shard, store, env, pub)
-}
-
-// ConsumeMessage hands the message of env to its handler.
-func (a *SummerApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, env, pub)
-	if err != nil {
-		return err
-	}
-	switch msg := env.Message.(type) {
-	case *Add:
-		if err := a.handler.OnAdd(tx, msg); err != nil {
-			return fmt.Errorf("gazconsumer.bench.v1.Summer.OnAdd: %w", err)
+// gazconsumerSummerConsumer describes consumer gazconsumer.bench.v1.Summer to
+// runtime.NewAdapter.
+var gazconsumerSummerConsumer = &runtime.Consumer[SummerHandler, *SummerTxn]{
+	Name:  "gazconsumer.bench.v1.Summer",
+	Store: gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
+	Inputs: []runtime.Input[SummerHandler, *SummerTxn]{
+		runtime.Handle("gazconsumer.bench.v1.Add", "application/x-protobuf-fixed", "OnAdd", SummerHandler.OnAdd),
+	},
+	NewTxn: func(kv runtime.KV) *SummerTxn {
+		return &SummerTxn{
+			Sum: NewSumTable(kv),
 		}
-		return nil
-	default:
-		return fmt.Errorf("gazconsumer.bench.v1.Summer has no handler for %T", env.Message)
-	}
-}
-
-var _ runtime.BeginFinisher = (*SummerApplication)(nil)
-
-// BeginTxn begins the transaction of store, in which handlers are called, and
-// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
-func (a *SummerApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
-	if err != nil {
-		return err
-	}
-	a.txns.Store(store, tx)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.BeginTxn(shard, store)
-	}
-	return nil
-}
-
-// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
-// if the handler is a runtime.BeginFinisher.
-func (a *SummerApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
-	a.txns.Delete(store)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.FinishTxn(shard, store, err)
-	}
-	return nil
-}
-
-// FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
-// transaction buffered.
-func (a *SummerApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
-	if err != nil {
-		return err
-	}
-	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("gazconsumer.bench.v1.Summer: %w", err)
-	}
-	return nil
+	},
+	FinalizeTxn: SummerHandler.FinalizeTxn,
 }

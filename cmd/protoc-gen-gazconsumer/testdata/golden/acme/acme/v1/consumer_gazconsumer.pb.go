@@ -4,15 +4,9 @@
 package acmev1
 
 import (
-	"fmt"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
-	runtime "github.com/gazconsumer/gazconsumer/runtime"
-	pb "go.gazette.dev/core/broker/protocol"
+	"github.com/gazconsumer/gazconsumer/runtime"
 	pc "go.gazette.dev/core/consumer/protocol"
-	labels "go.gazette.dev/core/labels"
-	message "go.gazette.dev/core/message"
-	"io"
-	"sync"
 	"time"
 )
 
@@ -30,195 +24,54 @@ type SpendCounterHandler interface {
 	FinalizeTxn(tx *SpendCounterTxn) error
 }
 
-// SpendCounterTxn is the transaction within which a SpendCounterHandler handler runs. A shard's
-// handlers share one for the whole transaction, set anew for each call: a handler
-// may not keep it past its return.
+// SpendCounterTxn is the transaction within which a SpendCounterHandler runs:
+// its tables, and the runtime.Txn it embeds (the shard, its store, the envelope
+// of the message handled, and Publish). A shard's handlers share one for the
+// whole transaction, set anew for each call: a handler may not keep it past its
+// return.
 type SpendCounterTxn struct {
-	// Shard being consumed.
-	Shard runtime.Shard
-	// Store of the shard.
-	Store runtime.Store
-	// Envelope of the message being handled; zero-valued in FinalizeTxn.
-	Envelope message.Envelope
+	runtime.Txn
 	// Spend is table "acme.v1.Spend".
 	Spend SpendTable
 	// DailySpend is table "acme.daily".
 	DailySpend DailySpendTable
-
-	pub *message.Publisher
-	app *SpendCounterApplication
 }
 
-// PublishTotal publishes msg within the transaction to the partition journal, among
-// those selected by "app.gazette.dev/message-type=acme.totals", chosen by its partition key. Readers
-// see it once the transaction commits, exactly once.
+// PublishTotal publishes msg within the transaction to a partition journal,
+// among those selected by "app.gazette.dev/message-type=acme.totals", chosen by
+// its partition key. Readers see it once the transaction commits, exactly once.
 func (tx *SpendCounterTxn) PublishTotal(msg *Total) error {
-	if _, err := tx.pub.PublishUncommitted(tx.app.mapTotal, msg); err != nil {
-		return fmt.Errorf("publishing acme.v1.Total: %w", err)
-	}
-	return nil
+	return tx.Publish(msg)
 }
 
-// SpendCounterApplication runs a SpendCounterHandler as a runtime.Application.
-type SpendCounterApplication struct {
-	handler  SpendCounterHandler
-	stores   runtime.StoreOpener
-	txns     sync.Map // Of each runtime.Store, its *SpendCounterTxn, from BeginTxn to FinishTxn.
-	mapTotal message.MappingFunc
-}
+// SpendCounterApplication runs a SpendCounterHandler as a runtime.Application:
+// see runtime.Adapter.
+type SpendCounterApplication = runtime.Adapter[SpendCounterHandler, *SpendCounterTxn]
 
-var _ runtime.Application = (*SpendCounterApplication)(nil)
-
-// NewSpendCounterApplication returns an Application running handler, whose store is opened
-// by stores and whose published messages are routed among the journals listed
-// by journals.
+// NewSpendCounterApplication returns an Application running handler, whose
+// store is opened by stores and whose published messages are routed among the
+// journals listed by journals.
 func NewSpendCounterApplication(handler SpendCounterHandler, stores runtime.StoreOpener, journals runtime.PartitionLister) (*SpendCounterApplication, error) {
-	a := &SpendCounterApplication{
-		handler: handler,
-		stores:  stores,
-	}
-	sel, err := pb.ParseLabelSelector("app.gazette.dev/message-type=acme.totals")
-	if err != nil {
-		return nil, fmt.Errorf("partitions of acme.v1.Total: %w", err)
-	}
-	a.mapTotal = message.RendezvousMapping(func(m message.Mappable, w io.Writer) {
-		_, _ = w.Write(m.(*Total).AppendPartitionKey(nil))
-	}, journals.Partitions(sel))
-	return a, nil
+	return runtime.NewAdapter(gazconsumerSpendCounterConsumer, handler, stores, journals)
 }
 
-// StoreKind returns the kind of store the consumer is annotated with.
-func (*SpendCounterApplication) StoreKind() gazconsumerv1.StoreKind {
-	return gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB
-}
-
-// ShardDefaults returns a ShardSpec holding the shard defaults the consumer is
-// annotated with. The service completes the specs applied through its Shard API
-// with them (runtime.ShardDefaulter).
-func (*SpendCounterApplication) ShardDefaults() pc.ShardSpec {
-	return pc.ShardSpec{
-		HotStandbys:    1,
-		MaxTxnDuration: time.Duration(1000000000),
-		MinTxnDuration: time.Duration(50000000),
-	}
-}
-
-// NewStore opens the shard's store.
-func (a *SpendCounterApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
-	store, err := a.stores.OpenStore(shard, rec)
-	if err != nil {
-		return nil, fmt.Errorf("consumer acme.v1.SpendCounter: %w", err)
-	}
-	if _, ok := store.(runtime.KVStore); !ok {
-		store.Destroy()
-		return nil, fmt.Errorf("consumer acme.v1.SpendCounter: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	return store, nil
-}
-
-// NewMessage returns a new message of the type named by the journal's
-// "app.gazette.dev/message-type" label, among those the consumer handles.
-func (*SpendCounterApplication) NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "acme.v1.Order":
-		msg, framing = new(Order), "application/x-protobuf-fixed"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of consumer acme.v1.SpendCounter", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
-}
-
-// newTxn returns a new transaction of store.
-func (a *SpendCounterApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*SpendCounterTxn, error) {
-	tx := &SpendCounterTxn{
-		Envelope: env,
-		Shard:    shard,
-		Store:    store,
-		app:      a,
-		pub:      pub,
-	}
-	kvs, ok := store.(runtime.KVStore)
-	if !ok {
-		return nil, fmt.Errorf("consumer acme.v1.SpendCounter: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	kv := kvs.KV()
-	tx.Spend = NewSpendTable(kv)
-	tx.DailySpend = NewDailySpendTable(kv)
-	return tx, nil
-}
-
-// txnOf returns the transaction of store, which BeginTxn began, set for a
-// handler call on env.
-func (a *SpendCounterApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*SpendCounterTxn, error) {
-	if v, ok := a.txns.Load(store); ok {
-		tx := v.(*SpendCounterTxn)
-		tx.Envelope, tx.pub = env, pub
-		return tx, nil
-	}
-	// Called outside of BeginTxn and FinishTxn, as a test may.
-	return a.newTxn(shard, store, env, pub)
-}
-
-// ConsumeMessage hands the message of env to its handler.
-func (a *SpendCounterApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, env, pub)
-	if err != nil {
-		return err
-	}
-	switch msg := env.Message.(type) {
-	case *Order:
-		if err := a.handler.OnOrder(tx, msg); err != nil {
-			return fmt.Errorf("acme.v1.SpendCounter.OnOrder: %w", err)
+// gazconsumerSpendCounterConsumer describes consumer acme.v1.SpendCounter to
+// runtime.NewAdapter.
+var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *SpendCounterTxn]{
+	Name:          "acme.v1.SpendCounter",
+	Store:         gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
+	ShardDefaults: pc.ShardSpec{MinTxnDuration: 50 * time.Millisecond, MaxTxnDuration: time.Second, HotStandbys: 1},
+	Inputs: []runtime.Input[SpendCounterHandler, *SpendCounterTxn]{
+		runtime.Handle("acme.v1.Order", "application/x-protobuf-fixed", "OnOrder", SpendCounterHandler.OnOrder),
+	},
+	Outputs: []runtime.Output{
+		runtime.Publishes[Total]("app.gazette.dev/message-type=acme.totals"),
+	},
+	NewTxn: func(kv runtime.KV) *SpendCounterTxn {
+		return &SpendCounterTxn{
+			Spend:      NewSpendTable(kv),
+			DailySpend: NewDailySpendTable(kv),
 		}
-		return nil
-	default:
-		return fmt.Errorf("acme.v1.SpendCounter has no handler for %T", env.Message)
-	}
-}
-
-var _ runtime.BeginFinisher = (*SpendCounterApplication)(nil)
-
-// BeginTxn begins the transaction of store, in which handlers are called, and
-// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
-func (a *SpendCounterApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
-	if err != nil {
-		return err
-	}
-	a.txns.Store(store, tx)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.BeginTxn(shard, store)
-	}
-	return nil
-}
-
-// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
-// if the handler is a runtime.BeginFinisher.
-func (a *SpendCounterApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
-	a.txns.Delete(store)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.FinishTxn(shard, store, err)
-	}
-	return nil
-}
-
-// FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
-// transaction buffered.
-func (a *SpendCounterApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
-	if err != nil {
-		return err
-	}
-	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("acme.v1.SpendCounter: %w", err)
-	}
-	return nil
+	},
+	FinalizeTxn: SpendCounterHandler.FinalizeTxn,
 }

@@ -5,32 +5,27 @@ package acmev1
 
 import (
 	"bufio"
-	"fmt"
-	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
-	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/codec"
 	pb "go.gazette.dev/core/broker/protocol"
-	labels "go.gazette.dev/core/labels"
-	message "go.gazette.dev/core/message"
-	protojson "google.golang.org/protobuf/encoding/protojson"
+	"go.gazette.dev/core/message"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *Order) GetUUID() message.UUID {
-	var u message.UUID
-	if x != nil && len(x.Uuid) == len(u) {
-		copy(u[:], x.Uuid)
-	}
-	return u
+	return runtime.UUIDOf(x.GetUuid())
 }
 
 // SetUUID stores u in field uuid.
 func (x *Order) SetUUID(u message.UUID) {
-	x.Uuid = append(x.Uuid[:0], u[:]...)
+	x.Uuid = append(x.GetUuid()[:0], u[:]...)
 }
 
-// NewAcknowledgement returns a new Order, which Gazette publishes to a journal to
-// acknowledge the transaction of earlier messages written to it.
+// NewAcknowledgement returns a new Order, which Gazette publishes to a journal
+// to acknowledge the transaction of earlier messages written to it.
 func (x *Order) NewAcknowledgement(pb.Journal) message.Message {
 	return new(Order)
 }
@@ -44,13 +39,7 @@ func (x *Order) ProtoSize() int {
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Order) MarshalTo(b []byte) (int, error) {
-	out, err := codec.Append(b[:0], x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling acme.v1.Order: %w", err)
-	} else if len(out) != len(b) {
-		return 0, fmt.Errorf("marshaling acme.v1.Order: encoding is %d bytes, not the %d of ProtoSize (was the message modified concurrently?)", len(out), len(b))
-	}
-	return len(out), nil
+	return codec.MarshalTo(b, x)
 }
 
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
@@ -62,11 +51,7 @@ func (x *Order) Unmarshal(b []byte) error {
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
 // JSON-lines framing.
 func (x *Order) MarshalJSONTo(w *bufio.Writer) (int, error) {
-	b, err := protojson.Marshal(x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling acme.v1.Order to JSON: %w", err)
-	}
-	return w.Write(append(b, '\n'))
+	return codec.MarshalJSONTo(w, x)
 }
 
 // MarshalJSON returns the message as protobuf JSON.
@@ -83,27 +68,22 @@ func (x *Order) UnmarshalJSON(b []byte) error {
 // message's partition key fields, which selects the partition journal it is
 // published to.
 func (x *Order) AppendPartitionKey(b []byte) []byte {
-	b = keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
-	return b
+	return keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
 }
 
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *Total) GetUUID() message.UUID {
-	var u message.UUID
-	if x != nil && len(x.Uuid) == len(u) {
-		copy(u[:], x.Uuid)
-	}
-	return u
+	return runtime.UUIDOf(x.GetUuid())
 }
 
 // SetUUID stores u in field uuid.
 func (x *Total) SetUUID(u message.UUID) {
-	x.Uuid = append(x.Uuid[:0], u[:]...)
+	x.Uuid = append(x.GetUuid()[:0], u[:]...)
 }
 
-// NewAcknowledgement returns a new Total, which Gazette publishes to a journal to
-// acknowledge the transaction of earlier messages written to it.
+// NewAcknowledgement returns a new Total, which Gazette publishes to a journal
+// to acknowledge the transaction of earlier messages written to it.
 func (x *Total) NewAcknowledgement(pb.Journal) message.Message {
 	return new(Total)
 }
@@ -117,13 +97,7 @@ func (x *Total) ProtoSize() int {
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Total) MarshalTo(b []byte) (int, error) {
-	out, err := codec.Append(b[:0], x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling acme.v1.Total: %w", err)
-	} else if len(out) != len(b) {
-		return 0, fmt.Errorf("marshaling acme.v1.Total: encoding is %d bytes, not the %d of ProtoSize (was the message modified concurrently?)", len(out), len(b))
-	}
-	return len(out), nil
+	return codec.MarshalTo(b, x)
 }
 
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
@@ -135,11 +109,7 @@ func (x *Total) Unmarshal(b []byte) error {
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
 // JSON-lines framing.
 func (x *Total) MarshalJSONTo(w *bufio.Writer) (int, error) {
-	b, err := protojson.Marshal(x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling acme.v1.Total to JSON: %w", err)
-	}
-	return w.Write(append(b, '\n'))
+	return codec.MarshalJSONTo(w, x)
 }
 
 // MarshalJSON returns the message as protobuf JSON.
@@ -157,8 +127,7 @@ func (x *Total) UnmarshalJSON(b []byte) error {
 // published to.
 func (x *Total) AppendPartitionKey(b []byte) []byte {
 	b = keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
-	b = keyenc.AppendTimestamp(b, x.GetDay().GetSeconds(), x.GetDay().GetNanos(), keyenc.Ascending)
-	return b
+	return keyenc.AppendTimestamp(b, x.GetDay().GetSeconds(), x.GetDay().GetNanos(), keyenc.Ascending)
 }
 
 // NewMessage returns a new message of the journal message type named by the
@@ -166,21 +135,11 @@ func (x *Total) AppendPartitionKey(b []byte) []byte {
 // It fails if the label is missing or names no such type, or if the journal's
 // "content-type" label is not the framing the type is annotated with.
 func NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "acme.v1.Order":
-		msg, framing = new(Order), "application/x-protobuf-fixed"
-	case "acme.totals":
-		msg, framing = new(Total), "application/x-ndjson"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of this package", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
+	return gazconsumerMessageTypes.New(spec)
 }
+
+// gazconsumerMessageTypes are the journal message types of NewMessage.
+var gazconsumerMessageTypes = runtime.NewMessageTypes("this package",
+	runtime.JournalType[Order]("acme.v1.Order", "application/x-protobuf-fixed"),
+	runtime.JournalType[Total]("acme.totals", "application/x-ndjson"),
+)

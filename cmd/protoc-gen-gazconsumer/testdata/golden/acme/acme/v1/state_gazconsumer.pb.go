@@ -4,182 +4,48 @@
 package acmev1
 
 import (
-	"bytes"
-	"fmt"
-	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
-	runtime "github.com/gazconsumer/gazconsumer/runtime"
-	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
-	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
+	"github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/table"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// SpendKey is the key of table "acme.v1.Spend", whose rows are Spend messages ordered
-// by (customer_id).
+// SpendKey is the key of table "acme.v1.Spend", whose rows are Spend messages
+// ordered by (customer_id).
 type SpendKey struct {
 	CustomerId string
 }
 
-// appendTo appends to b the store key of the first n fields of k: gazconsumerSpendTablePrefix, then
-// the fields' encodings.
-func (k SpendKey) appendTo(b []byte, n int) []byte {
-	b = append(b, gazconsumerSpendTablePrefix...)
-	if n > 0 {
-		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
-	}
-	return b
-}
-
-// restore sets the key fields of row which stored values leave out.
-func (k SpendKey) restore(row *Spend) {
-	row.CustomerId = k.CustomerId
-}
-
-// gazconsumerSpendTablePrefix begins the key of every row of table "acme.v1.Spend".
-var gazconsumerSpendTablePrefix = keyenc.AppendString(nil, "acme.v1.Spend", keyenc.Ascending)
-
-// decodeSpendKey returns the key of b, the store key of a row of table "acme.v1.Spend".
-func decodeSpendKey(b []byte) (SpendKey, error) {
-	var k SpendKey
-	if !bytes.HasPrefix(b, gazconsumerSpendTablePrefix) {
-		return k, fmt.Errorf("table acme.v1.Spend: key %x is not of the table", b)
-	}
-	b = b[len(gazconsumerSpendTablePrefix):]
-	var err error
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table acme.v1.Spend: decoding key field customer_id: %w", err)
-		}
-		k.CustomerId = v
-	}
-	return k, nil
-}
-
 // SpendTable is table "acme.v1.Spend" of a store: Spend rows ordered by
-// (customer_id). Its reads see the writes of the current transaction.
-type SpendTable struct {
-	kv  runtime.KV
-	buf *[]byte // Scratch of the keys and values of point operations.
-}
+// (customer_id). Its reads see the writes of the store's current transaction.
+type SpendTable = table.Table[SpendKey, *Spend]
 
 // NewSpendTable returns table "acme.v1.Spend" of the store view kv.
 func NewSpendTable(kv runtime.KV) SpendTable {
-	return SpendTable{
-		buf: new([]byte),
-		kv:  kv,
-	}
+	return gazconsumerSpendTable.Open(kv)
 }
 
-// KeyOf returns the key of row.
-func (t SpendTable) KeyOf(row *Spend) SpendKey {
-	return SpendKey{CustomerId: row.GetCustomerId()}
-}
+// gazconsumerSpendTable is the schema of table "acme.v1.Spend".
+var gazconsumerSpendTable = table.NewSchema(table.Def[SpendKey, *Spend]{
+	Name: "acme.v1.Spend",
+	Key:  []string{"customer_id"},
+	KeyOf: func(r *Spend) SpendKey {
+		return SpendKey{CustomerId: r.GetCustomerId()}
+	},
+	Fields: func(k *SpendKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+	},
+	Restore: func(k *SpendKey, r *Spend) {
+		r.CustomerId = k.CustomerId
+	},
+	Elided: []protowire.Number{1},
+})
 
-// encode returns the store key of the first n fields of k, in a new slice: a
-// scan's bounds outlive the point operations of its callback.
-func (t SpendTable) encode(k SpendKey, n int) []byte {
-	b := make([]byte, 0, len(gazconsumerSpendTablePrefix)+32)
-	return k.appendTo(b, n)
-}
-
-// key returns the store key of k in the table's scratch buffer, valid until the
-// table's next point operation. (KV does not retain the keys passed to it.)
-func (t SpendTable) key(k SpendKey) []byte {
-	*t.buf = k.appendTo((*t.buf)[:0], 1)
-	return *t.buf
-}
-
-// Get returns the row having key, and whether there is one.
-func (t SpendTable) Get(key SpendKey) (*Spend, bool, error) {
-	v, found, err := t.kv.Get(t.key(key))
-	if err != nil {
-		return nil, false, fmt.Errorf("table acme.v1.Spend: getting %v: %w", key, err)
-	} else if !found {
-		return nil, false, nil
-	}
-	r := new(Spend)
-	if err := codec.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("table acme.v1.Spend: decoding row %v: %w", key, err)
-	}
-	key.restore(r)
-	return r, true, nil
-}
-
-// Put stores row under the key of its key fields, replacing any row there.
-func (t SpendTable) Put(row *Spend) error {
-	// The value, then the key, in the scratch buffer.
-	b, err := codec.Append((*t.buf)[:0], row)
-	if err != nil {
-		return fmt.Errorf("table acme.v1.Spend: encoding row: %w", err)
-	}
-	// Key fields are in the key: the value leaves them out.
-	if b, err = codec.StripFields(b, 1); err != nil {
-		return fmt.Errorf("table acme.v1.Spend: encoding row: %w", err)
-	}
-	nv := len(b)
-	b = t.KeyOf(row).appendTo(b, 1)
-	*t.buf = b
-	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
-		return fmt.Errorf("table acme.v1.Spend: putting %v: %w", t.KeyOf(row), err)
-	}
-	return nil
-}
-
-// Delete removes the row having key, if there is one.
-func (t SpendTable) Delete(key SpendKey) error {
-	if err := t.kv.Delete(t.key(key)); err != nil {
-		return fmt.Errorf("table acme.v1.Spend: deleting %v: %w", key, err)
-	}
-	return nil
-}
-
-// Scan calls fn with every row of the table in key order, until fn returns false.
-func (t SpendTable) Scan(fn func(*Spend) bool) error {
-	return t.scan(gazconsumerSpendTablePrefix, keyenc.PrefixEnd(gazconsumerSpendTablePrefix), fn)
-}
-
-// ScanPrefix calls fn, in key order until it returns false, with every row whose
-// first `fields` key fields equal those of key.
-func (t SpendTable) ScanPrefix(key SpendKey, fields int, fn func(*Spend) bool) error {
-	if fields < 0 || fields > 1 {
-		return fmt.Errorf("table acme.v1.Spend: scanning a prefix of %d key fields, not within [0, 1]", fields)
-	}
-	p := t.encode(key, fields)
-	return t.scan(p, keyenc.PrefixEnd(p), fn)
-}
-
-// ScanRange calls fn, in key order until it returns false, with every row whose
-// key is within [from, to).
-func (t SpendTable) ScanRange(from, to SpendKey, fn func(*Spend) bool) error {
-	return t.scan(t.encode(from, 1), t.encode(to, 1), fn)
-}
-
-// scan calls fn with the rows of keys [start, end).
-func (t SpendTable) scan(start, end []byte, fn func(*Spend) bool) error {
-	var derr error
-	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
-		r := new(Spend)
-		if derr = codec.Unmarshal(v, r); derr != nil {
-			return false
-		}
-		k, err := decodeSpendKey(kb)
-		if err != nil {
-			derr = err
-			return false
-		}
-		k.restore(r)
-		return fn(r)
-	})
-	if err != nil {
-		return fmt.Errorf("table acme.v1.Spend: scanning: %w", err)
-	} else if derr != nil {
-		return fmt.Errorf("table acme.v1.Spend: decoding row: %w", derr)
-	}
-	return nil
-}
-
-// DailySpendKey is the key of table "acme.daily", whose rows are DailySpend messages ordered
-// by (customer_id, day descending, status, gift, region, shard_hash, delta descending).
+// DailySpendKey is the key of table "acme.daily", whose rows are DailySpend
+// messages ordered by (customer_id, day descending, status, gift, region,
+// shard_hash, delta descending). A field with presence is nil if it is not set,
+// which orders before every value.
 type DailySpendKey struct {
 	CustomerId string
 	Day        *timestamppb.Timestamp
@@ -190,245 +56,47 @@ type DailySpendKey struct {
 	Delta      int64
 }
 
-// appendTo appends to b the store key of the first n fields of k: gazconsumerDailySpendTablePrefix, then
-// the fields' encodings.
-func (k DailySpendKey) appendTo(b []byte, n int) []byte {
-	b = append(b, gazconsumerDailySpendTablePrefix...)
-	if n > 0 {
-		b = keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
-	}
-	if n > 1 {
-		b = keyenc.AppendTimestamp(b, k.Day.GetSeconds(), k.Day.GetNanos(), keyenc.Descending)
-	}
-	if n > 2 {
-		b = keyenc.AppendInt(b, int64(k.Status), keyenc.Ascending)
-	}
-	if n > 3 {
-		b = keyenc.AppendBool(b, k.Gift, keyenc.Ascending)
-	}
-	if n > 4 {
-		b = keyenc.AppendUint(b, uint64(k.Region), keyenc.Ascending)
-	}
-	if n > 5 {
-		b = keyenc.AppendBytes(b, k.ShardHash, keyenc.Ascending)
-	}
-	if n > 6 {
-		b = keyenc.AppendInt(b, k.Delta, keyenc.Descending)
-	}
-	return b
-}
-
-// restore sets the key fields of row which stored values leave out.
-func (k DailySpendKey) restore(row *DailySpend) {
-	row.CustomerId = k.CustomerId
-	row.Status = k.Status
-	row.Gift = k.Gift
-	row.Region = k.Region
-	row.ShardHash = append([]byte(nil), k.ShardHash...)
-	row.Delta = k.Delta
-}
-
-// gazconsumerDailySpendTablePrefix begins the key of every row of table "acme.daily".
-var gazconsumerDailySpendTablePrefix = keyenc.AppendString(nil, "acme.daily", keyenc.Ascending)
-
-// decodeDailySpendKey returns the key of b, the store key of a row of table "acme.daily".
-func decodeDailySpendKey(b []byte) (DailySpendKey, error) {
-	var k DailySpendKey
-	if !bytes.HasPrefix(b, gazconsumerDailySpendTablePrefix) {
-		return k, fmt.Errorf("table acme.daily: key %x is not of the table", b)
-	}
-	b = b[len(gazconsumerDailySpendTablePrefix):]
-	var err error
-	{
-		var v string
-		b, v, err = keyenc.DecodeString(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table acme.daily: decoding key field customer_id: %w", err)
-		}
-		k.CustomerId = v
-	}
-	{
-		var s int64
-		var n int32
-		b, s, n, err = keyenc.DecodeTimestamp(b, keyenc.Descending)
-		if err != nil {
-			return k, fmt.Errorf("table acme.daily: decoding key field day: %w", err)
-		}
-		k.Day = &timestamppb.Timestamp{
-			Nanos:   n,
-			Seconds: s,
-		}
-	}
-	{
-		var v int64
-		b, v, err = keyenc.DecodeInt(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table acme.daily: decoding key field status: %w", err)
-		}
-		k.Status = Status(v)
-	}
-	{
-		var v bool
-		b, v, err = keyenc.DecodeBool(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table acme.daily: decoding key field gift: %w", err)
-		}
-		k.Gift = v
-	}
-	{
-		var v uint64
-		b, v, err = keyenc.DecodeUint(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table acme.daily: decoding key field region: %w", err)
-		}
-		k.Region = uint32(v)
-	}
-	{
-		var v []byte
-		b, v, err = keyenc.DecodeBytes(b, keyenc.Ascending)
-		if err != nil {
-			return k, fmt.Errorf("table acme.daily: decoding key field shard_hash: %w", err)
-		}
-		k.ShardHash = v
-	}
-	{
-		var v int64
-		b, v, err = keyenc.DecodeInt(b, keyenc.Descending)
-		if err != nil {
-			return k, fmt.Errorf("table acme.daily: decoding key field delta: %w", err)
-		}
-		k.Delta = v
-	}
-	return k, nil
-}
-
 // DailySpendTable is table "acme.daily" of a store: DailySpend rows ordered by
-// (customer_id, day descending, status, gift, region, shard_hash, delta descending). Its reads see the writes of the current transaction.
-type DailySpendTable struct {
-	kv  runtime.KV
-	buf *[]byte // Scratch of the keys and values of point operations.
-}
+// (customer_id, day descending, status, gift, region, shard_hash, delta
+// descending). Its reads see the writes of the store's current transaction.
+type DailySpendTable = table.Table[DailySpendKey, *DailySpend]
 
 // NewDailySpendTable returns table "acme.daily" of the store view kv.
 func NewDailySpendTable(kv runtime.KV) DailySpendTable {
-	return DailySpendTable{
-		buf: new([]byte),
-		kv:  kv,
-	}
+	return gazconsumerDailySpendTable.Open(kv)
 }
 
-// KeyOf returns the key of row.
-func (t DailySpendTable) KeyOf(row *DailySpend) DailySpendKey {
-	return DailySpendKey{
-		CustomerId: row.GetCustomerId(),
-		Day:        row.GetDay(),
-		Delta:      row.GetDelta(),
-		Gift:       row.GetGift(),
-		Region:     row.GetRegion(),
-		ShardHash:  row.GetShardHash(),
-		Status:     row.GetStatus(),
-	}
-}
-
-// encode returns the store key of the first n fields of k, in a new slice: a
-// scan's bounds outlive the point operations of its callback.
-func (t DailySpendTable) encode(k DailySpendKey, n int) []byte {
-	b := make([]byte, 0, len(gazconsumerDailySpendTablePrefix)+32)
-	return k.appendTo(b, n)
-}
-
-// key returns the store key of k in the table's scratch buffer, valid until the
-// table's next point operation. (KV does not retain the keys passed to it.)
-func (t DailySpendTable) key(k DailySpendKey) []byte {
-	*t.buf = k.appendTo((*t.buf)[:0], 7)
-	return *t.buf
-}
-
-// Get returns the row having key, and whether there is one.
-func (t DailySpendTable) Get(key DailySpendKey) (*DailySpend, bool, error) {
-	v, found, err := t.kv.Get(t.key(key))
-	if err != nil {
-		return nil, false, fmt.Errorf("table acme.daily: getting %v: %w", key, err)
-	} else if !found {
-		return nil, false, nil
-	}
-	r := new(DailySpend)
-	if err := codec.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("table acme.daily: decoding row %v: %w", key, err)
-	}
-	key.restore(r)
-	return r, true, nil
-}
-
-// Put stores row under the key of its key fields, replacing any row there.
-func (t DailySpendTable) Put(row *DailySpend) error {
-	// The value, then the key, in the scratch buffer.
-	b, err := codec.Append((*t.buf)[:0], row)
-	if err != nil {
-		return fmt.Errorf("table acme.daily: encoding row: %w", err)
-	}
-	// Key fields are in the key: the value leaves them out.
-	if b, err = codec.StripFields(b, 1, 3, 4, 5, 6, 7); err != nil {
-		return fmt.Errorf("table acme.daily: encoding row: %w", err)
-	}
-	nv := len(b)
-	b = t.KeyOf(row).appendTo(b, 7)
-	*t.buf = b
-	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
-		return fmt.Errorf("table acme.daily: putting %v: %w", t.KeyOf(row), err)
-	}
-	return nil
-}
-
-// Delete removes the row having key, if there is one.
-func (t DailySpendTable) Delete(key DailySpendKey) error {
-	if err := t.kv.Delete(t.key(key)); err != nil {
-		return fmt.Errorf("table acme.daily: deleting %v: %w", key, err)
-	}
-	return nil
-}
-
-// Scan calls fn with every row of the table in key order, until fn returns false.
-func (t DailySpendTable) Scan(fn func(*DailySpend) bool) error {
-	return t.scan(gazconsumerDailySpendTablePrefix, keyenc.PrefixEnd(gazconsumerDailySpendTablePrefix), fn)
-}
-
-// ScanPrefix calls fn, in key order until it returns false, with every row whose
-// first `fields` key fields equal those of key.
-func (t DailySpendTable) ScanPrefix(key DailySpendKey, fields int, fn func(*DailySpend) bool) error {
-	if fields < 0 || fields > 7 {
-		return fmt.Errorf("table acme.daily: scanning a prefix of %d key fields, not within [0, 7]", fields)
-	}
-	p := t.encode(key, fields)
-	return t.scan(p, keyenc.PrefixEnd(p), fn)
-}
-
-// ScanRange calls fn, in key order until it returns false, with every row whose
-// key is within [from, to).
-func (t DailySpendTable) ScanRange(from, to DailySpendKey, fn func(*DailySpend) bool) error {
-	return t.scan(t.encode(from, 7), t.encode(to, 7), fn)
-}
-
-// scan calls fn with the rows of keys [start, end).
-func (t DailySpendTable) scan(start, end []byte, fn func(*DailySpend) bool) error {
-	var derr error
-	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
-		r := new(DailySpend)
-		if derr = codec.Unmarshal(v, r); derr != nil {
-			return false
+// gazconsumerDailySpendTable is the schema of table "acme.daily".
+var gazconsumerDailySpendTable = table.NewSchema(table.Def[DailySpendKey, *DailySpend]{
+	Name: "acme.daily",
+	Key:  []string{"customer_id", "day descending", "status", "gift", "region", "shard_hash", "delta descending"},
+	KeyOf: func(r *DailySpend) DailySpendKey {
+		return DailySpendKey{
+			CustomerId: r.GetCustomerId(),
+			Day:        r.GetDay(),
+			Status:     r.GetStatus(),
+			Gift:       r.GetGift(),
+			Region:     r.GetRegion(),
+			ShardHash:  r.GetShardHash(),
+			Delta:      r.GetDelta(),
 		}
-		k, err := decodeDailySpendKey(kb)
-		if err != nil {
-			derr = err
-			return false
-		}
-		k.restore(r)
-		return fn(r)
-	})
-	if err != nil {
-		return fmt.Errorf("table acme.daily: scanning: %w", err)
-	} else if derr != nil {
-		return fmt.Errorf("table acme.daily: decoding row: %w", derr)
-	}
-	return nil
-}
+	},
+	Fields: func(k *DailySpendKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+		table.Timestamp(c, &k.Day, keyenc.Descending)
+		table.Int(c, &k.Status, keyenc.Ascending)
+		table.Bool(c, &k.Gift, keyenc.Ascending)
+		table.Uint(c, &k.Region, keyenc.Ascending)
+		table.Bytes(c, &k.ShardHash, keyenc.Ascending)
+		table.Int(c, &k.Delta, keyenc.Descending)
+	},
+	Restore: func(k *DailySpendKey, r *DailySpend) {
+		r.CustomerId = k.CustomerId
+		r.Status = k.Status
+		r.Gift = k.Gift
+		r.Region = k.Region
+		r.ShardHash = append([]byte(nil), k.ShardHash...)
+		r.Delta = k.Delta
+	},
+	Elided: []protowire.Number{1, 3, 4, 5, 6, 7},
+})

@@ -5,39 +5,30 @@ package editionv1
 
 import (
 	"bufio"
-	v1 "example.test/golden/acme/v1"
-	"fmt"
-	keyenc "github.com/gazconsumer/gazconsumer/keyenc"
+	acmev1 "example.test/golden/acme/v1"
+	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
-	runtime "github.com/gazconsumer/gazconsumer/runtime"
-	codec "github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pb "go.gazette.dev/core/broker/protocol"
-	pc "go.gazette.dev/core/consumer/protocol"
-	labels "go.gazette.dev/core/labels"
-	message "go.gazette.dev/core/message"
-	protojson "google.golang.org/protobuf/encoding/protojson"
-	"io"
-	"sync"
-	"time"
+	"go.gazette.dev/core/message"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // GetUUID returns the Gazette UUID held in field id, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *Event) GetUUID() message.UUID {
-	var u message.UUID
-	if x != nil && len(x.Id) == len(u) {
-		copy(u[:], x.Id)
-	}
-	return u
+	return runtime.UUIDOf(x.GetId())
 }
 
 // SetUUID stores u in field id.
 func (x *Event) SetUUID(u message.UUID) {
-	x.Id = append(x.Id[:0], u[:]...)
+	x.Id = append(x.GetId()[:0], u[:]...)
 }
 
-// NewAcknowledgement returns a new Event, which Gazette publishes to a journal to
-// acknowledge the transaction of earlier messages written to it.
+// NewAcknowledgement returns a new Event, which Gazette publishes to a journal
+// to acknowledge the transaction of earlier messages written to it.
 func (x *Event) NewAcknowledgement(pb.Journal) message.Message {
 	return new(Event)
 }
@@ -51,13 +42,7 @@ func (x *Event) ProtoSize() int {
 // MarshalTo writes the protobuf encoding of the message into b, which holds
 // exactly ProtoSize bytes, for Gazette's protobuf fixed framing.
 func (x *Event) MarshalTo(b []byte) (int, error) {
-	out, err := codec.Append(b[:0], x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling edition.v1.Event: %w", err)
-	} else if len(out) != len(b) {
-		return 0, fmt.Errorf("marshaling edition.v1.Event: encoding is %d bytes, not the %d of ProtoSize (was the message modified concurrently?)", len(out), len(b))
-	}
-	return len(out), nil
+	return codec.MarshalTo(b, x)
 }
 
 // Unmarshal replaces the message with the protobuf encoding b, for Gazette's
@@ -69,11 +54,7 @@ func (x *Event) Unmarshal(b []byte) error {
 // MarshalJSONTo writes the message as one line of protobuf JSON, for Gazette's
 // JSON-lines framing.
 func (x *Event) MarshalJSONTo(w *bufio.Writer) (int, error) {
-	b, err := protojson.Marshal(x)
-	if err != nil {
-		return 0, fmt.Errorf("marshaling edition.v1.Event to JSON: %w", err)
-	}
-	return w.Write(append(b, '\n'))
+	return codec.MarshalJSONTo(w, x)
 }
 
 // MarshalJSON returns the message as protobuf JSON.
@@ -91,8 +72,7 @@ func (x *Event) UnmarshalJSON(b []byte) error {
 // published to.
 func (x *Event) AppendPartitionKey(b []byte) []byte {
 	b = keyenc.AppendString(b, x.GetKind(), keyenc.Ascending)
-	b = keyenc.AppendInt(b, int64(x.GetLevel()), keyenc.Ascending)
-	return b
+	return keyenc.AppendInt(b, int64(x.GetLevel()), keyenc.Ascending)
 }
 
 // NewMessage returns a new message of the journal message type named by the
@@ -100,160 +80,47 @@ func (x *Event) AppendPartitionKey(b []byte) []byte {
 // It fails if the label is missing or names no such type, or if the journal's
 // "content-type" label is not the framing the type is annotated with.
 func NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "edition.v1.Event":
-		msg, framing = new(Event), "application/x-protobuf-fixed"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of this package", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
+	return gazconsumerMessageTypes.New(spec)
 }
 
-// SeenKey is the key of table "edition.v1.Seen", whose rows are Seen messages ordered
-// by (kind, level descending).
+// gazconsumerMessageTypes are the journal message types of NewMessage.
+var gazconsumerMessageTypes = runtime.NewMessageTypes("this package",
+	runtime.JournalType[Event]("edition.v1.Event", "application/x-protobuf-fixed"),
+)
+
+// SeenKey is the key of table "edition.v1.Seen", whose rows are Seen messages
+// ordered by (kind, level descending). A field with presence is nil if it is
+// not set, which orders before every value.
 type SeenKey struct {
-	Kind  string
-	Level int32
+	Kind  *string
+	Level *int32
 }
 
-// appendTo appends to b the store key of the first n fields of k: gazconsumerSeenTablePrefix, then
-// the fields' encodings.
-func (k SeenKey) appendTo(b []byte, n int) []byte {
-	b = append(b, gazconsumerSeenTablePrefix...)
-	if n > 0 {
-		b = keyenc.AppendString(b, k.Kind, keyenc.Ascending)
-	}
-	if n > 1 {
-		b = keyenc.AppendInt(b, int64(k.Level), keyenc.Descending)
-	}
-	return b
-}
-
-// gazconsumerSeenTablePrefix begins the key of every row of table "edition.v1.Seen".
-var gazconsumerSeenTablePrefix = keyenc.AppendString(nil, "edition.v1.Seen", keyenc.Ascending)
-
-// SeenTable is table "edition.v1.Seen" of a store: Seen rows ordered by
-// (kind, level descending). Its reads see the writes of the current transaction.
-type SeenTable struct {
-	kv  runtime.KV
-	buf *[]byte // Scratch of the keys and values of point operations.
-}
+// SeenTable is table "edition.v1.Seen" of a store: Seen rows ordered by (kind,
+// level descending). Its reads see the writes of the store's current
+// transaction.
+type SeenTable = table.Table[SeenKey, *Seen]
 
 // NewSeenTable returns table "edition.v1.Seen" of the store view kv.
 func NewSeenTable(kv runtime.KV) SeenTable {
-	return SeenTable{
-		buf: new([]byte),
-		kv:  kv,
-	}
+	return gazconsumerSeenTable.Open(kv)
 }
 
-// KeyOf returns the key of row.
-func (t SeenTable) KeyOf(row *Seen) SeenKey {
-	return SeenKey{
-		Kind:  row.GetKind(),
-		Level: row.GetLevel(),
-	}
-}
-
-// encode returns the store key of the first n fields of k, in a new slice: a
-// scan's bounds outlive the point operations of its callback.
-func (t SeenTable) encode(k SeenKey, n int) []byte {
-	b := make([]byte, 0, len(gazconsumerSeenTablePrefix)+32)
-	return k.appendTo(b, n)
-}
-
-// key returns the store key of k in the table's scratch buffer, valid until the
-// table's next point operation. (KV does not retain the keys passed to it.)
-func (t SeenTable) key(k SeenKey) []byte {
-	*t.buf = k.appendTo((*t.buf)[:0], 2)
-	return *t.buf
-}
-
-// Get returns the row having key, and whether there is one.
-func (t SeenTable) Get(key SeenKey) (*Seen, bool, error) {
-	v, found, err := t.kv.Get(t.key(key))
-	if err != nil {
-		return nil, false, fmt.Errorf("table edition.v1.Seen: getting %v: %w", key, err)
-	} else if !found {
-		return nil, false, nil
-	}
-	r := new(Seen)
-	if err := codec.Unmarshal(v, r); err != nil {
-		return nil, false, fmt.Errorf("table edition.v1.Seen: decoding row %v: %w", key, err)
-	}
-	return r, true, nil
-}
-
-// Put stores row under the key of its key fields, replacing any row there.
-func (t SeenTable) Put(row *Seen) error {
-	// The value, then the key, in the scratch buffer.
-	b, err := codec.Append((*t.buf)[:0], row)
-	if err != nil {
-		return fmt.Errorf("table edition.v1.Seen: encoding row: %w", err)
-	}
-	nv := len(b)
-	b = t.KeyOf(row).appendTo(b, 2)
-	*t.buf = b
-	if err := t.kv.Put(b[nv:], b[:nv]); err != nil {
-		return fmt.Errorf("table edition.v1.Seen: putting %v: %w", t.KeyOf(row), err)
-	}
-	return nil
-}
-
-// Delete removes the row having key, if there is one.
-func (t SeenTable) Delete(key SeenKey) error {
-	if err := t.kv.Delete(t.key(key)); err != nil {
-		return fmt.Errorf("table edition.v1.Seen: deleting %v: %w", key, err)
-	}
-	return nil
-}
-
-// Scan calls fn with every row of the table in key order, until fn returns false.
-func (t SeenTable) Scan(fn func(*Seen) bool) error {
-	return t.scan(gazconsumerSeenTablePrefix, keyenc.PrefixEnd(gazconsumerSeenTablePrefix), fn)
-}
-
-// ScanPrefix calls fn, in key order until it returns false, with every row whose
-// first `fields` key fields equal those of key.
-func (t SeenTable) ScanPrefix(key SeenKey, fields int, fn func(*Seen) bool) error {
-	if fields < 0 || fields > 2 {
-		return fmt.Errorf("table edition.v1.Seen: scanning a prefix of %d key fields, not within [0, 2]", fields)
-	}
-	p := t.encode(key, fields)
-	return t.scan(p, keyenc.PrefixEnd(p), fn)
-}
-
-// ScanRange calls fn, in key order until it returns false, with every row whose
-// key is within [from, to).
-func (t SeenTable) ScanRange(from, to SeenKey, fn func(*Seen) bool) error {
-	return t.scan(t.encode(from, 2), t.encode(to, 2), fn)
-}
-
-// scan calls fn with the rows of keys [start, end).
-func (t SeenTable) scan(start, end []byte, fn func(*Seen) bool) error {
-	var derr error
-	err := t.kv.Scan(start, end, func(kb, v []byte) bool {
-		r := new(Seen)
-		if derr = codec.Unmarshal(v, r); derr != nil {
-			return false
+// gazconsumerSeenTable is the schema of table "edition.v1.Seen".
+var gazconsumerSeenTable = table.NewSchema(table.Def[SeenKey, *Seen]{
+	Name: "edition.v1.Seen",
+	Key:  []string{"kind", "level descending"},
+	KeyOf: func(r *Seen) SeenKey {
+		return SeenKey{
+			Kind:  r.Kind,
+			Level: r.Level,
 		}
-		return fn(r)
-	})
-	if err != nil {
-		return fmt.Errorf("table edition.v1.Seen: scanning: %w", err)
-	} else if derr != nil {
-		return fmt.Errorf("table edition.v1.Seen: decoding row: %w", derr)
-	}
-	return nil
-}
+	},
+	Fields: func(k *SeenKey, c *table.Codec) {
+		table.OptionalString(c, &k.Kind, keyenc.Ascending)
+		table.OptionalInt(c, &k.Level, keyenc.Descending)
+	},
+})
 
 // Watcher reads events and orders from another package.
 //
@@ -264,206 +131,59 @@ type WatcherHandler interface {
 	// OnEvent handles a edition.v1.Event read by the shard.
 	OnEvent(tx *WatcherTxn, msg *Event) error
 	// OnOrder handles a acme.v1.Order read by the shard.
-	OnOrder(tx *WatcherTxn, msg *v1.Order) error
+	OnOrder(tx *WatcherTxn, msg *acmev1.Order) error
 	// FinalizeTxn is called as the transaction ends: by its return, every
 	// in-memory effect of the transaction must be written to tables and every
 	// message to publish must be published.
 	FinalizeTxn(tx *WatcherTxn) error
 }
 
-// WatcherTxn is the transaction within which a WatcherHandler handler runs. A shard's
-// handlers share one for the whole transaction, set anew for each call: a handler
-// may not keep it past its return.
+// WatcherTxn is the transaction within which a WatcherHandler runs: its tables,
+// and the runtime.Txn it embeds (the shard, its store, the envelope of the
+// message handled, and Publish). A shard's handlers share one for the whole
+// transaction, set anew for each call: a handler may not keep it past its
+// return.
 type WatcherTxn struct {
-	// Shard being consumed.
-	Shard runtime.Shard
-	// Store of the shard.
-	Store runtime.Store
-	// Envelope of the message being handled; zero-valued in FinalizeTxn.
-	Envelope message.Envelope
+	runtime.Txn
 	// Seen is table "edition.v1.Seen".
 	Seen SeenTable
-
-	pub *message.Publisher
-	app *WatcherApplication
 }
 
-// PublishEvent publishes msg within the transaction to the partition journal, among
-// those selected by "app.gazette.dev/message-type=edition.v1.Event,env=test", chosen by its partition key. Readers
-// see it once the transaction commits, exactly once.
+// PublishEvent publishes msg within the transaction to a partition journal,
+// among those selected by
+// "app.gazette.dev/message-type=edition.v1.Event,env=test", chosen by its
+// partition key. Readers see it once the transaction commits, exactly once.
 func (tx *WatcherTxn) PublishEvent(msg *Event) error {
-	if _, err := tx.pub.PublishUncommitted(tx.app.mapEvent, msg); err != nil {
-		return fmt.Errorf("publishing edition.v1.Event: %w", err)
-	}
-	return nil
+	return tx.Publish(msg)
 }
 
-// WatcherApplication runs a WatcherHandler as a runtime.Application.
-type WatcherApplication struct {
-	handler  WatcherHandler
-	stores   runtime.StoreOpener
-	txns     sync.Map // Of each runtime.Store, its *WatcherTxn, from BeginTxn to FinishTxn.
-	mapEvent message.MappingFunc
-}
+// WatcherApplication runs a WatcherHandler as a runtime.Application: see
+// runtime.Adapter.
+type WatcherApplication = runtime.Adapter[WatcherHandler, *WatcherTxn]
 
-var _ runtime.Application = (*WatcherApplication)(nil)
-
-// NewWatcherApplication returns an Application running handler, whose store is opened
-// by stores and whose published messages are routed among the journals listed
-// by journals.
+// NewWatcherApplication returns an Application running handler, whose store is
+// opened by stores and whose published messages are routed among the journals
+// listed by journals.
 func NewWatcherApplication(handler WatcherHandler, stores runtime.StoreOpener, journals runtime.PartitionLister) (*WatcherApplication, error) {
-	a := &WatcherApplication{
-		handler: handler,
-		stores:  stores,
-	}
-	sel, err := pb.ParseLabelSelector("app.gazette.dev/message-type=edition.v1.Event,env=test")
-	if err != nil {
-		return nil, fmt.Errorf("partitions of edition.v1.Event: %w", err)
-	}
-	a.mapEvent = message.RendezvousMapping(func(m message.Mappable, w io.Writer) {
-		_, _ = w.Write(m.(*Event).AppendPartitionKey(nil))
-	}, journals.Partitions(sel))
-	return a, nil
+	return runtime.NewAdapter(gazconsumerWatcherConsumer, handler, stores, journals)
 }
 
-// StoreKind returns the kind of store the consumer is annotated with.
-func (*WatcherApplication) StoreKind() gazconsumerv1.StoreKind {
-	return gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB
-}
-
-// ShardDefaults returns a ShardSpec holding the shard defaults the consumer is
-// annotated with. The service completes the specs applied through its Shard API
-// with them (runtime.ShardDefaulter).
-func (*WatcherApplication) ShardDefaults() pc.ShardSpec {
-	return pc.ShardSpec{
-		HotStandbys:    0,
-		MaxTxnDuration: time.Duration(0),
-		MinTxnDuration: time.Duration(0),
-	}
-}
-
-// NewStore opens the shard's store.
-func (a *WatcherApplication) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
-	store, err := a.stores.OpenStore(shard, rec)
-	if err != nil {
-		return nil, fmt.Errorf("consumer edition.v1.Watcher: %w", err)
-	}
-	if _, ok := store.(runtime.KVStore); !ok {
-		store.Destroy()
-		return nil, fmt.Errorf("consumer edition.v1.Watcher: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	return store, nil
-}
-
-// NewMessage returns a new message of the type named by the journal's
-// "app.gazette.dev/message-type" label, among those the consumer handles.
-func (*WatcherApplication) NewMessage(spec *pb.JournalSpec) (message.Message, error) {
-	var msg message.Message
-	var framing string
-	mt := spec.LabelSet.ValueOf(labels.MessageType)
-	switch mt {
-	case "edition.v1.Event":
-		msg, framing = new(Event), "application/x-protobuf-fixed"
-	case "acme.v1.Order":
-		msg, framing = new(v1.Order), "application/x-protobuf-fixed"
-	case "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
-	default:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of consumer edition.v1.Watcher", spec.Name, labels.MessageType, mt)
-	}
-	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != framing {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q", spec.Name, labels.ContentType, ct, mt, framing)
-	}
-	return msg, nil
-}
-
-// newTxn returns a new transaction of store.
-func (a *WatcherApplication) newTxn(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*WatcherTxn, error) {
-	tx := &WatcherTxn{
-		Envelope: env,
-		Shard:    shard,
-		Store:    store,
-		app:      a,
-		pub:      pub,
-	}
-	kvs, ok := store.(runtime.KVStore)
-	if !ok {
-		return nil, fmt.Errorf("consumer edition.v1.Watcher: store %T is not a runtime.KVStore, which its tables need", store)
-	}
-	kv := kvs.KV()
-	tx.Seen = NewSeenTable(kv)
-	return tx, nil
-}
-
-// txnOf returns the transaction of store, which BeginTxn began, set for a
-// handler call on env.
-func (a *WatcherApplication) txnOf(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) (*WatcherTxn, error) {
-	if v, ok := a.txns.Load(store); ok {
-		tx := v.(*WatcherTxn)
-		tx.Envelope, tx.pub = env, pub
-		return tx, nil
-	}
-	// Called outside of BeginTxn and FinishTxn, as a test may.
-	return a.newTxn(shard, store, env, pub)
-}
-
-// ConsumeMessage hands the message of env to its handler.
-func (a *WatcherApplication) ConsumeMessage(shard runtime.Shard, store runtime.Store, env message.Envelope, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, env, pub)
-	if err != nil {
-		return err
-	}
-	switch msg := env.Message.(type) {
-	case *Event:
-		if err := a.handler.OnEvent(tx, msg); err != nil {
-			return fmt.Errorf("edition.v1.Watcher.OnEvent: %w", err)
+// gazconsumerWatcherConsumer describes consumer edition.v1.Watcher to
+// runtime.NewAdapter.
+var gazconsumerWatcherConsumer = &runtime.Consumer[WatcherHandler, *WatcherTxn]{
+	Name:  "edition.v1.Watcher",
+	Store: gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
+	Inputs: []runtime.Input[WatcherHandler, *WatcherTxn]{
+		runtime.Handle("edition.v1.Event", "application/x-protobuf-fixed", "OnEvent", WatcherHandler.OnEvent),
+		runtime.Handle("acme.v1.Order", "application/x-protobuf-fixed", "OnOrder", WatcherHandler.OnOrder),
+	},
+	Outputs: []runtime.Output{
+		runtime.Publishes[Event]("app.gazette.dev/message-type=edition.v1.Event,env=test"),
+	},
+	NewTxn: func(kv runtime.KV) *WatcherTxn {
+		return &WatcherTxn{
+			Seen: NewSeenTable(kv),
 		}
-		return nil
-	case *v1.Order:
-		if err := a.handler.OnOrder(tx, msg); err != nil {
-			return fmt.Errorf("edition.v1.Watcher.OnOrder: %w", err)
-		}
-		return nil
-	default:
-		return fmt.Errorf("edition.v1.Watcher has no handler for %T", env.Message)
-	}
-}
-
-var _ runtime.BeginFinisher = (*WatcherApplication)(nil)
-
-// BeginTxn begins the transaction of store, in which handlers are called, and
-// calls the handler's BeginTxn, if the handler is a runtime.BeginFinisher.
-func (a *WatcherApplication) BeginTxn(shard runtime.Shard, store runtime.Store) error {
-	tx, err := a.newTxn(shard, store, message.Envelope{}, nil)
-	if err != nil {
-		return err
-	}
-	a.txns.Store(store, tx)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.BeginTxn(shard, store)
-	}
-	return nil
-}
-
-// FinishTxn ends the transaction of store, and calls the handler's FinishTxn,
-// if the handler is a runtime.BeginFinisher.
-func (a *WatcherApplication) FinishTxn(shard runtime.Shard, store runtime.Store, err error) error {
-	a.txns.Delete(store)
-	if bf, ok := a.handler.(runtime.BeginFinisher); ok {
-		return bf.FinishTxn(shard, store, err)
-	}
-	return nil
-}
-
-// FinalizeTxn calls the handler's FinalizeTxn, which flushes what the
-// transaction buffered.
-func (a *WatcherApplication) FinalizeTxn(shard runtime.Shard, store runtime.Store, pub *message.Publisher) error {
-	tx, err := a.txnOf(shard, store, message.Envelope{}, pub)
-	if err != nil {
-		return err
-	}
-	if err := a.handler.FinalizeTxn(tx); err != nil {
-		return fmt.Errorf("edition.v1.Watcher: %w", err)
-	}
-	return nil
+	},
+	FinalizeTxn: WatcherHandler.FinalizeTxn,
 }

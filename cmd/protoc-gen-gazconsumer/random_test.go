@@ -1,0 +1,364 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// A randomSample is a set of random, valid, annotated .proto files, of
+// several Go packages: syntaxes proto2 and proto3 and edition 2023, nested
+// messages, keys of every type with and without presence, and names chosen
+// to clash with one another, with Go keywords and predeclared identifiers,
+// with the names of the packages generated code imports, and with the
+// locals and methods of generated code. The plugin must reject it, with an
+// error positioned in a .proto file, or generate Go that compiles.
+type randomSample struct {
+	name  string
+	files map[string]string // By path.
+	paths []string          // In the order the request lists them.
+}
+
+// Pools of names: plain ones, and those that clash with what generated
+// code declares or uses, taken less often.
+var (
+	randomMessageNames = [2][]string{
+		{"Order", "Event", "Table", "Key", "Commit", "Spec", "Feed", "Harness", "Select", "Type", "Func", "Map", "Range",
+			"Message", "Handler", "Codec", "String", "Error", "Int", "Producer", "Published", "New", "Runtime", "Fmt", "Reset",
+			"Descriptor", "Counter", "Go", "Interface", "Row", "Sum", "Total", "Default", "Nil", "Append", "Len", "Any"},
+		{"NewMessage", "Store", "Shard", "Txn", "Envelope", "Publish", "OrderKey", "OrderTable", "CounterTxn", "CounterHandler"},
+	}
+	randomFieldNames = [2][]string{
+		{"type", "func", "select", "range", "map_", "chan", "go", "string", "error", "len", "x", "b", "k", "r", "c", "u", "w",
+			"msg", "kv", "spec", "tx", "handler", "stores", "journals", "reset", "descriptor", "name", "id", "value", "count", "at",
+			"day", "kind", "level", "shard", "store", "envelope", "publish", "txn", "key", "table", "state", "size_cache",
+			"unknown_fields", "uuid2", "default", "nil"},
+		{"marshal_to", "get_uuid", "proto_size", "unmarshal", "new_acknowledgement", "set_uuid"},
+	}
+	randomServiceNames = [2][]string{
+		{"Counter", "Runtime", "Store", "Harness", "Watcher", "counter", "Event", "Ledger", "Default", "String"},
+		{"Select", "Main", "Type", "Go", "Map"},
+	}
+	randomDirs = []string{"store", "runtime", "table", "message", "msg", "fmt", "codec", "keyenc", "io", "time", "protocol",
+		"testing", "errors", "h", "t", "x", "handler", "spec", "kv", "consumertest", "v1", "api", "pb", "pc", "labels", "bufio",
+		"protojson", "protowire", "timestamppb", "gazconsumerv1", "runtimetest", "stores", "journals"}
+	// randomKeyKinds are the types of key fields.
+	randomKeyKinds = []string{"int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32",
+		"sfixed64", "bool", "string", "bytes", "ENUM", "google.protobuf.Timestamp"}
+	// randomValueKinds are the types of other fields.
+	randomValueKinds = []string{"double", "float", "string", "int64", "repeated string", "map<string, int64>", "bytes", "ENUM"}
+)
+
+// pick returns a name of pool: one that clashes, one time in clashOdds.
+func pick(r *rand.Rand, pool [2][]string) string {
+	const clashOdds = 8
+	if r.IntN(clashOdds) == 0 {
+		return pool[1][r.IntN(len(pool[1]))]
+	}
+	return pool[0][r.IntN(len(pool[0]))]
+}
+
+// randomFile is a .proto file being generated.
+type randomFile struct {
+	path, pkg, syntax string
+	goPackage         string
+	imports           []string
+	body              strings.Builder
+	// journals and tables are the full names of the journal and table
+	// messages declared, by package-relative name.
+	journals, tables []string
+	enum             string // Full name of the file's enum, if any.
+}
+
+// newRandomSample returns the sample of r named name.
+func newRandomSample(r *rand.Rand, name string) randomSample {
+	s := randomSample{name: name, files: map[string]string{}}
+	var files []*randomFile
+	dirs := slices.Clone(randomDirs)
+	r.Shuffle(len(dirs), func(i, j int) { dirs[i], dirs[j] = dirs[j], dirs[i] })
+	for p := range 1 + r.IntN(3) {
+		pkg := fmt.Sprintf("%s.p%d.v1", name, p)
+		dir := dirs[p]
+		goName := dir
+		if r.IntN(3) == 0 {
+			goName = randomDirs[r.IntN(len(randomDirs))] // Maybe the name of another package's directory.
+		}
+		goPackage := fmt.Sprintf("example.test/golden/%s/%s;%s", name, dir, goName)
+		usedMsgs := map[string]bool{}
+		for f := range 1 + r.IntN(2) {
+			rf := &randomFile{
+				path:      fmt.Sprintf("%s/p%d/f%d.proto", name, p, f),
+				pkg:       pkg,
+				syntax:    []string{"proto2", "proto3", "2023"}[r.IntN(3)],
+				goPackage: goPackage,
+			}
+			if rf.syntax == "2023" && r.IntN(4) == 0 {
+				rf.body.WriteString("option features.(pb.go).api_level = " + []string{"API_OPAQUE", "API_HYBRID"}[r.IntN(2)] + ";\n")
+				rf.imports = append(rf.imports, "google/protobuf/go_features.proto")
+			}
+			// Files may import those before them.
+			for _, other := range files {
+				if r.IntN(2) == 0 {
+					rf.imports = append(rf.imports, other.path)
+				}
+			}
+			rf.generate(r, usedMsgs, files)
+			files = append(files, rf)
+		}
+	}
+	for _, rf := range files {
+		s.files[rf.path] = rf.render()
+		s.paths = append(s.paths, rf.path)
+	}
+	return s
+}
+
+// visible returns the files rf imports, and itself.
+func (rf *randomFile) visible(files []*randomFile) []*randomFile {
+	out := []*randomFile{rf}
+	for _, f := range files {
+		if slices.Contains(rf.imports, f.path) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// field returns the declaration of a field of type typ, named name and
+// numbered n, with presence or not as the file's syntax allows.
+func (rf *randomFile) field(r *rand.Rand, typ, name string, n int, key bool) string {
+	var label, opts string
+	var inEnum = typ == "ENUM"
+	if inEnum {
+		typ = rf.enum
+	}
+	message := typ == "google.protobuf.Timestamp"
+	repeated := strings.HasPrefix(typ, "repeated ") || strings.HasPrefix(typ, "map<")
+	switch rf.syntax {
+	case "proto2":
+		if !repeated {
+			label = []string{"optional ", "required "}[r.IntN(2)]
+			if !key {
+				label = "optional "
+			}
+		}
+	case "proto3":
+		if !repeated && !message && r.IntN(3) == 0 {
+			label = "optional "
+		}
+	case "2023":
+		if !repeated && !message && r.IntN(2) == 0 {
+			opts = " [features.field_presence = IMPLICIT]" // The file's enum is open.
+		}
+		if message && r.IntN(3) == 0 {
+			opts = " [features.message_encoding = DELIMITED]"
+		}
+	}
+	return fmt.Sprintf("  %s%s %s = %d%s;\n", label, typ, name, n, opts)
+}
+
+// generate writes the declarations of rf.
+func (rf *randomFile) generate(r *rand.Rand, usedMsgs map[string]bool, files []*randomFile) {
+	var b = &rf.body
+	if r.IntN(2) == 0 || rf.syntax == "proto2" {
+		e := "Kind" + strings.ToUpper(string(rune('A'+r.IntN(26)))) + fmt.Sprint(r.IntN(1000))
+		for usedMsgs[e] {
+			e += "X"
+		}
+		usedMsgs[e] = true
+		rf.enum = e
+		prefix := strings.ToUpper(e)
+		fmt.Fprintf(b, "enum %s {\n  %s_UNSPECIFIED = 0;\n  %s_ONE = 1;\n  %s_TWO = 2;\n}\n\n", e, prefix, prefix, prefix)
+	}
+	nMsgs := 1 + r.IntN(4)
+	for range nMsgs {
+		name := pick(r, randomMessageNames)
+		for usedMsgs[name] {
+			name += "X"
+		}
+		usedMsgs[name] = true
+		rf.message(r, b, name, "", 0)
+	}
+	if r.IntN(3) != 0 {
+		rf.service(r, b, files, usedMsgs)
+	}
+}
+
+// message writes message name, nested in prefix (as "Outer."), at depth.
+func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix string, depth int) {
+	indent := strings.Repeat("  ", depth)
+	fmt.Fprintf(b, "%smessage %s {\n", indent, name)
+	fields := slices.Clone(randomFieldNames[0])
+	r.Shuffle(len(fields), func(i, j int) { fields[i], fields[j] = fields[j], fields[i] })
+	if r.IntN(16) == 0 {
+		fields[0] = randomFieldNames[1][r.IntN(len(randomFieldNames[1]))]
+	}
+	var keyable, all []string // Field names.
+	n := 1
+	var decls []string
+	uuid := ""
+	if r.IntN(2) == 0 {
+		uuid = "uuid"
+		decls = append(decls, rf.field(r, "bytes", uuid, n, false))
+		n++
+	}
+	for _, fname := range fields[:2+r.IntN(5)] {
+		if rf.enum == "" && r.IntN(2) == 0 {
+			continue
+		}
+		if r.IntN(4) == 0 {
+			kind := randomValueKinds[r.IntN(len(randomValueKinds))]
+			if kind == "ENUM" && rf.enum == "" {
+				kind = "int32"
+			}
+			if rf.syntax == "proto2" && kind == "map<string, int64>" {
+				kind = "repeated string"
+			}
+			decls = append(decls, rf.field(r, kind, fname, n, false))
+		} else {
+			kind := randomKeyKinds[r.IntN(len(randomKeyKinds))]
+			if kind == "ENUM" && rf.enum == "" {
+				kind = "sint32"
+			}
+			decls = append(decls, rf.field(r, kind, fname, n, true))
+			keyable = append(keyable, fname)
+		}
+		all = append(all, fname)
+		n++
+	}
+	var opts []string
+	full := prefix + name
+	if uuid != "" && r.IntN(4) != 0 {
+		var parts []string
+		parts = append(parts, `uuid_field: "uuid"`)
+		if len(keyable) != 0 && r.IntN(2) == 0 {
+			pk := keyable[:1+r.IntN(len(keyable))]
+			parts = append(parts, `partition_key: ["`+strings.Join(pk, `", "`)+`"]`)
+		}
+		if r.IntN(3) == 0 {
+			parts = append(parts, "framing: FRAMING_JSON")
+		}
+		if r.IntN(8) == 0 {
+			parts = append(parts, `message_type: "`+[]string{"shared", "clicks", rf.pkg + "." + full}[r.IntN(3)]+`"`)
+		}
+		opts = append(opts, indent+"  option (gazconsumer.v1.message).journal = {"+strings.Join(parts, ", ")+"};\n")
+		rf.journals = append(rf.journals, full)
+	}
+	if len(keyable) != 0 && r.IntN(3) != 0 {
+		var keys []string
+		for _, k := range keyable[:1+r.IntN(len(keyable))] {
+			desc := ""
+			if r.IntN(3) == 0 {
+				desc = ", descending: true"
+			}
+			keys = append(keys, `{field: "`+k+`"`+desc+`}`)
+		}
+		tname := ""
+		if r.IntN(8) == 0 {
+			tname = `name: "` + []string{"rows", "t", full}[r.IntN(3)] + `", `
+		}
+		opts = append(opts, indent+"  option (gazconsumer.v1.message).table = {"+tname+"key: ["+strings.Join(keys, ", ")+"]};\n")
+		rf.tables = append(rf.tables, full)
+	}
+	if len(all) > 2 && r.IntN(5) == 0 && rf.syntax != "2023" {
+		// A oneof of value fields.
+		decls = append(decls, fmt.Sprintf("  oneof choice {\n    string one_a = %d;\n    int64 one_b = %d;\n  }\n", n, n+1))
+		n += 2
+	}
+	for _, o := range opts {
+		b.WriteString(o)
+	}
+	for _, d := range decls {
+		for _, line := range strings.SplitAfter(d, "\n") {
+			if line != "" {
+				b.WriteString(indent + line)
+			}
+		}
+	}
+	if depth < 2 && r.IntN(4) == 0 {
+		inner := pick(r, randomMessageNames) + "In"
+		rf.message(r, b, inner, full+".", depth+1)
+	}
+	fmt.Fprintf(b, "%s}\n\n", indent)
+}
+
+// service writes a consumer service, of the journal messages and tables
+// rf sees.
+func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomFile, usedMsgs map[string]bool) {
+	type ref struct{ pkg, name string }
+	var journals, tables []ref
+	for _, f := range rf.visible(files) {
+		for _, j := range f.journals {
+			journals = append(journals, ref{f.pkg, j})
+		}
+		for _, t := range f.tables {
+			tables = append(tables, ref{f.pkg, t})
+		}
+	}
+	if len(journals) == 0 {
+		return
+	}
+	name := pick(r, randomServiceNames)
+	for usedMsgs[name] {
+		name += "S"
+	}
+	usedMsgs[name] = true
+	qualify := func(x ref) string {
+		if x.pkg == rf.pkg && r.IntN(2) == 0 {
+			return x.name
+		}
+		return "." + x.pkg + "." + x.name
+	}
+	var opts []string
+	if len(tables) != 0 && r.IntN(4) != 0 {
+		var ts []string
+		for _, t := range tables[:1+r.IntN(len(tables))] {
+			ts = append(ts, `"`+qualify(t)+`"`)
+		}
+		opts = append(opts, "tables: ["+strings.Join(ts, ", ")+"]")
+	}
+	if r.IntN(2) == 0 {
+		var ps []string
+		for _, j := range journals[:1+r.IntN(len(journals))] {
+			ps = append(ps, `{message: "`+qualify(j)+`"}`)
+		}
+		opts = append(opts, "publishes: ["+strings.Join(ps, ", ")+"]")
+	}
+	if r.IntN(4) == 0 {
+		opts = append(opts, "shard_defaults: {max_txn_duration: {seconds: 2}, min_txn_duration: {nanos: 1500}, hot_standbys: 1}")
+	}
+	fmt.Fprintf(b, "service %s {\n  option (gazconsumer.v1.consumer) = {%s};\n", name, strings.Join(opts, ", "))
+	usedRPCs := map[string]bool{}
+	for _, j := range journals[:1+r.IntN(len(journals))] {
+		short := j.name[strings.LastIndex(j.name, ".")+1:]
+		rpc := "On" + short
+		if r.IntN(4) == 0 {
+			rpc = "on_" + strings.ToLower(short)
+		}
+		for usedRPCs[rpc] {
+			rpc += "2"
+		}
+		usedRPCs[rpc] = true
+		fmt.Fprintf(b, "  rpc %s(%s) returns (google.protobuf.Empty);\n", rpc, "."+j.pkg+"."+j.name)
+	}
+	b.WriteString("}\n\n")
+}
+
+// render returns the text of rf.
+func (rf *randomFile) render() string {
+	var b strings.Builder
+	if rf.syntax == "2023" {
+		b.WriteString("edition = \"2023\";\n\n")
+	} else {
+		fmt.Fprintf(&b, "syntax = %q;\n\n", rf.syntax)
+	}
+	fmt.Fprintf(&b, "package %s;\n\n", rf.pkg)
+	imports := append([]string{"gazconsumer/v1/options.proto", "google/protobuf/empty.proto", "google/protobuf/timestamp.proto"}, rf.imports...)
+	for _, imp := range imports {
+		fmt.Fprintf(&b, "import %q;\n", imp)
+	}
+	fmt.Fprintf(&b, "\noption go_package = %q;\n\n", rf.goPackage)
+	b.WriteString(rf.body.String())
+	return b.String()
+}

@@ -1,0 +1,235 @@
+// Package table holds the typed tables of generated consumers: rows of one
+// protobuf message type, kept in a shard's store (a runtime.KV) under the
+// order-preserving encoding (package keyenc) of the table's name and of the
+// row's key fields.
+//
+// A Table is what protoc-gen-gazconsumer's …Table types are: it holds
+// everything that doesn't vary from one table to another. The generated code
+// of a table is only what does: its key struct (…Key), and the Schema
+// relating a key to its rows and to the bytes of a store key. A Schema's key
+// function passes each key field, in order, to the function of this package
+// for the field's type (String, Int, Timestamp, Optional…): the same
+// function both encodes keys and decodes them, so that the two can't
+// disagree.
+//
+// A row is stored under the encoding of its table's name followed by its key
+// fields; its value is the row's protobuf encoding without the key fields
+// that have no presence, which reads set back from the key. A key field with
+// presence (a proto3 optional field, a field of explicit presence in an
+// edition, a google.protobuf.Timestamp) that is not set is encoded as
+// keyenc.AppendAbsent: before every value of the field, in either direction,
+// and distinct from its zero value.
+package table
+
+import (
+	"bytes"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/codec"
+)
+
+// Def defines a table to NewSchema: generated code declares one per table.
+// K is the table's key struct and R a pointer to its row message.
+type Def[K any, R proto.Message] struct {
+	// Name of the table in its store.
+	Name string
+	// Key names the key fields, in order, as written in the .proto file,
+	// with " descending" after those ordered from largest to smallest.
+	Key []string
+	// KeyOf returns the key of a row.
+	KeyOf func(R) K
+	// Fields passes each field of the key, in the order of Key, to the
+	// function of this package for its type, which encodes or decodes it
+	// through c.
+	Fields func(k *K, c *Codec)
+	// Restore sets the key fields of a row which its stored value leaves
+	// out (Elided) from its key. It must not make the row alias the key.
+	// Nil if Elided is empty.
+	Restore func(k *K, row R)
+	// Elided are the numbers of the key fields which a stored value leaves
+	// out: those without presence.
+	Elided []protowire.Number
+}
+
+// Schema is a table's Def, ready to open the table in stores.
+type Schema[K any, R proto.Message] struct {
+	def    Def[K, R]
+	prefix []byte   // The encoding of the table's name, which begins every key.
+	end    []byte   // The first key after those beginning with prefix.
+	newRow func() R // Returns an empty row.
+	errs   string   // Begins the errors of the table.
+}
+
+// NewSchema returns the schema of def, whose rows are messages of type M.
+func NewSchema[K any, M any, R interface {
+	*M
+	proto.Message
+}](def Def[K, R]) *Schema[K, R] {
+	var prefix = keyenc.AppendString(nil, def.Name, keyenc.Ascending)
+	return &Schema[K, R]{
+		def:    def,
+		prefix: prefix,
+		end:    keyenc.PrefixEnd(prefix),
+		newRow: func() R { return R(new(M)) },
+		errs:   "table " + def.Name + ": ",
+	}
+}
+
+// Open returns the table of the schema in the store view kv.
+func (s *Schema[K, R]) Open(kv runtime.KV) Table[K, R] {
+	return Table[K, R]{kv: kv, s: s, sc: new(scratch[K])}
+}
+
+// Table is a table of a store, typed: rows R ordered by their keys K. Its
+// reads see the writes of the store's current transaction. A Table is used
+// by one goroutine at a time.
+type Table[K any, R proto.Message] struct {
+	kv runtime.KV
+	s  *Schema[K, R]
+	sc *scratch[K]
+}
+
+// scratch holds what the point operations of a table reuse, so that they
+// don't allocate: KV does not retain the keys and values passed to it.
+type scratch[K any] struct {
+	buf []byte // A value, then a key.
+	key K      // The key being encoded or decoded.
+	c   Codec
+}
+
+// KeyOf returns the key of row.
+func (t Table[K, R]) KeyOf(row R) K { return t.s.def.KeyOf(row) }
+
+// Get returns the row having key, and whether there is one.
+func (t Table[K, R]) Get(key K) (R, bool, error) {
+	var zero R
+	var k = t.encode(t.sc.buf[:0], key, len(t.s.def.Key))
+	t.sc.buf = k
+	var v, found, err = t.kv.Get(k)
+	if err != nil {
+		return zero, false, fmt.Errorf("%sgetting %v: %w", t.s.errs, key, err)
+	} else if !found {
+		return zero, false, nil
+	}
+	var row = t.s.newRow()
+	if err = codec.Unmarshal(v, row); err != nil {
+		return zero, false, fmt.Errorf("%sdecoding row %v: %w", t.s.errs, key, err)
+	}
+	if t.s.def.Restore != nil {
+		t.sc.key = key
+		t.s.def.Restore(&t.sc.key, row)
+	}
+	return row, true, nil
+}
+
+// Put stores row under the key of its key fields, replacing any row there.
+func (t Table[K, R]) Put(row R) error {
+	// The value, then the key, in the scratch buffer.
+	var b, err = codec.Append(t.sc.buf[:0], row)
+	if err != nil {
+		return fmt.Errorf("%sencoding row: %w", t.s.errs, err)
+	}
+	if len(t.s.def.Elided) != 0 {
+		if b, err = codec.StripFields(b, t.s.def.Elided...); err != nil {
+			return fmt.Errorf("%sencoding row: %w", t.s.errs, err)
+		}
+	}
+	var nv = len(b)
+	var key = t.s.def.KeyOf(row)
+	b = t.encode(b, key, len(t.s.def.Key))
+	t.sc.buf = b
+	if err = t.kv.Put(b[nv:], b[:nv]); err != nil {
+		return fmt.Errorf("%sputting %v: %w", t.s.errs, key, err)
+	}
+	return nil
+}
+
+// Delete removes the row having key, if there is one.
+func (t Table[K, R]) Delete(key K) error {
+	var k = t.encode(t.sc.buf[:0], key, len(t.s.def.Key))
+	t.sc.buf = k
+	if err := t.kv.Delete(k); err != nil {
+		return fmt.Errorf("%sdeleting %v: %w", t.s.errs, key, err)
+	}
+	return nil
+}
+
+// Scan calls fn with every row of the table in key order, until fn returns
+// false. fn may read the table, but not write it.
+func (t Table[K, R]) Scan(fn func(R) bool) error {
+	return t.scan(t.s.prefix, t.s.end, fn)
+}
+
+// ScanPrefix calls fn, in key order until it returns false, with every row
+// whose first `fields` key fields equal those of key. fn may read the
+// table, but not write it.
+func (t Table[K, R]) ScanPrefix(key K, fields int, fn func(R) bool) error {
+	if n := len(t.s.def.Key); fields < 0 || fields > n {
+		return fmt.Errorf("%sscanning a prefix of %d key fields, not within [0, %d]", t.s.errs, fields, n)
+	}
+	var p = t.encode(nil, key, fields)
+	return t.scan(p, keyenc.PrefixEnd(p), fn)
+}
+
+// ScanRange calls fn, in key order until it returns false, with every row
+// whose key is within [from, to). fn may read the table, but not write it.
+func (t Table[K, R]) ScanRange(from, to K, fn func(R) bool) error {
+	var n = len(t.s.def.Key)
+	return t.scan(t.encode(nil, from, n), t.encode(nil, to, n), fn)
+}
+
+// encode appends to b the store key of the first n fields of key.
+func (t Table[K, R]) encode(b []byte, key K, n int) []byte {
+	b = append(b, t.s.prefix...)
+	t.sc.key = key
+	t.sc.c = Codec{b: b, n: n}
+	t.s.def.Fields(&t.sc.key, &t.sc.c)
+	return t.sc.c.b
+}
+
+// scan calls fn with the rows of the store keys within [start, end).
+func (t Table[K, R]) scan(start, end []byte, fn func(R) bool) error {
+	var derr error
+	var err = t.kv.Scan(start, end, func(k, v []byte) bool {
+		var row = t.s.newRow()
+		if derr = codec.Unmarshal(v, row); derr != nil {
+			derr = fmt.Errorf("decoding row of key %x: %w", k, derr)
+			return false
+		}
+		if t.s.def.Restore != nil {
+			if derr = t.decode(k); derr != nil {
+				return false
+			}
+			t.s.def.Restore(&t.sc.key, row)
+		}
+		return fn(row)
+	})
+	if err != nil {
+		return fmt.Errorf("%sscanning: %w", t.s.errs, err)
+	} else if derr != nil {
+		return fmt.Errorf("%s%w", t.s.errs, derr)
+	}
+	return nil
+}
+
+// decode decodes the store key b into the scratch key.
+func (t Table[K, R]) decode(b []byte) error {
+	if !bytes.HasPrefix(b, t.s.prefix) {
+		return fmt.Errorf("key %x is not of the table", b)
+	}
+	var zero K
+	t.sc.key = zero
+	t.sc.c = Codec{b: b[len(t.s.prefix):], decode: true}
+	t.s.def.Fields(&t.sc.key, &t.sc.c)
+	if c := &t.sc.c; c.err != nil {
+		return fmt.Errorf("decoding key field %s of %x: %w", t.s.def.Key[c.failed], b, c.err)
+	} else if len(c.b) != 0 {
+		return fmt.Errorf("decoding key %x: %w", b, keyenc.ErrTrailing)
+	}
+	return nil
+}
