@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"io"
 	"reflect"
 	"sync"
 
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
 )
 
 // MessageType is a type of journal message: what journals labeled with its
@@ -167,25 +167,18 @@ func (out *Output) name() string {
 	return out.typ.String()
 }
 
-// partitionKeyed is implemented by generated journal messages having a
-// partition key.
-type partitionKeyed interface {
-	AppendPartitionKey([]byte) []byte
-}
-
 // Publishes returns the Output of messages *M published to the partitions
 // selector selects: to the partition their partition key maps them to
-// (their AppendPartitionKey method, if they have one), or else to one at
-// random.
+// (their AppendPartitionKey method, if they have one, by package
+// partition's mapping, as the shards consuming them assume), or else to one
+// at random.
 func Publishes[M any, PM interface {
 	*M
 	message.Message
 }](selector string) Output {
 	var out = Output{Selector: selector, typ: reflect.TypeFor[PM](), newMsg: func() message.Message { return PM(new(M)) }}
-	if _, ok := any(PM(nil)).(partitionKeyed); ok {
-		out.key = func(m message.Mappable, w io.Writer) {
-			_, _ = w.Write(m.(partitionKeyed).AppendPartitionKey(nil))
-		}
+	if _, ok := any(PM(nil)).(partition.Keyed); ok {
+		out.key = partition.KeyOf
 	}
 	return out
 }
@@ -262,11 +255,7 @@ func NewAdapter[H any, T Txner](c *Consumer[H, T], handler H, stores StoreOpener
 			return nil, fmt.Errorf("partitions of %s: %w", out.name(), err)
 		}
 		var m = mapping{typ: out.typ, name: out.name()}
-		if out.key == nil {
-			m.mapping = message.RandomMapping(journals.Partitions(sel))
-		} else {
-			m.mapping = message.RendezvousMapping(out.key, journals.Partitions(sel))
-		}
+		m.mapping = partition.Mapping(out.key, journals.Partitions(sel))
 		a.outputs = append(a.outputs, m)
 	}
 	return a, nil

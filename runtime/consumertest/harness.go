@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"github.com/gazconsumer/gazconsumer/store/mem"
 	"go.gazette.dev/core/broker/client"
@@ -99,12 +100,6 @@ type Output struct {
 	UUIDField protoreflect.Name
 }
 
-// partitionKeyed is implemented by generated journal messages having a
-// partition key.
-type partitionKeyed interface {
-	AppendPartitionKey([]byte) []byte
-}
-
 // InputOf returns the Input of messages *M, of journals labeled messageType
 // and contentType, as generated harnesses describe their consumer's inputs.
 // If *M has an AppendPartitionKey method (a generated journal message with a
@@ -114,10 +109,8 @@ func InputOf[M any, PM interface {
 	message.Message
 }](messageType, contentType string) Input {
 	var in = Input{New: func() message.Message { return PM(new(M)) }, MessageType: messageType, ContentType: contentType}
-	if _, ok := any(PM(nil)).(partitionKeyed); ok {
-		in.PartitionKey = func(m message.Mappable, w io.Writer) {
-			_, _ = w.Write(m.(partitionKeyed).AppendPartitionKey(nil))
-		}
+	if _, ok := any(PM(nil)).(partition.Keyed); ok {
+		in.PartitionKey = partition.KeyOf
 	}
 	return in
 }
@@ -215,12 +208,8 @@ func New(t testing.TB, c Consumer, opts ...Option) *Harness {
 		var fam = &inputFamily{Input: in}
 		var set = pb.MustLabelSet(labels.MessageType, in.MessageType, labels.ContentType, in.ContentType)
 		fam.partitions = h.createPartitions("in/"+in.MessageType, names, o.partitions, set)
-		var key = in.PartitionKey
-		if key == nil {
-			key = func(message.Mappable, io.Writer) {}
-		}
 		var parts = h.journals.list(fam.partitions, pb.LabelSelector{})
-		fam.mapping = message.RendezvousMapping(key, func() *pb.ListResponse { return parts })
+		fam.mapping = partition.Mapping(in.PartitionKey, func() *pb.ListResponse { return parts })
 		h.inputs[reflect.TypeOf(in.New())] = fam
 		for _, j := range fam.partitions {
 			h.spec.Sources = append(h.spec.Sources, pc.ShardSpec_Source{Journal: j})

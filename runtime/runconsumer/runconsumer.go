@@ -29,6 +29,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/auth"
@@ -118,7 +119,7 @@ type Deps struct {
 	// Journals is the broker client.
 	Journals pb.RoutedJournalClient
 	// Partitions resolves the partitions that generated publishers route to.
-	Partitions *service.WatchedPartitions
+	Partitions *partition.Watched
 }
 
 // Exit codes of a consumer command, by the error Serve returned.
@@ -225,7 +226,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 
 	var appCtx, stopApp = context.WithCancel(context.Background())
 	defer stopApp()
-	app, err := newApp(Deps{Journals: journals, Partitions: service.NewWatchedPartitions(appCtx, journals)})
+	app, err := newApp(Deps{Journals: journals, Partitions: partition.NewWatched(appCtx, journals)})
 	if err != nil {
 		return fmt.Errorf("building the application: %w", err)
 	}

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	pb "go.gazette.dev/core/broker/protocol"
 )
 
-func TestWatchedPartitionsListsSelectedJournals(t *testing.T) {
+func TestWatchedListsSelectedJournals(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var c = newCluster(t, 2)
@@ -18,7 +18,7 @@ func TestWatchedPartitionsListsSelectedJournals(t *testing.T) {
 	// Stop watching before the stack closes: brokers drain open watches.
 	var watchCtx, stopWatching = context.WithCancel(ctx)
 	defer stopWatching()
-	var wp = service.NewWatchedPartitions(watchCtx, stack.Journals())
+	var wp = partition.NewWatched(watchCtx, stack.Journals())
 	var sel, _ = pb.ParseLabelSelector("prefix=" + c.Name + "/input/")
 	var list = wp.Partitions(sel)()
 	if len(list.Journals) != 2 || list.Journals[0].Spec.Name != c.Input(0) || list.Journals[1].Spec.Name != c.Input(1) {
