@@ -233,6 +233,69 @@ func (CompressionCodec) EnumDescriptor() ([]byte, []int) {
 	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
 }
 
+// ReadKind is what a read rpc of a queries service does.
+type ReadKind int32
+
+const (
+	// Not a valid kind: a read states its kind.
+	ReadKind_READ_KIND_UNSPECIFIED ReadKind = 0
+	// A point read of the row of one key. The request holds every key field
+	// of the table, in fields of the same names and types. The response is
+	// the row message itself, or a message with one field of the row's type
+	// (see row_field). A missing row is gRPC status NOT_FOUND.
+	ReadKind_READ_KIND_GET ReadKind = 1
+	// An ordered scan of rows, in the table's key order, a page at a time.
+	// The request holds a leading prefix of the table's key fields (possibly
+	// none), in fields of the same names and types, which the rows scanned
+	// share; optionally a range within it (start_field, end_field); a limit
+	// of rows a page (limit_field) and the token of the page to read
+	// (page_token_field). The response holds the page's rows in a repeated
+	// field of the row's type (rows_field) and the token of the next page
+	// (next_page_token_field), empty after the last page.
+	ReadKind_READ_KIND_SCAN ReadKind = 2
+)
+
+// Enum value maps for ReadKind.
+var (
+	ReadKind_name = map[int32]string{
+		0: "READ_KIND_UNSPECIFIED",
+		1: "READ_KIND_GET",
+		2: "READ_KIND_SCAN",
+	}
+	ReadKind_value = map[string]int32{
+		"READ_KIND_UNSPECIFIED": 0,
+		"READ_KIND_GET":         1,
+		"READ_KIND_SCAN":        2,
+	}
+)
+
+func (x ReadKind) Enum() *ReadKind {
+	p := new(ReadKind)
+	*p = x
+	return p
+}
+
+func (x ReadKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReadKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_gazconsumer_v1_options_proto_enumTypes[3].Descriptor()
+}
+
+func (ReadKind) Type() protoreflect.EnumType {
+	return &file_gazconsumer_v1_options_proto_enumTypes[3]
+}
+
+func (x ReadKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReadKind.Descriptor instead.
+func (ReadKind) EnumDescriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
+}
+
 // MessageOptions is the `(gazconsumer.v1.message)` option of a message.
 type MessageOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1049,6 +1112,236 @@ func (x *ShardDefaults) GetHotStandbys() uint32 {
 	return 0
 }
 
+// Queries is the `(gazconsumer.v1.queries)` option of a service: a
+// *queries service*, whose rpcs read the tables of a consumer, each
+// annotated with `(gazconsumer.v1.read)`. Its requests and responses are
+// messages of your own, so that it is an ordinary gRPC service: the
+// consumer's members serve it on their gRPC port, beside Gazette's Shard
+// API (with server reflection, so that grpcurl lists it), and any gRPC
+// client may call it, or the generated client, which routes each call to
+// the member that is primary of the shard holding its rows.
+//
+//	service LedgerQueries {
+//	  option (gazconsumer.v1.queries) = {consumer: "Ledger"};
+//	  rpc GetBalance(GetBalanceRequest) returns (Balance) {
+//	    option (gazconsumer.v1.read) = {table: "Balance", kind: READ_KIND_GET};
+//	  }
+//	  rpc ListBalances(ListBalancesRequest) returns (ListBalancesResponse) {
+//	    option (gazconsumer.v1.read) = {table: "Balance", kind: READ_KIND_SCAN};
+//	  }
+//	}
+//
+// Reads see the shard's committed and durable state only: the last
+// transaction whose commit its recovery log holds, never the writes of a
+// transaction still open or of a commit still in flight.
+//
+// A request is answered by one shard when it carries the partition key of
+// the consumer's sources: fields named as the fields of the partition_key
+// of the journal messages the consumer reads, and of the same types (a
+// field so named of another type is an error). The key maps to a partition
+// as published messages map (package runtime/partition), and the shard
+// reading that partition answers. A request without them is answered by
+// every shard of the consumer: a GET by the shard holding the row, a SCAN
+// by merging the shards' rows in key order.
+type Queries struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// consumer names the consumer service whose tables the rpcs read,
+	// resolved like `tables`. Required.
+	Consumer      string `protobuf:"bytes,1,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Queries) Reset() {
+	*x = Queries{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Queries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Queries) ProtoMessage() {}
+
+func (x *Queries) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Queries.ProtoReflect.Descriptor instead.
+func (*Queries) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Queries) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+// Read is the `(gazconsumer.v1.read)` option of an rpc of a queries
+// service: the table it reads, and how.
+type Read struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// table names the table read, one of the consumer's `tables`, resolved
+	// like them. Required.
+	Table string `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// kind of the read. Required.
+	Kind ReadKind `protobuf:"varint,2,opt,name=kind,proto3,enum=gazconsumer.v1.ReadKind" json:"kind,omitempty"`
+	// row_field names, of a GET whose response is not the row message itself,
+	// the response's field of the row's type. Defaults to the response's one
+	// singular field of that type.
+	RowField string `protobuf:"bytes,3,opt,name=row_field,json=rowField,proto3" json:"row_field,omitempty"`
+	// rows_field names, of a SCAN, the response's repeated field of the row's
+	// type. Defaults to the response's one repeated field of that type.
+	RowsField string `protobuf:"bytes,4,opt,name=rows_field,json=rowsField,proto3" json:"rows_field,omitempty"`
+	// limit_field names, of a SCAN, the request's integer field bounding the
+	// rows of a page: zero means default_limit, more than max_limit means
+	// max_limit, and a negative limit is an error. Defaults to "limit" if the
+	// request has such a field; without one, pages have default_limit rows.
+	LimitField string `protobuf:"bytes,5,opt,name=limit_field,json=limitField,proto3" json:"limit_field,omitempty"`
+	// page_token_field names, of a SCAN, the request's string or bytes field
+	// holding the token of the page to read: empty for the first page, else
+	// a next_page_token of a response to the same request. Defaults to
+	// "page_token". Required to exist.
+	PageTokenField string `protobuf:"bytes,6,opt,name=page_token_field,json=pageTokenField,proto3" json:"page_token_field,omitempty"`
+	// next_page_token_field names, of a SCAN, the response's field of the
+	// same type as the page token, set to the token of the next page, or
+	// left empty after the last. Defaults to "next_page_token". Required to
+	// exist.
+	NextPageTokenField string `protobuf:"bytes,7,opt,name=next_page_token_field,json=nextPageTokenField,proto3" json:"next_page_token_field,omitempty"`
+	// start_field and end_field name, of a SCAN, optional request fields of
+	// the row's message type bounding the rows scanned, within the prefix:
+	// from the key of start_field's row (included) to the key of end_field's
+	// row (excluded). An unset field leaves its side open.
+	StartField string `protobuf:"bytes,8,opt,name=start_field,json=startField,proto3" json:"start_field,omitempty"`
+	EndField   string `protobuf:"bytes,9,opt,name=end_field,json=endField,proto3" json:"end_field,omitempty"`
+	// default_limit is the rows of a page of a SCAN whose request leaves its
+	// limit zero. Defaults to 100.
+	DefaultLimit uint32 `protobuf:"varint,10,opt,name=default_limit,json=defaultLimit,proto3" json:"default_limit,omitempty"`
+	// max_limit bounds the rows of a page of a SCAN. Defaults to 1000.
+	MaxLimit      uint32 `protobuf:"varint,11,opt,name=max_limit,json=maxLimit,proto3" json:"max_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Read) Reset() {
+	*x = Read{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Read) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Read) ProtoMessage() {}
+
+func (x *Read) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Read.ProtoReflect.Descriptor instead.
+func (*Read) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Read) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *Read) GetKind() ReadKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ReadKind_READ_KIND_UNSPECIFIED
+}
+
+func (x *Read) GetRowField() string {
+	if x != nil {
+		return x.RowField
+	}
+	return ""
+}
+
+func (x *Read) GetRowsField() string {
+	if x != nil {
+		return x.RowsField
+	}
+	return ""
+}
+
+func (x *Read) GetLimitField() string {
+	if x != nil {
+		return x.LimitField
+	}
+	return ""
+}
+
+func (x *Read) GetPageTokenField() string {
+	if x != nil {
+		return x.PageTokenField
+	}
+	return ""
+}
+
+func (x *Read) GetNextPageTokenField() string {
+	if x != nil {
+		return x.NextPageTokenField
+	}
+	return ""
+}
+
+func (x *Read) GetStartField() string {
+	if x != nil {
+		return x.StartField
+	}
+	return ""
+}
+
+func (x *Read) GetEndField() string {
+	if x != nil {
+		return x.EndField
+	}
+	return ""
+}
+
+func (x *Read) GetDefaultLimit() uint32 {
+	if x != nil {
+		return x.DefaultLimit
+	}
+	return 0
+}
+
+func (x *Read) GetMaxLimit() uint32 {
+	if x != nil {
+		return x.MaxLimit
+	}
+	return 0
+}
+
 var file_gazconsumer_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
@@ -1064,6 +1357,22 @@ var file_gazconsumer_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Field:         58210,
 		Name:          "gazconsumer.v1.consumer",
 		Tag:           "bytes,58210,opt,name=consumer",
+		Filename:      "gazconsumer/v1/options.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.ServiceOptions)(nil),
+		ExtensionType: (*Queries)(nil),
+		Field:         58211,
+		Name:          "gazconsumer.v1.queries",
+		Tag:           "bytes,58211,opt,name=queries",
+		Filename:      "gazconsumer/v1/options.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
+		ExtensionType: (*Read)(nil),
+		Field:         58210,
+		Name:          "gazconsumer.v1.read",
+		Tag:           "bytes,58210,opt,name=read",
 		Filename:      "gazconsumer/v1/options.proto",
 	},
 }
@@ -1082,6 +1391,19 @@ var (
 	//
 	// optional gazconsumer.v1.Consumer consumer = 58210;
 	E_Consumer = &file_gazconsumer_v1_options_proto_extTypes[1]
+	// queries marks a service as a queries service, whose rpcs read the
+	// tables of a consumer.
+	//
+	// optional gazconsumer.v1.Queries queries = 58211;
+	E_Queries = &file_gazconsumer_v1_options_proto_extTypes[2]
+)
+
+// Extension fields to descriptorpb.MethodOptions.
+var (
+	// read marks an rpc of a queries service as a read of a table.
+	//
+	// optional gazconsumer.v1.Read read = 58210;
+	E_Read = &file_gazconsumer_v1_options_proto_extTypes[3]
 )
 
 var File_gazconsumer_v1_options_proto protoreflect.FileDescriptor
@@ -1147,7 +1469,25 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\rShardDefaults\x12C\n" +
 	"\x10min_txn_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x0eminTxnDuration\x12C\n" +
 	"\x10max_txn_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0emaxTxnDuration\x12!\n" +
-	"\fhot_standbys\x18\x03 \x01(\rR\vhotStandbys*J\n" +
+	"\fhot_standbys\x18\x03 \x01(\rR\vhotStandbys\"%\n" +
+	"\aQueries\x12\x1a\n" +
+	"\bconsumer\x18\x01 \x01(\tR\bconsumer\"\x84\x03\n" +
+	"\x04Read\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12,\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x18.gazconsumer.v1.ReadKindR\x04kind\x12\x1b\n" +
+	"\trow_field\x18\x03 \x01(\tR\browField\x12\x1d\n" +
+	"\n" +
+	"rows_field\x18\x04 \x01(\tR\trowsField\x12\x1f\n" +
+	"\vlimit_field\x18\x05 \x01(\tR\n" +
+	"limitField\x12(\n" +
+	"\x10page_token_field\x18\x06 \x01(\tR\x0epageTokenField\x121\n" +
+	"\x15next_page_token_field\x18\a \x01(\tR\x12nextPageTokenField\x12\x1f\n" +
+	"\vstart_field\x18\b \x01(\tR\n" +
+	"startField\x12\x1b\n" +
+	"\tend_field\x18\t \x01(\tR\bendField\x12#\n" +
+	"\rdefault_limit\x18\n" +
+	" \x01(\rR\fdefaultLimit\x12\x1b\n" +
+	"\tmax_limit\x18\v \x01(\rR\bmaxLimit*J\n" +
 	"\aFraming\x12\x17\n" +
 	"\x13FRAMING_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10FRAMING_PROTOBUF\x10\x01\x12\x10\n" +
@@ -1161,9 +1501,15 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x16COMPRESSION_CODEC_GZIP\x10\x02\x12\x1f\n" +
 	"\x1bCOMPRESSION_CODEC_ZSTANDARD\x10\x03\x12\x1c\n" +
 	"\x18COMPRESSION_CODEC_SNAPPY\x10\x04\x120\n" +
-	",COMPRESSION_CODEC_GZIP_OFFLOAD_DECOMPRESSION\x10\x05:[\n" +
+	",COMPRESSION_CODEC_GZIP_OFFLOAD_DECOMPRESSION\x10\x05*L\n" +
+	"\bReadKind\x12\x19\n" +
+	"\x15READ_KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rREAD_KIND_GET\x10\x01\x12\x12\n" +
+	"\x0eREAD_KIND_SCAN\x10\x02:[\n" +
 	"\amessage\x12\x1f.google.protobuf.MessageOptions\x18\xe2\xc6\x03 \x01(\v2\x1e.gazconsumer.v1.MessageOptionsR\amessage:W\n" +
-	"\bconsumer\x12\x1f.google.protobuf.ServiceOptions\x18\xe2\xc6\x03 \x01(\v2\x18.gazconsumer.v1.ConsumerR\bconsumerBGZEgithub.com/gazconsumer/gazconsumer/proto/gazconsumer/v1;gazconsumerv1b\x06proto3"
+	"\bconsumer\x12\x1f.google.protobuf.ServiceOptions\x18\xe2\xc6\x03 \x01(\v2\x18.gazconsumer.v1.ConsumerR\bconsumer:T\n" +
+	"\aqueries\x12\x1f.google.protobuf.ServiceOptions\x18\xe3\xc6\x03 \x01(\v2\x17.gazconsumer.v1.QueriesR\aqueries:J\n" +
+	"\x04read\x12\x1e.google.protobuf.MethodOptions\x18\xe2\xc6\x03 \x01(\v2\x14.gazconsumer.v1.ReadR\x04readBGZEgithub.com/gazconsumer/gazconsumer/proto/gazconsumer/v1;gazconsumerv1b\x06proto3"
 
 var (
 	file_gazconsumer_v1_options_proto_rawDescOnce sync.Once
@@ -1177,55 +1523,64 @@ func file_gazconsumer_v1_options_proto_rawDescGZIP() []byte {
 	return file_gazconsumer_v1_options_proto_rawDescData
 }
 
-var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_gazconsumer_v1_options_proto_goTypes = []any{
 	(Framing)(0),                        // 0: gazconsumer.v1.Framing
 	(StoreKind)(0),                      // 1: gazconsumer.v1.StoreKind
 	(CompressionCodec)(0),               // 2: gazconsumer.v1.CompressionCodec
-	(*MessageOptions)(nil),              // 3: gazconsumer.v1.MessageOptions
-	(*JournalMessage)(nil),              // 4: gazconsumer.v1.JournalMessage
-	(*JournalFamily)(nil),               // 5: gazconsumer.v1.JournalFamily
-	(*Fragment)(nil),                    // 6: gazconsumer.v1.Fragment
-	(*Table)(nil),                       // 7: gazconsumer.v1.Table
-	(*KeyField)(nil),                    // 8: gazconsumer.v1.KeyField
-	(*Consumer)(nil),                    // 9: gazconsumer.v1.Consumer
-	(*Shards)(nil),                      // 10: gazconsumer.v1.Shards
-	(*RecoveryLogs)(nil),                // 11: gazconsumer.v1.RecoveryLogs
-	(*Publish)(nil),                     // 12: gazconsumer.v1.Publish
-	(*ShardDefaults)(nil),               // 13: gazconsumer.v1.ShardDefaults
-	(*durationpb.Duration)(nil),         // 14: google.protobuf.Duration
-	(*descriptorpb.MessageOptions)(nil), // 15: google.protobuf.MessageOptions
-	(*descriptorpb.ServiceOptions)(nil), // 16: google.protobuf.ServiceOptions
+	(ReadKind)(0),                       // 3: gazconsumer.v1.ReadKind
+	(*MessageOptions)(nil),              // 4: gazconsumer.v1.MessageOptions
+	(*JournalMessage)(nil),              // 5: gazconsumer.v1.JournalMessage
+	(*JournalFamily)(nil),               // 6: gazconsumer.v1.JournalFamily
+	(*Fragment)(nil),                    // 7: gazconsumer.v1.Fragment
+	(*Table)(nil),                       // 8: gazconsumer.v1.Table
+	(*KeyField)(nil),                    // 9: gazconsumer.v1.KeyField
+	(*Consumer)(nil),                    // 10: gazconsumer.v1.Consumer
+	(*Shards)(nil),                      // 11: gazconsumer.v1.Shards
+	(*RecoveryLogs)(nil),                // 12: gazconsumer.v1.RecoveryLogs
+	(*Publish)(nil),                     // 13: gazconsumer.v1.Publish
+	(*ShardDefaults)(nil),               // 14: gazconsumer.v1.ShardDefaults
+	(*Queries)(nil),                     // 15: gazconsumer.v1.Queries
+	(*Read)(nil),                        // 16: gazconsumer.v1.Read
+	(*durationpb.Duration)(nil),         // 17: google.protobuf.Duration
+	(*descriptorpb.MessageOptions)(nil), // 18: google.protobuf.MessageOptions
+	(*descriptorpb.ServiceOptions)(nil), // 19: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),  // 20: google.protobuf.MethodOptions
 }
 var file_gazconsumer_v1_options_proto_depIdxs = []int32{
-	4,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
-	7,  // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
+	5,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
+	8,  // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
 	0,  // 2: gazconsumer.v1.JournalMessage.framing:type_name -> gazconsumer.v1.Framing
-	5,  // 3: gazconsumer.v1.JournalMessage.family:type_name -> gazconsumer.v1.JournalFamily
-	6,  // 4: gazconsumer.v1.JournalFamily.fragment:type_name -> gazconsumer.v1.Fragment
+	6,  // 3: gazconsumer.v1.JournalMessage.family:type_name -> gazconsumer.v1.JournalFamily
+	7,  // 4: gazconsumer.v1.JournalFamily.fragment:type_name -> gazconsumer.v1.Fragment
 	2,  // 5: gazconsumer.v1.Fragment.compression_codec:type_name -> gazconsumer.v1.CompressionCodec
-	14, // 6: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
-	14, // 7: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
-	14, // 8: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
-	8,  // 9: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
+	17, // 6: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
+	17, // 7: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
+	17, // 8: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
+	9,  // 9: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
 	1,  // 10: gazconsumer.v1.Consumer.store:type_name -> gazconsumer.v1.StoreKind
-	12, // 11: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
-	13, // 12: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
-	10, // 13: gazconsumer.v1.Consumer.shards:type_name -> gazconsumer.v1.Shards
-	11, // 14: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
-	6,  // 15: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
-	14, // 16: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
-	14, // 17: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
-	15, // 18: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
-	16, // 19: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
-	3,  // 20: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
-	9,  // 21: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	20, // [20:22] is the sub-list for extension type_name
-	18, // [18:20] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	13, // 11: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
+	14, // 12: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
+	11, // 13: gazconsumer.v1.Consumer.shards:type_name -> gazconsumer.v1.Shards
+	12, // 14: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
+	7,  // 15: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
+	17, // 16: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
+	17, // 17: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
+	3,  // 18: gazconsumer.v1.Read.kind:type_name -> gazconsumer.v1.ReadKind
+	18, // 19: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
+	19, // 20: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
+	19, // 21: gazconsumer.v1.queries:extendee -> google.protobuf.ServiceOptions
+	20, // 22: gazconsumer.v1.read:extendee -> google.protobuf.MethodOptions
+	4,  // 23: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
+	10, // 24: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
+	15, // 25: gazconsumer.v1.queries:type_name -> gazconsumer.v1.Queries
+	16, // 26: gazconsumer.v1.read:type_name -> gazconsumer.v1.Read
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	23, // [23:27] is the sub-list for extension type_name
+	19, // [19:23] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_gazconsumer_v1_options_proto_init() }
@@ -1239,9 +1594,9 @@ func file_gazconsumer_v1_options_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_v1_options_proto_rawDesc), len(file_gazconsumer_v1_options_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   11,
-			NumExtensions: 2,
+			NumEnums:      4,
+			NumMessages:   13,
+			NumExtensions: 4,
 			NumServices:   0,
 		},
 		GoTypes:           file_gazconsumer_v1_options_proto_goTypes,
