@@ -342,6 +342,7 @@ func newTypeChecker(t testing.TB) *typeChecker {
 	for _, p := range []string{
 		"github.com/gazconsumer/gazconsumer/runtime", "github.com/gazconsumer/gazconsumer/runtime/table",
 		"github.com/gazconsumer/gazconsumer/runtime/codec", "github.com/gazconsumer/gazconsumer/runtime/consumertest",
+		"github.com/gazconsumer/gazconsumer/runtime/producer",
 		"github.com/gazconsumer/gazconsumer/runtime/runconsumer", "github.com/gazconsumer/gazconsumer/store/rocks",
 		"github.com/gazconsumer/gazconsumer/keyenc", "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1",
 		"go.gazette.dev/core/message", "go.gazette.dev/core/broker/protocol", "go.gazette.dev/core/consumer/protocol",

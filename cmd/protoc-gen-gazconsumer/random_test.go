@@ -42,7 +42,7 @@ var (
 	}
 	randomDirs = []string{"store", "runtime", "table", "message", "msg", "fmt", "codec", "keyenc", "io", "time", "protocol",
 		"testing", "errors", "h", "t", "x", "handler", "spec", "kv", "consumertest", "v1", "api", "pb", "pc", "labels", "bufio",
-		"protojson", "protowire", "timestamppb", "gazconsumerv1", "runtimetest", "stores", "journals"}
+		"protojson", "protowire", "timestamppb", "gazconsumerv1", "runtimetest", "stores", "journals", "producer", "p"}
 	// randomKeyKinds are the types of key fields.
 	randomKeyKinds = []string{"int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32",
 		"sfixed64", "bool", "string", "bytes", "ENUM", "google.protobuf.Timestamp"}

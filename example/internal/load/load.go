@@ -8,13 +8,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"time"
 
 	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/labels"
@@ -214,15 +214,16 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// Publish publishes msgs through jc in transactions of txnSize messages:
-// each transaction's messages become visible to read-committed readers
-// (consumers) together, once its acknowledgements are written, and a
-// message appended twice by a retry is read once. It calls progress, if not
-// nil, with the number of messages committed so far after each transaction.
+// Publish publishes msgs through jc in transactions of txnSize messages,
+// with the generated publishers of orders and payments: each
+// transaction's messages become visible to read-committed readers
+// (consumers) together, once it commits, and a message appended twice by a
+// retry is read once. It calls progress, if not nil, with the number of
+// messages committed so far after each transaction.
 //
-// Orders and payments of a customer are routed to the partitions of the
-// same index of their journals (by modulo of a hash of the customer), which
-// must therefore be as many: one ledger shard reads both.
+// The publishers route a customer's orders and payments to the partitions
+// of the same index of their families, as the ledger's shards assume: their
+// numbers of partitions must therefore be equal.
 func Publish(ctx context.Context, jc pb.RoutedJournalClient, msgs []message.Message, txnSize int, progress func(committed int)) error {
 	var orders, err = partitions(ctx, jc, "gazconsumer.example.bank.v1.Order")
 	if err != nil {
@@ -236,47 +237,30 @@ func Publish(ctx context.Context, jc pb.RoutedJournalClient, msgs []message.Mess
 		return fmt.Errorf("%d order partitions and %d payment partitions: a customer's orders and payments must go to partitions of the same index, so their numbers must be equal",
 			len(orders.Journals), len(payments.Journals))
 	}
-	var mapOrder = message.ModuloMapping(func(m message.Mappable, w io.Writer) {
-		_, _ = w.Write(m.(*bankv1.Order).AppendPartitionKey(nil))
-	}, func() *pb.ListResponse { return orders })
-	var mapPayment = message.ModuloMapping(func(m message.Mappable, w io.Writer) {
-		_, _ = w.Write(m.(*bankv1.Payment).AppendPartitionKey(nil))
-	}, func() *pb.ListResponse { return payments })
 
-	var ajc = client.NewAppendService(ctx, jc)
-	var pub = message.NewPublisher(ajc, nil)
+	var p = producer.New(ctx, jc)
+	var pubOrder, pubPayment = bankv1.NewOrderPublisher(p), bankv1.NewPaymentPublisher(p)
 	for begin := 0; begin < len(msgs); begin += txnSize {
 		var end = min(begin+txnSize, len(msgs))
-		for i, m := range msgs[begin:end] {
-			var mapping = mapPayment
-			if _, ok := m.(*bankv1.Order); ok {
-				mapping = mapOrder
-			}
-			if _, err = pub.PublishUncommitted(mapping, m); err != nil {
-				return fmt.Errorf("publishing message %d: %w", begin+i, err)
-			}
-		}
-		// Commit: acknowledge the transaction's messages in each journal.
-		acks, err := pub.BuildAckIntents()
+		tx, err := p.Begin()
 		if err != nil {
-			return fmt.Errorf("acknowledging messages %d to %d: %w", begin, end, err)
+			return err
 		}
-		for _, ack := range acks {
-			var aa = ajc.StartAppend(pb.AppendRequest{Journal: ack.Journal}, nil)
-			_, _ = aa.Writer().Write(ack.Intent)
-			if err = aa.Release(); err != nil {
-				return fmt.Errorf("acknowledging messages %d to %d in %s: %w", begin, end, ack.Journal, err)
+		for i, m := range msgs[begin:end] {
+			switch m := m.(type) {
+			case *bankv1.Order:
+				err = pubOrder.PublishIn(tx, m)
+			case *bankv1.Payment:
+				err = pubPayment.PublishIn(tx, m)
+			default:
+				err = fmt.Errorf("a %T is neither an order nor a payment", m)
+			}
+			if err != nil {
+				return fmt.Errorf("message %d: %w", begin+i, err)
 			}
 		}
-		for op := range ajc.PendingExcept("") {
-			select {
-			case <-op.Done():
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if err = op.Err(); err != nil {
-				return fmt.Errorf("appending messages %d to %d: %w", begin, end, err)
-			}
+		if err = tx.Commit(ctx); err != nil {
+			return fmt.Errorf("messages %d to %d: %w", begin, end, err)
 		}
 		if progress != nil {
 			progress(end)

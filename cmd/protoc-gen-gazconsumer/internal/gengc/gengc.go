@@ -2,8 +2,9 @@
 // gazconsumer.v1 annotations of .proto files it generates, into the Go
 // package of protoc-gen-go's output, Gazette message methods for journal
 // messages, NewMessage, typed handlers and Application adapters for
-// consumers, typed table accessors and typed publishers; and, into a
-// sub-package of it per consumer, the consumer's typed test harness.
+// consumers, typed table accessors, typed publishing within a consumer's
+// transactions and typed Publishers for programs outside of consumers; and,
+// into a sub-package of it per consumer, the consumer's typed test harness.
 //
 // Generated code is only what varies from one .proto file to another (key
 // structs and their codecs, dispatch, typed wrappers): the rest is generic
@@ -48,6 +49,7 @@ const (
 	pathCodec        = "github.com/gazconsumer/gazconsumer/runtime/codec"
 	pathGCv1         = "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	pathConsumertest = "github.com/gazconsumer/gazconsumer/runtime/consumertest"
+	pathProducer     = "github.com/gazconsumer/gazconsumer/runtime/producer"
 )
 
 // Options are the parameters of the plugin.
@@ -101,6 +103,7 @@ func Generate(gen *protogen.Plugin, opts Options) error {
 		fc.jf.HeaderComment("source: " + fm.file.Desc.Path())
 		for _, j := range fm.journals {
 			genMessageMethods(fc, j)
+			genPublisher(fc, j)
 		}
 		// NewMessage of a Go package is generated into its first file, by
 		// path, declaring a journal message, and covers those of all.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+	"go.gazette.dev/core/labels"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -73,6 +74,28 @@ func genMessageMethods(fc *fileCtx, j *journalMsg) {
 			"published to.",
 		}, "AppendPartitionKey", []jen.Code{jen.Id("b").Index().Byte()}, jen.Index().Byte(), body...)
 	}
+}
+
+// genPublisher generates the constructor of the typed Publisher of journal
+// message j, for programs publishing outside of a consumer.
+func genPublisher(fc *fileCtx, j *journalMsg) {
+	name := j.msg.GoIdent.GoName
+	route := "spreading them over the partitions at random (it has no partition key)"
+	if len(j.partitionKey) != 0 {
+		var fields []string
+		for _, f := range j.partitionKey {
+			fields = append(fields, string(f.Desc.Name()))
+		}
+		route = fmt.Sprintf("to the partition their partition key (%s) maps them to, as the shards consuming them assume", strings.Join(fields, ", "))
+	}
+	sel := labels.MessageType + "=" + j.messageType
+	fc.doc("%s returns the Publisher through p of %s messages, to the journals labeled %s, %s.",
+		publisherCtorName(j), name, sel, route)
+	ptr := jen.Op("*").Id(name)
+	fc.jf.Func().Id(publisherCtorName(j)).Params(jen.Id("p").Op("*").Add(fc.q(pathProducer, "Producer"))).
+		Op("*").Add(fc.q(pathProducer, "Publisher")).Types(ptr).
+		Block(jen.Return(fc.q(pathProducer, "For").Types(ptr.Clone()).Call(jen.Id("p"), jen.Lit(sel))))
+	fc.jf.Line()
 }
 
 // appendValue returns an expression appending to b the ascending encoding

@@ -165,7 +165,7 @@ var (
 // Locals, parameters and receivers of generated code, which the names of
 // imported packages must not be.
 var (
-	genLocals     = []string{"x", "u", "b", "w", "spec", "kv", "r", "k", "c", "tx", "msg", "handler", "stores", "journals"}
+	genLocals     = []string{"x", "u", "b", "w", "p", "spec", "kv", "r", "k", "c", "tx", "msg", "handler", "stores", "journals"}
 	harnessLocals = []string{"t", "handler", "opts", "h", "p", "msg", "stores", "journals"}
 )
 
@@ -233,7 +233,9 @@ func newNames(md *model) (*names, error) {
 			}
 		}
 		for _, j := range fm.journals {
-			if err := declareJournal(j); err != nil {
+			if err := declare(publisherCtorName(j), from(optPos(j.msg.Desc, optJournal), "the Publisher constructor of journal message %s", j.msg.Desc.FullName())); err != nil {
+				return nil, err
+			} else if err := declareJournal(j); err != nil {
 				return nil, err
 			}
 		}
@@ -493,6 +495,9 @@ func consumerNamesOf(c *consumer) consumerNames {
 		desc: "gazconsumer" + s + "Consumer"}
 }
 
+// publisherCtorName is the name of the constructor of the Publisher of j.
+func publisherCtorName(j *journalMsg) string { return "New" + j.msg.GoIdent.GoName + "Publisher" }
+
 // messageTypesVar is the package-level variable of NewMessage's types.
 const messageTypesVar = "gazconsumerMessageTypes"
 
@@ -554,6 +559,7 @@ var packageNames = map[string][2]string{
 	pathCodec:        {"codec", "codec"},
 	pathGCv1:         {"gazconsumerv1", "gazconsumerv1"},
 	pathConsumertest: {"consumertest", "consumertest"},
+	pathProducer:     {"producer", "producer"},
 }
 
 // importNames picks the names of the packages the file imports, and tells

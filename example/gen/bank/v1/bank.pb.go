@@ -27,9 +27,9 @@ const (
 )
 
 // Order is a purchase by a customer, charged to one of their accounts.
-// Orders and payments of a customer go to partitions of the same index (by a
-// modulo of the hash of its partition key: see example/internal/load), so
-// that one ledger shard keeps all their balances.
+// Orders and payments of a customer go to partitions of the same index (their
+// partition keys map them so: see package runtime/partition), so that one
+// ledger shard keeps all their balances.
 type Order struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Uuid          []byte                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`

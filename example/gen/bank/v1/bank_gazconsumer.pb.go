@@ -8,6 +8,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -71,6 +72,15 @@ func (x *Order) AppendPartitionKey(b []byte) []byte {
 	return keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
 }
 
+// NewOrderPublisher returns the Publisher through p of Order messages, to the
+// journals labeled
+// app.gazette.dev/message-type=gazconsumer.example.bank.v1.Order, to the
+// partition their partition key (customer_id) maps them to, as the shards
+// consuming them assume.
+func NewOrderPublisher(p *producer.Producer) *producer.Publisher[*Order] {
+	return producer.For[*Order](p, "app.gazette.dev/message-type=gazconsumer.example.bank.v1.Order")
+}
+
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *Payment) GetUUID() message.UUID {
@@ -129,6 +139,15 @@ func (x *Payment) AppendPartitionKey(b []byte) []byte {
 	return keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
 }
 
+// NewPaymentPublisher returns the Publisher through p of Payment messages, to
+// the journals labeled
+// app.gazette.dev/message-type=gazconsumer.example.bank.v1.Payment, to the
+// partition their partition key (customer_id) maps them to, as the shards
+// consuming them assume.
+func NewPaymentPublisher(p *producer.Producer) *producer.Publisher[*Payment] {
+	return producer.For[*Payment](p, "app.gazette.dev/message-type=gazconsumer.example.bank.v1.Payment")
+}
+
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *BalanceChanged) GetUUID() message.UUID {
@@ -185,6 +204,15 @@ func (x *BalanceChanged) UnmarshalJSON(b []byte) error {
 // published to.
 func (x *BalanceChanged) AppendPartitionKey(b []byte) []byte {
 	return keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
+}
+
+// NewBalanceChangedPublisher returns the Publisher through p of BalanceChanged
+// messages, to the journals labeled
+// app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged, to
+// the partition their partition key (customer_id) maps them to, as the shards
+// consuming them assume.
+func NewBalanceChangedPublisher(p *producer.Producer) *producer.Publisher[*BalanceChanged] {
+	return producer.For[*BalanceChanged](p, "app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged")
 }
 
 // NewMessage returns a new message of the journal message type named by the

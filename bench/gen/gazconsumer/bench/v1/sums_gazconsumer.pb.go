@@ -9,6 +9,7 @@ import (
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
@@ -72,6 +73,14 @@ func (x *Add) UnmarshalJSON(b []byte) error {
 // published to.
 func (x *Add) AppendPartitionKey(b []byte) []byte {
 	return keyenc.AppendString(b, x.GetKey(), keyenc.Ascending)
+}
+
+// NewAddPublisher returns the Publisher through p of Add messages, to the
+// journals labeled app.gazette.dev/message-type=gazconsumer.bench.v1.Add, to
+// the partition their partition key (key) maps them to, as the shards consuming
+// them assume.
+func NewAddPublisher(p *producer.Producer) *producer.Publisher[*Add] {
+	return producer.For[*Add](p, "app.gazette.dev/message-type=gazconsumer.bench.v1.Add")
 }
 
 // NewMessage returns a new message of the journal message type named by the

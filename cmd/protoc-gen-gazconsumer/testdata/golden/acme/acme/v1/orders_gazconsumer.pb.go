@@ -8,6 +8,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -71,6 +72,14 @@ func (x *Order) AppendPartitionKey(b []byte) []byte {
 	return keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
 }
 
+// NewOrderPublisher returns the Publisher through p of Order messages, to the
+// journals labeled app.gazette.dev/message-type=acme.v1.Order, to the partition
+// their partition key (customer_id) maps them to, as the shards consuming them
+// assume.
+func NewOrderPublisher(p *producer.Producer) *producer.Publisher[*Order] {
+	return producer.For[*Order](p, "app.gazette.dev/message-type=acme.v1.Order")
+}
+
 // GetUUID returns the Gazette UUID held in field uuid, or the zero UUID if it
 // does not hold exactly 16 bytes.
 func (x *Total) GetUUID() message.UUID {
@@ -128,6 +137,14 @@ func (x *Total) UnmarshalJSON(b []byte) error {
 func (x *Total) AppendPartitionKey(b []byte) []byte {
 	b = keyenc.AppendString(b, x.GetCustomerId(), keyenc.Ascending)
 	return keyenc.AppendTimestamp(b, x.GetDay().GetSeconds(), x.GetDay().GetNanos(), keyenc.Ascending)
+}
+
+// NewTotalPublisher returns the Publisher through p of Total messages, to the
+// journals labeled app.gazette.dev/message-type=acme.totals, to the partition
+// their partition key (customer_id, day) maps them to, as the shards consuming
+// them assume.
+func NewTotalPublisher(p *producer.Producer) *producer.Publisher[*Total] {
+	return producer.For[*Total](p, "app.gazette.dev/message-type=acme.totals")
 }
 
 // NewMessage returns a new message of the journal message type named by the

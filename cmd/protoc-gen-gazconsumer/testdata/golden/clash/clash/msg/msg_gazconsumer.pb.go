@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -61,6 +62,13 @@ func (x *Ping) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON replaces the message with protobuf JSON b.
 func (x *Ping) UnmarshalJSON(b []byte) error {
 	return protojson.Unmarshal(b, x)
+}
+
+// NewPingPublisher returns the Publisher through p of Ping messages, to the
+// journals labeled app.gazette.dev/message-type=clash.msg.v1.Ping, spreading
+// them over the partitions at random (it has no partition key).
+func NewPingPublisher(p *producer.Producer) *producer.Publisher[*Ping] {
+	return producer.For[*Ping](p, "app.gazette.dev/message-type=clash.msg.v1.Ping")
 }
 
 // NewMessage returns a new message of the journal message type named by the

@@ -11,6 +11,7 @@ import (
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
@@ -74,6 +75,14 @@ func (x *Spec) UnmarshalJSON(b []byte) error {
 // published to.
 func (x *Spec) AppendPartitionKey(b []byte) []byte {
 	return keyenc.AppendInt(b, int64(x.GetKind()), keyenc.Ascending)
+}
+
+// NewSpecPublisher returns the Publisher through p of Spec messages, to the
+// journals labeled app.gazette.dev/message-type=clash.runtime.v1.Spec, to the
+// partition their partition key (kind) maps them to, as the shards consuming
+// them assume.
+func NewSpecPublisher(p *producer.Producer) *producer.Publisher[*Spec] {
+	return producer.For[*Spec](p, "app.gazette.dev/message-type=clash.runtime.v1.Spec")
 }
 
 // NewMessage returns a new message of the journal message type named by the

@@ -8,6 +8,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
@@ -72,6 +73,14 @@ func (x *Event) UnmarshalJSON(b []byte) error {
 func (x *Event) AppendPartitionKey(b []byte) []byte {
 	b = keyenc.AppendString(b, x.GetShard(), keyenc.Ascending)
 	return keyenc.AppendInt(b, int64(x.GetKind()), keyenc.Ascending)
+}
+
+// NewEventPublisher returns the Publisher through p of Event messages, to the
+// journals labeled app.gazette.dev/message-type=clash.store.v1.Event, to the
+// partition their partition key (shard, kind) maps them to, as the shards
+// consuming them assume.
+func NewEventPublisher(p *producer.Producer) *producer.Publisher[*Event] {
+	return producer.For[*Event](p, "app.gazette.dev/message-type=clash.store.v1.Event")
 }
 
 // NewMessage returns a new message of the journal message type named by the

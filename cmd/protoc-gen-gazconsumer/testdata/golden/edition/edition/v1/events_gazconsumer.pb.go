@@ -10,6 +10,7 @@ import (
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
@@ -73,6 +74,14 @@ func (x *Event) UnmarshalJSON(b []byte) error {
 func (x *Event) AppendPartitionKey(b []byte) []byte {
 	b = keyenc.AppendString(b, x.GetKind(), keyenc.Ascending)
 	return keyenc.AppendInt(b, int64(x.GetLevel()), keyenc.Ascending)
+}
+
+// NewEventPublisher returns the Publisher through p of Event messages, to the
+// journals labeled app.gazette.dev/message-type=edition.v1.Event, to the
+// partition their partition key (kind, level) maps them to, as the shards
+// consuming them assume.
+func NewEventPublisher(p *producer.Producer) *producer.Publisher[*Event] {
+	return producer.For[*Event](p, "app.gazette.dev/message-type=edition.v1.Event")
 }
 
 // NewMessage returns a new message of the journal message type named by the

@@ -9,6 +9,7 @@ import (
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/producer"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
@@ -74,6 +75,14 @@ func (x *Reading) UnmarshalJSON(b []byte) error {
 func (x *Reading) AppendPartitionKey(b []byte) []byte {
 	b = keyenc.AppendString(b, x.GetSensor(), keyenc.Ascending)
 	return keyenc.AppendTimestamp(b, x.GetAt().GetSeconds(), x.GetAt().GetNanos(), keyenc.Ascending)
+}
+
+// NewReadingPublisher returns the Publisher through p of Reading messages, to
+// the journals labeled app.gazette.dev/message-type=opaque.v1.Reading, to the
+// partition their partition key (sensor, at) maps them to, as the shards
+// consuming them assume.
+func NewReadingPublisher(p *producer.Producer) *producer.Publisher[*Reading] {
+	return producer.For[*Reading](p, "app.gazette.dev/message-type=opaque.v1.Reading")
 }
 
 // NewMessage returns a new message of the journal message type named by the
