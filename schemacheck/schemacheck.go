@@ -304,10 +304,36 @@ func (c *checker) checkKey(o, n *table) {
 					n, p[1].name, typeName(p[0].fd), typeName(p[1].fd), why, newTableHint(n))
 			}
 		}
+		if p[0].fd != nil && p[1].fd != nil && p[0].fd.HasPresence() != p[1].fd.HasPresence() {
+			c.report(position(p[1].fd), Breaking, "%s: key field %s %s; %s",
+				n, p[1].name, presenceChange(p[0].fd, p[1].fd), newTableHint(n))
+		}
 		if p[0].desc != p[1].desc {
 			c.report(pos, Breaking, "%s: key field %s changes from %s to %s: %s, whose bytes the new key neither finds nor orders; %s",
 				n, p[1].name, direction(p[0].desc), direction(p[1].desc), stored, newTableHint(n))
 		}
+	}
+}
+
+// presenceChange explains what a key field gaining or losing presence does
+// to stored keys: an unset field with presence is keyed as absent (before
+// every value), one without presence by its zero value.
+func presenceChange(from, to protoreflect.FieldDescriptor) string {
+	if to.HasPresence() {
+		return fmt.Sprintf("gains presence (%s): a message leaving it unset is now keyed as absent, not by its zero value, under which the rows of such messages are stored", presenceOf(to))
+	}
+	return fmt.Sprintf("loses presence (%s before): rows of messages that left it unset are stored under an absent key, which the new key, always a value, never finds", presenceOf(from))
+}
+
+// presenceOf says why fd has presence.
+func presenceOf(fd protoreflect.FieldDescriptor) string {
+	switch {
+	case fd.Message() != nil:
+		return "a message field"
+	case fd.ContainingOneof() != nil:
+		return "an optional field"
+	default:
+		return "explicit presence"
 	}
 }
 
