@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"context"
+
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
 )
@@ -36,6 +38,36 @@ type KVStore interface {
 	Store
 	// KV returns the view of the current transaction.
 	KV() KV
+}
+
+// Reader is a read-only, ordered key/value view, with KV's Get and Scan.
+// Slices it returns or passes to a callback are valid until its next call,
+// and must not be modified.
+type Reader interface {
+	// Get returns the value of key, and whether it exists.
+	Get(key []byte) (value []byte, found bool, err error)
+	// Scan calls fn for each key in [start, end) in increasing key order,
+	// stopping early when fn returns false. A nil end means no upper bound.
+	Scan(start, end []byte, fn func(key, value []byte) bool) error
+}
+
+// CommittedReader is implemented by stores whose committed state can be
+// read while the shard's transactions run, from other goroutines: queries
+// of a consumer's tables (package runtime/query) read it. The stores of
+// packages store/rocks and store/mem implement it.
+type CommittedReader interface {
+	// ReadCommitted calls fn with a view of what the store's commits have
+	// made durable: as of the last commit whose future resolved without
+	// error, or of one that is durable though its future is still to
+	// resolve. It never sees the writes of the transaction open, nor those
+	// of a commit whose durability is not yet known: if such a commit is in
+	// flight, ReadCommitted waits until it is durable, or fails. No commit
+	// becomes visible while fn runs: its view is of one commit. It returns
+	// fn's error, ctx's if ctx is done first, or an error if the store
+	// failed or was destroyed. fn must not keep the view past its return.
+	// ReadCommitted may be called concurrently with itself and with every
+	// method of the store.
+	ReadCommitted(ctx context.Context, fn func(Reader) error) error
 }
 
 // StoreOpener opens the store of a shard. The service provides one per store

@@ -13,6 +13,7 @@ package mem
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -63,8 +64,9 @@ type Store struct {
 }
 
 var (
-	_ runtime.KVStore = (*Store)(nil)
-	_ runtime.KV      = (*Store)(nil)
+	_ runtime.KVStore         = (*Store)(nil)
+	_ runtime.KV              = (*Store)(nil)
+	_ runtime.CommittedReader = (*Store)(nil)
 )
 
 // Open returns a Store of db, which resumes from its last commit. Commits of
@@ -110,6 +112,13 @@ func (s *Store) Delete(key []byte) error { return s.txns.Delete(key) }
 // current transaction. Keys with the reserved prefix are skipped.
 func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 	return s.txns.Scan(start, end, fn)
+}
+
+// ReadCommitted calls fn with a view of the DB's rows as last committed:
+// see runtime.CommittedReader. A store of a DB commits durably once it
+// writes, so a view is never of a commit still in flight.
+func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
+	return s.txns.ReadCommitted(ctx, fn)
 }
 
 // Destroy abandons the current transaction and any commit still waiting for
@@ -167,6 +176,9 @@ func (b *base) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, erro
 
 // Settled has nothing to do: the DB's rows are the committed state.
 func (b *base) Settled(*txnkv.Overlay) {}
+
+// Shared returns a Snapshot of the DB's rows: they are never modified.
+func (b *base) Shared() runtime.Reader { return b.db.Snapshot() }
 
 // scan calls fn with the rows of [start, end) in order, until it returns false.
 func scan(rows *btree.BTreeG[row], start, end []byte, fn func(key, value []byte) bool) {

@@ -200,3 +200,21 @@ func (s shard) Spec() *pc.ShardSpec                    { return &pc.ShardSpec{Id
 func (shard) Context() context.Context                 { return context.Background() }
 func (shard) Assignment() keyspace.KeyValue            { return keyspace.KeyValue{} }
 func (shard) JournalClient() client.AsyncJournalClient { return nil }
+
+// A committed read sees the DB as last committed, not the open transaction.
+func TestReadCommitted(t *testing.T) {
+	var s = mem.Open(mem.NewDB())
+	defer s.Destroy()
+	_ = s.Put([]byte("a"), []byte("1"))
+	<-s.StartCommit(nil, pc.Checkpoint{}, nil).Done()
+	_ = s.Put([]byte("a"), []byte("2"))
+	var got string
+	var err = s.ReadCommitted(context.Background(), func(r runtime.Reader) error {
+		var v, _, err = r.Get([]byte("a"))
+		got = string(v)
+		return err
+	})
+	if got != "1" || err != nil {
+		t.Fatalf("committed read: %q, %v", got, err)
+	}
+}

@@ -62,9 +62,10 @@ type logCompacter interface {
 }
 
 var (
-	_ runtime.KVStore = (*Store)(nil)
-	_ runtime.KV      = (*Store)(nil)
-	_ txnkv.Base      = (*database)(nil)
+	_ runtime.KVStore         = (*Store)(nil)
+	_ runtime.KV              = (*Store)(nil)
+	_ runtime.CommittedReader = (*Store)(nil)
+	_ txnkv.Base              = (*database)(nil)
 )
 
 // Open opens (creating it if need be) the RocksDB database in dir, whose
@@ -207,6 +208,15 @@ func (s *Store) StartCommit(shard runtime.Shard, cp pc.Checkpoint, waitFor clien
 	return s.txns.StartCommit(shard, cp, waitFor)
 }
 
+// ReadCommitted calls fn with a view of the database as of its last
+// durable commit (see runtime.CommittedReader): if a commit written to the
+// database is not yet held by the recovery log, it waits until it is, so
+// that readers never see a write that a failure of the log would undo.
+// It may be called from any goroutine.
+func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
+	return s.txns.ReadCommitted(ctx, fn)
+}
+
 // Get returns the value of key within the current transaction. The value
 // is valid until the next call on the store, and must not be modified.
 func (s *Store) Get(key []byte) ([]byte, bool, error) { return s.txns.Get(key) }
@@ -296,6 +306,32 @@ func (r loggedWrite) Err() error {
 
 // Settled caches the rows of w, now read from the database.
 func (d *database) Settled(w *txnkv.Overlay) { d.rows.commit(w) }
+
+// Shared returns a reader of the database for another goroutine than the
+// store's: it reads RocksDB directly, past the row cache (which only the
+// store's goroutine uses).
+func (d *database) Shared() runtime.Reader { return &sharedReader{s: (*Store)(d)} }
+
+// sharedReader reads the database from a goroutine of its own.
+type sharedReader struct {
+	s   *Store
+	buf []byte // Value last returned by Get.
+}
+
+// Get returns the value of key in the database.
+func (r *sharedReader) Get(key []byte) ([]byte, bool, error) {
+	var v, found, err = r.s.get(key, r.buf)
+	if err != nil {
+		return nil, false, err
+	}
+	r.buf = v[:0]
+	return v, found, nil
+}
+
+// Scan iterates the database's keys in [start, end).
+func (r *sharedReader) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	return (*database)(r.s).Scan(start, end, fn)
+}
 
 // write writes wb to the database with RocksDB's per-thread performance
 // counters off on the writing thread. They are on by default, and counting

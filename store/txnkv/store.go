@@ -6,15 +6,21 @@
 // writes and its checkpoint to the Base together, once the transaction's
 // appends have succeeded, while the next transaction begins.
 //
+// ReadCommitted reads the Base from other goroutines, as queries do: only
+// once every commit written to it is durable, and holding off the next
+// write to it meanwhile, so that its readers see one durable commit.
+//
 // Package store/rocks keeps its Base in RocksDB, recorded into a recovery
 // log; package store/mem keeps it in memory.
 package txnkv
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
@@ -58,7 +64,15 @@ type Base interface {
 	// Settled tells the Base that reads no longer consult w, which Write
 	// applied, and will consult the Base for its keys from now on.
 	Settled(w *Overlay)
+	// Shared returns a reader of what the Base holds for one goroutine
+	// other than the Store's, for ReadCommitted: its reads may run
+	// concurrently with those of the Store's goroutine and with Settled,
+	// but never with Write, and it is not used once the Store is closed.
+	Shared() runtime.Reader
 }
+
+// ErrClosed is returned by ReadCommitted once the store is closed.
+var ErrClosed = errors.New("store closed")
 
 // Store is the transactional key/value view of a Base: a runtime.KV of the
 // current transaction, with the commit of runtime.Store. Its methods are
@@ -71,6 +85,12 @@ type Store struct {
 	pending *commit        // Commit in flight, if any.
 	closing chan struct{}  // Closed by Close.
 	commits sync.WaitGroup // Background commits.
+
+	// shared is held by ReadCommitted, and exclusively to hand a commit to
+	// the Base and by Close.
+	shared  sync.RWMutex
+	written []*commit // Handed to the Base, and perhaps not yet durable.
+	closed  bool      // Set by Close.
 }
 
 // commit is a transaction's writes on their way to the Base.
@@ -79,6 +99,10 @@ type commit struct {
 	checkpoint []byte        // Marshaled checkpoint, written with writes.
 	done       chan struct{} // Closed once writes are applied, or the commit failed.
 	err        error         // Set before done closes.
+	// durable is closed once the Base holds the writes durably, or the
+	// commit failed with durableErr, set before.
+	durable    chan struct{}
+	durableErr error
 }
 
 var _ runtime.KV = (*Store)(nil)
@@ -132,7 +156,7 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 		return client.FinishedOperation(fmt.Errorf("store %s: encoding checkpoint: %w", s.name, err))
 	}
 	s.txn.Freeze() // Read concurrently from here.
-	var c = &commit{writes: s.txn, checkpoint: b, done: make(chan struct{})}
+	var c = &commit{writes: s.txn, checkpoint: b, done: make(chan struct{}), durable: make(chan struct{})}
 	s.txn, s.pending = NewOverlay(), c
 
 	var op = client.NewAsyncOperation()
@@ -141,7 +165,11 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 }
 
 // commit writes c once waitFor is done, and waits for it to be durable.
-func (s *Store) commit(c *commit, waitFor client.OpFutures) error {
+func (s *Store) commit(c *commit, waitFor client.OpFutures) (err error) {
+	defer func() {
+		c.durableErr = err
+		close(c.durable)
+	}()
 	var durable client.OpFuture
 	durable, c.err = s.write(c, waitFor)
 	close(c.done)
@@ -177,7 +205,67 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 		return nil, errDestroyed // Abandoned: don't write.
 	default:
 	}
+	// Readers of the Base from other goroutines see it from now on only
+	// once c is durable, and never if it fails.
+	s.shared.Lock()
+	s.written = slices.DeleteFunc(s.written, func(w *commit) bool {
+		select {
+		case <-w.durable:
+			return w.durableErr == nil // A failure stays, failing reads.
+		default:
+			return false
+		}
+	})
+	s.written = append(s.written, c)
+	s.shared.Unlock()
 	return s.base.Write(c.writes, c.checkpoint)
+}
+
+// ReadCommitted calls fn with a view of what the store's commits made
+// durable (see runtime.CommittedReader): it waits for every commit handed
+// to the Base to be durable, and the next is not handed to it before fn
+// returns. It fails if one of them failed, or the store is closed. It may
+// be called from any goroutine, concurrently with every method of the
+// store.
+func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
+	s.shared.RLock()
+	defer s.shared.RUnlock()
+	if s.closed {
+		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
+	}
+	for _, c := range s.written {
+		select {
+		case <-c.durable:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closing:
+			return fmt.Errorf("store %s: %w", s.name, ErrClosed)
+		}
+		if c.durableErr != nil {
+			return fmt.Errorf("store %s: a commit failed: %w", s.name, c.durableErr)
+		}
+	}
+	return fn(committedView{s.base.Shared()})
+}
+
+// committedView is a Base's shared reader, but for the reserved keys.
+type committedView struct{ r runtime.Reader }
+
+// Get returns the committed value of key, which may not be reserved.
+func (v committedView) Get(key []byte) ([]byte, bool, error) {
+	if len(key) != 0 && key[0] == ReservedPrefix {
+		return nil, false, fmt.Errorf("get: key %q has the reserved prefix", key)
+	}
+	return v.r.Get(key)
+}
+
+// Scan calls fn with the committed keys and values of [start, end), but
+// the reserved ones.
+func (v committedView) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	if len(start) == 0 || start[0] == ReservedPrefix {
+		start = []byte{ReservedPrefix + 1}
+	}
+	return v.r.Scan(start, end, fn)
 }
 
 // settle releases the pending commit's writes once they're applied, and
@@ -311,10 +399,14 @@ func (s *Store) writesIn(start, end []byte) []Entry {
 }
 
 // Close abandons a commit still waiting for its appends, waits for a commit
-// being written, and releases the store's overlays. The Base is not used
-// once Close returns, and the store is not used once Close is called.
+// being written, and releases the store's overlays. A ReadCommitted waiting
+// for a commit fails, and Close waits for those reading. The Base is not
+// used once Close returns, and the store is not used once Close is called.
 func (s *Store) Close() {
 	close(s.closing)
+	s.shared.Lock() // Wait out the readers of the Base.
+	s.closed = true
+	s.shared.Unlock()
 	s.commits.Wait()
 	if s.pending != nil {
 		s.pending.writes.Release()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/store/txnkv"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -118,6 +119,8 @@ func (b *base) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, erro
 }
 
 func (b *base) Settled(*txnkv.Overlay) { b.settled++ }
+
+func (b *base) Shared() runtime.Reader { return b }
 
 func checkpointAt(n int64) pc.Checkpoint {
 	return pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{"source/a": {ReadThrough: n}}}

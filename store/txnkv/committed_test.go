@@ -1,0 +1,269 @@
+package txnkv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
+	"go.gazette.dev/core/broker/client"
+)
+
+// readCommitted returns the value of key that ReadCommitted sees, or its
+// error, waiting at most wait.
+func readCommitted(s *txnkv.Store, key string, wait time.Duration) (string, error) {
+	var ctx, cancel = context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var out string
+	var err = s.ReadCommitted(ctx, func(r runtime.Reader) error {
+		var v, ok, err = r.Get([]byte(key))
+		if err != nil {
+			return err
+		} else if !ok {
+			out = "<absent>"
+		} else {
+			out = string(v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ReadCommitted sees neither the open transaction's writes nor those of a
+// commit the Base holds but not yet durably; it waits for that commit to be
+// durable and then sees it; a commit that fails to be durable fails every
+// later read; Close fails a read waiting for a commit.
+func TestReadCommittedSeesOnlyDurableCommits(t *testing.T) {
+	var b = &base{rows: map[string]string{"a": "0"}, durable: client.NewAsyncOperation()}
+	var s = txnkv.New("test", b)
+	defer s.Close()
+
+	_ = s.Put([]byte("a"), []byte("open"))
+	if v, err := readCommitted(s, "a", time.Second); v != "0" || err != nil {
+		t.Fatalf("with a transaction open: %q, %v; want the Base's 0", v, err)
+	}
+
+	var op = s.StartCommit(nil, checkpointAt(1), nil)
+	// Once the Base holds the write, it is still not durable: a committed
+	// read waits.
+	waitWritten(t, s)
+	if v, err := readCommitted(s, "a", 50*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with a commit written but not durable: %q, %v; want it to wait", v, err)
+	}
+	var got = make(chan string, 1)
+	go func() {
+		var v, err = readCommitted(s, "a", 10*time.Second)
+		got <- fmt.Sprint(v, err)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	b.durable.Resolve(nil)
+	if v := <-got; v != "open<nil>" {
+		t.Fatalf("once durable: %s", v)
+	}
+	<-op.Done()
+
+	// A commit that fails to be durable fails reads, then and later.
+	b.durable = client.NewAsyncOperation()
+	_ = s.Put([]byte("a"), []byte("lost"))
+	op = s.StartCommit(nil, checkpointAt(2), nil)
+	waitWritten(t, s)
+	b.durable.Resolve(errors.New("log append failed"))
+	<-op.Done()
+	for range 2 {
+		if v, err := readCommitted(s, "a", time.Second); err == nil || !strings.Contains(err.Error(), "log append failed") {
+			t.Fatalf("after a failed commit: %q, %v", v, err)
+		}
+	}
+}
+
+// A read waiting for a commit to be durable fails once the store closes,
+// and reads after Close fail with ErrClosed.
+func TestReadCommittedFailsOnClose(t *testing.T) {
+	var b = &base{rows: map[string]string{}, durable: client.NewAsyncOperation()}
+	var s = txnkv.New("test", b)
+	_ = s.Put([]byte("a"), []byte("1"))
+	s.StartCommit(nil, checkpointAt(1), nil)
+	waitWritten(t, s)
+	var got = make(chan error, 1)
+	go func() {
+		var _, err = readCommitted(s, "a", 10*time.Second)
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	s.Close()
+	if err := <-got; !errors.Is(err, txnkv.ErrClosed) {
+		t.Fatalf("read waiting as the store closed: %v", err)
+	}
+	if _, err := readCommitted(s, "a", time.Second); !errors.Is(err, txnkv.ErrClosed) {
+		t.Fatalf("read after Close: %v", err)
+	}
+}
+
+// Reserved keys are not readable, nor scanned.
+func TestReadCommittedHidesReservedKeys(t *testing.T) {
+	var b = &base{rows: map[string]string{"a": "1"}, durable: client.NewAsyncOperation()}
+	b.durable.Resolve(nil)
+	var s = txnkv.New("test", b)
+	defer s.Close()
+	_ = s.Put([]byte("b"), []byte("2"))
+	<-s.StartCommit(nil, checkpointAt(1), nil).Done()
+	var keys []string
+	var err = s.ReadCommitted(context.Background(), func(r runtime.Reader) error {
+		if _, _, err := r.Get([]byte(txnkv.CheckpointKey)); err == nil {
+			return errors.New("the checkpoint key is readable")
+		}
+		return r.Scan(nil, nil, func(k, _ []byte) bool { keys = append(keys, string(k)); return true })
+	})
+	if err != nil || strings.Join(keys, ",") != "a,b" {
+		t.Fatalf("scan: %q, %v", keys, err)
+	}
+}
+
+// waitWritten waits until the store has handed its commit to the Base.
+func waitWritten(t *testing.T, s *txnkv.Store) {
+	t.Helper()
+	var deadline = time.Now().Add(10 * time.Second)
+	for !txnkv.Written(s) {
+		if time.Now().After(deadline) {
+			t.Fatal("the commit was never written")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sharedBase is a Base whose every write makes a transaction's keys hold
+// its number, durable at once, for concurrent readers.
+type sharedBase struct {
+	mu   sync.RWMutex // Checks that reads of Shared never overlap Write.
+	rows map[string]string
+}
+
+func (b *sharedBase) Get(key []byte) ([]byte, bool, error) {
+	var v, ok = b.rows[string(key)]
+	return []byte(v), ok, nil
+}
+func (b *sharedBase) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	return (&base{rows: b.rows}).Scan(start, end, fn)
+}
+func (b *sharedBase) Checkpoint() ([]byte, error) { return nil, nil }
+func (b *sharedBase) Write(w *txnkv.Overlay, _ []byte) (client.OpFuture, error) {
+	if !b.mu.TryLock() {
+		return nil, errors.New("a shared read overlaps Write")
+	}
+	defer b.mu.Unlock()
+	w.Ascend(nil, nil, func(e txnkv.Entry) bool {
+		b.rows[string(e.Key)] = string(e.Value)
+		return true
+	})
+	// Durable a little later, on another goroutine.
+	var op = client.NewAsyncOperation()
+	time.AfterFunc(50*time.Microsecond, func() { op.Resolve(nil) })
+	return op, nil
+}
+func (b *sharedBase) Settled(*txnkv.Overlay) {}
+func (b *sharedBase) Shared() runtime.Reader { return sharedReader{b} }
+
+type sharedReader struct{ b *sharedBase }
+
+func (r sharedReader) Get(key []byte) ([]byte, bool, error) {
+	if !r.b.mu.TryRLock() {
+		return nil, false, errors.New("a shared read overlaps Write")
+	}
+	defer r.b.mu.RUnlock()
+	return r.b.Get(key)
+}
+func (r sharedReader) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	if !r.b.mu.TryRLock() {
+		return errors.New("a shared read overlaps Write")
+	}
+	defer r.b.mu.RUnlock()
+	return r.b.Scan(start, end, fn)
+}
+
+// Readers on other goroutines, while transactions commit back to back, each
+// see the keys of one commit (never a mix of two), in the order committed,
+// and never one whose future is still to come: no commit of the Base
+// overlaps their reads (run with -race).
+func TestReadCommittedConcurrentWithCommits(t *testing.T) {
+	var b = &sharedBase{rows: map[string]string{"x": "0000", "y": "0000"}}
+	var s = txnkv.New("test", b)
+	defer s.Close()
+
+	const txns = 300
+	var durable sync.Mutex
+	var lastDurable = "0000" // Of the last commit whose future resolved.
+	var stop = make(chan struct{})
+	var readers sync.WaitGroup
+	var errs = make(chan error, 4)
+	for range 3 {
+		readers.Go(func() {
+			var last = "0000"
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				durable.Lock()
+				var floor = lastDurable
+				durable.Unlock()
+				var x, y string
+				var err = s.ReadCommitted(context.Background(), func(r runtime.Reader) error {
+					return r.Scan(nil, nil, func(k, v []byte) bool {
+						if string(k) == "x" {
+							x = string(v)
+						} else if string(k) == "y" {
+							y = string(v)
+						}
+						return true
+					})
+				})
+				switch {
+				case err != nil:
+					errs <- err
+				case x != y:
+					errs <- fmt.Errorf("a read saw x=%s, y=%s: two commits", x, y)
+				case x < last:
+					errs <- fmt.Errorf("a read saw %s after %s", x, last)
+				case x < floor:
+					errs <- fmt.Errorf("a read saw %s after the commit of %s resolved", x, floor)
+				default:
+					last = x
+					continue
+				}
+				return
+			}
+		})
+	}
+	var prev client.OpFuture
+	for i := 1; i <= txns; i++ {
+		var n = fmt.Sprintf("%04d", i)
+		_ = s.Put([]byte("x"), []byte(n))
+		_ = s.Put([]byte("y"), []byte(n))
+		if prev != nil {
+			<-prev.Done() // As the pipeline does: a commit starts once the last resolved.
+			if err := prev.Err(); err != nil {
+				t.Fatal(err)
+			}
+			durable.Lock()
+			lastDurable = fmt.Sprintf("%04d", i-1)
+			durable.Unlock()
+		}
+		prev = s.StartCommit(nil, checkpointAt(int64(i)), nil)
+	}
+	<-prev.Done()
+	close(stop)
+	readers.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if v, err := readCommitted(s, "x", time.Second); v != fmt.Sprintf("%04d", txns) || err != nil {
+		t.Fatalf("last read: %q, %v", v, err)
+	}
+}
