@@ -445,18 +445,31 @@ func (s appendLoggingServer) Read(req *pb.ReadRequest, stream pb.Journal_ReadSer
 	return s.JournalServer.Read(req, &loggedReadStream{Journal_ReadServer: stream, log: s.log, journal: req.Journal.StripMeta()})
 }
 
-// loggedReadStream sends content only once it is logged: what a reader
-// reads survives a crash of the stack, as its writer's acknowledgement
-// does.
+// loggedReadStream sends content only once it is logged, or persisted:
+// what a reader reads survives a crash of the stack, as its writer's
+// acknowledgement does.
 type loggedReadStream struct {
 	pb.Journal_ReadServer
 	log     *appendLog
 	journal pb.Journal
+	// persisted is the end of the persisted fragment being read, if the
+	// stream reads one: its content survives a crash without the log.
+	persisted pb.Offset
 }
 
 func (s *loggedReadStream) wait(m any) error {
-	if resp, ok := m.(*pb.ReadResponse); ok && len(resp.Content) != 0 {
-		return s.log.waitLogged(s.Context(), s.journal, resp.Offset+int64(len(resp.Content)))
+	var resp, ok = m.(*pb.ReadResponse)
+	if !ok {
+		return nil
+	}
+	if f := resp.Fragment; f != nil {
+		s.persisted = 0
+		if f.BackingStore != "" {
+			s.persisted = f.End
+		}
+	}
+	if end := resp.Offset + int64(len(resp.Content)); len(resp.Content) != 0 && end > s.persisted {
+		return s.log.waitLogged(s.Context(), s.journal, end)
 	}
 	return nil
 }

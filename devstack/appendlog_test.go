@@ -1,9 +1,12 @@
 package devstack
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	pb "go.gazette.dev/core/broker/protocol"
 )
@@ -83,5 +86,53 @@ func TestAppendLogRecordsConcurrentlyAcrossSegments(t *testing.T) {
 	}
 	if err = l2.close(false); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// readStream is a Journal_ReadServer which records what it is sent.
+type readStream struct {
+	pb.Journal_ReadServer
+	ctx  context.Context
+	sent []*pb.ReadResponse
+}
+
+func (s *readStream) Context() context.Context { return s.ctx }
+func (s *readStream) Send(r *pb.ReadResponse) error {
+	s.sent = append(s.sent, r)
+	return nil
+}
+
+// Content of a persisted fragment is sent at once, though the log holds
+// none of it (as after a restart that took the journal's head for less):
+// it survives a crash without the log. Content of a spool waits for it.
+func TestReadsOfPersistedFragmentsDoNotWait(t *testing.T) {
+	var l, err = openAppendLog(t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close(true)
+	l.setLogged("j", 0, true)
+
+	var ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var out = &readStream{ctx: ctx}
+	var s = &loggedReadStream{Journal_ReadServer: out, log: l, journal: "j"}
+	var persisted = &pb.ReadResponse{Offset: 0, WriteHead: 6, Fragment: &pb.Fragment{Journal: "j", Begin: 0, End: 6, BackingStore: "file:///"}}
+	for _, r := range []*pb.ReadResponse{persisted, {Offset: 0, Content: []byte("hello\n")}} {
+		if err = s.Send(r); err != nil {
+			t.Fatalf("sending content of a persisted fragment: %v", err)
+		}
+	}
+	if len(out.sent) != 2 {
+		t.Fatalf("sent %d responses", len(out.sent))
+	}
+	// A spool's content past what the log holds waits (here until the
+	// stream's context ends).
+	var spool = &pb.ReadResponse{Offset: 6, WriteHead: 12, Fragment: &pb.Fragment{Journal: "j", Begin: 6, End: 12}}
+	if err = s.Send(spool); err != nil {
+		t.Fatal(err)
+	}
+	if err = s.Send(&pb.ReadResponse{Offset: 6, Content: []byte("world\n")}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("sending content of a spool the log lacks: %v", err)
 	}
 }
