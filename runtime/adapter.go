@@ -261,6 +261,10 @@ func NewAdapter[H any, T Txner](c *Consumer[H, T], handler H, stores StoreOpener
 	return a, nil
 }
 
+// ConsumerName returns the full protobuf name of the consumer's service,
+// under which its queries services register (runtime/query.ServicesOf).
+func (a *Adapter[H, T]) ConsumerName() string { return a.c.Name }
+
 // StoreKind returns the kind of store the consumer is annotated with.
 func (a *Adapter[H, T]) StoreKind() gcv1.StoreKind {
 	if a.c.Store == gcv1.StoreKind_STORE_KIND_UNSPECIFIED {

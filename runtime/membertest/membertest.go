@@ -58,6 +58,12 @@ type Cluster struct {
 	// process must have installed a file transport of its root
 	// (client.InstallFileTransport(Stack.FragmentsRoot())).
 	DirectFragmentReads bool
+	// Verifier verifies the authorization of calls of the members' Shard
+	// API and queries (see service.Config); nil verifies none.
+	Verifier pb.Verifier
+	// Authorizer authorizes the cluster's calls of the Shard API (Apply,
+	// List, Stat), and the queries members proxy; nil authorizes none.
+	Authorizer pb.Authorizer
 
 	mu      sync.Mutex
 	started int
@@ -100,6 +106,8 @@ func (c *Cluster) Start(id string) (*Member, error) {
 		StateDir:            dir,
 		HintsInterval:       orDefault(c.HintsInterval, 200*time.Millisecond),
 		DirectFragmentReads: c.DirectFragmentReads,
+		Verifier:            c.Verifier,
+		Authorizer:          c.Authorizer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting member %s: %w", id, err)
@@ -169,7 +177,11 @@ func (c *Cluster) ShardClient(ep pb.Endpoint) (pc.ShardClient, error) {
 		}
 		c.conns[ep] = conn
 	}
-	return pc.NewAuthShardClient(pc.NewShardClient(conn), auth.NewNoopAuth()), nil
+	var authorizer = c.Authorizer
+	if authorizer == nil {
+		authorizer = auth.NewNoopAuth()
+	}
+	return pc.NewAuthShardClient(pc.NewShardClient(conn), authorizer), nil
 }
 
 // Close closes the cluster's connections to members. It stops no member.

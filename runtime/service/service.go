@@ -18,6 +18,17 @@
 // into JOURNAL as a Skipped message in JSON. ListSkipped reads the records
 // back, read-committed; `gazctl journals read` shows them raw.
 //
+// # Queries
+//
+// A member of a consumer with queries services (runtime/query: generated
+// from services annotated (gazconsumer.v1.queries), registered under the
+// consumer's name) serves them on its gRPC port beside the Shard API,
+// answering from the committed state of the shards it is the primary of
+// and proxying the rest to their primaries, and serves gRPC server
+// reflection, so that grpcurl lists and calls them. Queries are verified by
+// the Verifier as the Shard API's Stat is: capability READ, of the
+// shards answering (see runtime/query).
+//
 // # Metrics
 //
 // A member serves Prometheus metrics at /metrics on its port: per shard,
@@ -43,6 +54,8 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
+	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -53,6 +66,7 @@ import (
 	"go.gazette.dev/core/keyspace"
 	"go.gazette.dev/core/server"
 	"go.gazette.dev/core/task"
+	"google.golang.org/grpc/reflection"
 )
 
 // Config configures a Service.
@@ -92,6 +106,18 @@ type Config struct {
 	// refused. Nil serves the API to anyone who reaches the port, which
 	// the member logs as it starts.
 	Verifier pb.Verifier
+	// Queries are the queries services the member serves. Nil serves
+	// those registered for the application's consumer
+	// (query.ServicesOf), if the application names it (generated
+	// applications do, with a ConsumerName method).
+	Queries []*query.Service
+	// Partitions lists the partitions that queries' partition keys map
+	// among. Nil watches them through Journals.
+	Partitions runtime.PartitionLister
+	// Authorizer authorizes the queries the member proxies to other
+	// members. Nil uses the Verifier, if it is also an Authorizer (as
+	// Gazette's auth.NewKeyedAuth is).
+	Authorizer pb.Authorizer
 	// DirectFragmentReads has recovery logs played from persisted
 	// fragments read straight from their stores (recoverylog.Player's
 	// DoNotProxy), rather than through the brokers. The process must be
@@ -113,6 +139,9 @@ type Service struct {
 	shards map[pc.ShardID]*shard
 	wg     sync.WaitGroup // Of every shard goroutine.
 	closed bool           // Set once shards may no longer be started.
+
+	queries   *query.Server // Nil without queries services.
+	stopWatch func()        // Stops the watches of partitions the service started.
 
 	aborted atomic.Bool // Set by Abort.
 }
@@ -182,9 +211,61 @@ func New(cfg Config) (*Service, error) {
 		verifier = auth.NewNoopAuth()
 	}
 	pc.RegisterShardServer(srv.GRPCServer, pc.NewVerifiedShardServer(&shardAPI{svc: s}, verifier))
+	s.serveQueries()
+	reflection.Register(srv.GRPCServer)
 	srv.HTTPMux = http.NewServeMux()
 	srv.HTTPMux.Handle("/metrics", promhttp.Handler())
 	return s, nil
+}
+
+// serveQueries registers the queries services of the service's consumer.
+func (s *Service) serveQueries() {
+	s.stopWatch = func() {}
+	var services = s.cfg.Queries
+	if services == nil {
+		if named, ok := s.cfg.App.(interface{ ConsumerName() string }); ok {
+			services = query.ServicesOf(named.ConsumerName())
+		}
+	}
+	if len(services) == 0 {
+		return
+	}
+	var partitions = s.cfg.Partitions
+	if partitions == nil {
+		var ctx, cancel = context.WithCancel(context.Background())
+		partitions, s.stopWatch = partition.NewWatched(ctx, s.cfg.Journals), cancel
+	}
+	var authorizer = s.cfg.Authorizer
+	if a, ok := s.cfg.Verifier.(pb.Authorizer); ok && authorizer == nil {
+		authorizer = a
+	}
+	s.queries = query.NewServer(query.ServerConfig{
+		Member:     s,
+		Router:     query.NewRouter(s.ks, partitions),
+		Verifier:   s.cfg.Verifier,
+		Authorizer: authorizer,
+		Dial:       query.Dialer(s.cfg.PeerTLS),
+	})
+	for _, svc := range services {
+		s.queries.Register(s.srv.GRPCServer, svc)
+	}
+}
+
+// Replica returns the store of the member's replica of shard id, if it is
+// the shard's primary and its store is open, and the replica's context:
+// a query.Member.
+func (s *Service) Replica(id pc.ShardID) (runtime.CommittedReader, context.Context, bool) {
+	s.ks.Mu.RLock()
+	var sh, ok = s.shards[id]
+	s.ks.Mu.RUnlock()
+	if !ok {
+		return nil, nil, false
+	}
+	var store = sh.servingStore()
+	if store == nil {
+		return nil, nil, false
+	}
+	return store, sh.ctx, true
 }
 
 // Endpoint at which the service serves the Shard API.
@@ -270,6 +351,10 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 	s.tasks.Cancel()
 	var err = s.tasks.Wait()
 	_ = s.srv.GRPCLoopback.Close()
+	if s.queries != nil {
+		s.queries.Close()
+	}
+	s.stopWatch()
 	if s.aborted.Load() {
 		return nil
 	}

@@ -47,6 +47,7 @@ type shard struct {
 	mu         sync.Mutex
 	spec       *pc.ShardSpec
 	asn        keyspace.KeyValue
+	serving    runtime.CommittedReader // The store, while the primary runs transactions on it.
 	promotedCh chan struct{} // Closed once the replica is the primary.
 	promoted   bool
 
@@ -103,6 +104,21 @@ func (s *shard) Assignment() keyspace.KeyValue {
 
 // JournalClient through which the shard's appends flow.
 func (s *shard) JournalClient() client.AsyncJournalClient { return s.ajc }
+
+// servingStore returns the store of the primary, if it is running
+// transactions and its store reads committed state.
+func (s *shard) servingStore() runtime.CommittedReader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serving
+}
+
+// setServing sets the store that servingStore returns.
+func (s *shard) setServing(store runtime.CommittedReader) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.serving = store
+}
 
 func (s *shard) createRevision() int64 { return s.Assignment().Raw.CreateRevision }
 func (s *shard) slot() int             { return s.Assignment().Decoded.(allocator.Assignment).Slot }
@@ -283,6 +299,12 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		return fmt.Errorf("shard %s: restoring checkpoint: %w", spec.Id, err)
 	}
 	s.progressFrom(spec, cp)
+	if cr, ok := store.(runtime.CommittedReader); ok {
+		// Queries read it from now until it's destroyed (deferred above:
+		// this runs first).
+		s.setServing(cr)
+		defer s.setServing(nil)
+	}
 	s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_PRIMARY})
 	slog.Info("shard is primary", "shard", spec.Id, "member", s.svc.cfg.ID, "sources", len(cp.Sources))
 

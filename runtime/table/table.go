@@ -80,6 +80,63 @@ func NewSchema[K any, M any, R interface {
 	}
 }
 
+// Name returns the table's name in its store.
+func (s *Schema[K, R]) Name() string { return s.def.Name }
+
+// KeyFields returns the number of the table's key fields.
+func (s *Schema[K, R]) KeyFields() int { return len(s.def.Key) }
+
+// KeyOf returns the key of row.
+func (s *Schema[K, R]) KeyOf(row R) K { return s.def.KeyOf(row) }
+
+// Span returns the store keys [start, end) of the table's rows.
+func (s *Schema[K, R]) Span() (start, end []byte) { return s.prefix, s.end }
+
+// AppendKey appends to b the store key of the first fields key fields of
+// key (all of them, for a row's key; fewer, for a prefix of keys). It may
+// be called concurrently.
+func (s *Schema[K, R]) AppendKey(b []byte, key K, fields int) []byte {
+	b = append(b, s.prefix...)
+	var c = Codec{b: b, n: fields}
+	s.def.Fields(&key, &c)
+	return c.b
+}
+
+// Row decodes the row stored under key with value, which it does not
+// retain. It may be called concurrently.
+func (s *Schema[K, R]) Row(key, value []byte) (R, error) {
+	var zero R
+	var row = s.newRow()
+	if err := codec.Unmarshal(value, row); err != nil {
+		return zero, fmt.Errorf("%sdecoding row of key %x: %w", s.errs, key, err)
+	}
+	if s.def.Restore == nil {
+		return row, nil
+	}
+	var k, err = s.decodeKey(key)
+	if err != nil {
+		return zero, fmt.Errorf("%s%w", s.errs, err)
+	}
+	s.def.Restore(&k, row)
+	return row, nil
+}
+
+// decodeKey decodes the store key b.
+func (s *Schema[K, R]) decodeKey(b []byte) (K, error) {
+	var k K
+	if !bytes.HasPrefix(b, s.prefix) {
+		return k, fmt.Errorf("key %x is not of the table", b)
+	}
+	var c = Codec{b: b[len(s.prefix):], decode: true}
+	s.def.Fields(&k, &c)
+	if c.err != nil {
+		return k, fmt.Errorf("decoding key field %s of %x: %w", s.def.Key[c.failed], b, c.err)
+	} else if len(c.b) != 0 {
+		return k, fmt.Errorf("decoding key %x: %w", b, keyenc.ErrTrailing)
+	}
+	return k, nil
+}
+
 // Open returns the table of the schema in the store view kv.
 func (s *Schema[K, R]) Open(kv runtime.KV) Table[K, R] {
 	return Table[K, R]{kv: kv, s: s, sc: new(scratch[K])}
@@ -219,17 +276,7 @@ func (t Table[K, R]) scan(start, end []byte, fn func(R) bool) error {
 
 // decode decodes the store key b into the scratch key.
 func (t Table[K, R]) decode(b []byte) error {
-	if !bytes.HasPrefix(b, t.s.prefix) {
-		return fmt.Errorf("key %x is not of the table", b)
-	}
-	var zero K
-	t.sc.key = zero
-	t.sc.c = Codec{b: b[len(t.s.prefix):], decode: true}
-	t.s.def.Fields(&t.sc.key, &t.sc.c)
-	if c := &t.sc.c; c.err != nil {
-		return fmt.Errorf("decoding key field %s of %x: %w", t.s.def.Key[c.failed], b, c.err)
-	} else if len(c.b) != 0 {
-		return fmt.Errorf("decoding key %x: %w", b, keyenc.ErrTrailing)
-	}
-	return nil
+	var err error
+	t.sc.key, err = t.s.decodeKey(b)
+	return err
 }
