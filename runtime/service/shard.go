@@ -48,7 +48,7 @@ type shard struct {
 	spec       *pc.ShardSpec
 	asn        keyspace.KeyValue
 	serving    runtime.CommittedReader // The store, while the primary runs transactions on it.
-	promotedCh chan struct{} // Closed once the replica is the primary.
+	promotedCh chan struct{}           // Closed once the replica is the primary.
 	promoted   bool
 
 	// writer identifies this replica's writes to the recovery log. It's
