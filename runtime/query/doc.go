@@ -43,8 +43,10 @@
 // shard: no shard reads the key's partition, the shard has no primary, is
 // recovering (its primary is still playing its recovery log back), or its
 // primary stopped or moved while the call was routed. FailedPrecondition,
-// naming the shard and its error: the shard failed. PermissionDenied and
-// Unauthenticated: see Authorization.
+// naming the shard and its error: the shard failed. Unauthenticated: a
+// missing or invalid token, or one without capability READ (as Gazette's
+// verifier says). PermissionDenied: a token whose selector does not cover
+// a shard answering, naming it. See Authorization.
 //
 // # Authorization
 //

@@ -1,7 +1,11 @@
 package service
 
 import (
+	"context"
+	"fmt"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -14,6 +18,19 @@ import (
 // and assignments are ReplicaStatuses.
 func NewKeySpace(prefix string) *keyspace.KeySpace {
 	return allocator.NewAllocatorKeySpace(prefix, decoder{})
+}
+
+// WatchKeySpace loads the KeySpace of the consumer application rooted at
+// prefix from etcd, and keeps it current until ctx is done: what a client
+// routing calls to members (runtime/query.NewRouter) reads. Watch errors
+// are logged by the KeySpace, which retries.
+func WatchKeySpace(ctx context.Context, etcd *clientv3.Client, prefix string) (*keyspace.KeySpace, error) {
+	var ks = NewKeySpace(prefix)
+	if err := ks.Load(ctx, etcd, 0); err != nil {
+		return nil, fmt.Errorf("loading the KeySpace %s: %w", prefix, err)
+	}
+	go func() { _ = ks.Watch(ctx, etcd) }()
+	return ks, nil
 }
 
 // decoder decodes and validates the values of a consumer KeySpace. A spec's

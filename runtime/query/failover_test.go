@@ -1,0 +1,274 @@
+package query_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
+	"github.com/gazconsumer/gazconsumer/runtime/query"
+	"github.com/gazconsumer/gazconsumer/runtime/query/internal/testpb"
+	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"go.gazette.dev/core/auth"
+	pb "go.gazette.dev/core/broker/protocol"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+)
+
+// A query during a fail-over is answered by the primary, old or new, or
+// fails clearly (Unavailable, naming the shard); it is never answered with
+// state older than an answer before it: the answers of sequential queries,
+// while deposits flow, only grow. The primary of the account's shard is
+// killed mid-way; its standby on the other member takes over, and answers.
+func TestQueryDuringFailover(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var f = newFixture(t, ctx, 2, nil)
+	f.deposit("ann", 1, false)
+	f.caughtUp()
+	var victim = f.primaryOf("ann")
+	var survivor = otherThan(f.members, victim)
+
+	var watchCtx, stopWatch = context.WithCancel(ctx)
+	defer stopWatch()
+	var ks, err = service.WatchKeySpace(watchCtx, f.stack.Etcd(), f.c.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routed = query.NewRoutedClient(query.NewRouter(ks, partition.NewWatched(watchCtx, f.stack.Journals())), query.Dialer(nil), nil)
+	defer routed.Close()
+	var clients = map[string]*query.Client{"routed": routed, "through the survivor": f.through(survivor)}
+
+	// Deposits flow into ann's account.
+	var published atomic.Int64
+	published.Store(1)
+	var stopFlow = make(chan struct{})
+	var flowing sync.WaitGroup
+	flowing.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stopFlow:
+				return
+			default:
+			}
+			var aa, err = f.pub.PublishCommitted(f.mapping, &testpb.Deposit{Account: "ann", Entry: fmt.Sprintf("flow-%05d", i), Cents: 1})
+			if err == nil {
+				err = aa.Err()
+			}
+			if err != nil {
+				t.Errorf("publishing: %v", err)
+				return
+			}
+			published.Add(1)
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+
+	type answer struct {
+		deposits int64
+		err      error
+		at       time.Time
+	}
+	var answers = map[string][]answer{}
+	var ask = func(name string) answer {
+		var qctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var got, err = getTotal(qctx, clients[name], "ann")
+		var a = answer{deposits: got.GetDeposits(), err: err, at: time.Now()}
+		answers[name] = append(answers[name], a)
+		return a
+	}
+	var run = func(until func() bool) {
+		for !until() {
+			for name := range clients {
+				ask(name)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var start = time.Now()
+	run(func() bool { return time.Since(start) > 300*time.Millisecond })
+	var killedAt = time.Now()
+	if err = victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var lastBefore int64
+	for _, as := range answers {
+		for _, a := range as {
+			if a.err == nil {
+				lastBefore = max(lastBefore, a.deposits)
+			}
+		}
+	}
+	// Until both clients are answered, past what was answered before.
+	run(func() bool {
+		if ctx.Err() != nil {
+			return true
+		}
+		for name := range clients {
+			var as = answers[name]
+			if a := as[len(as)-1]; a.err != nil || a.deposits <= lastBefore || !a.at.After(killedAt) {
+				return false
+			}
+		}
+		return true
+	})
+	if ctx.Err() != nil {
+		t.Fatalf("the new primary never answered: %v", ctx.Err())
+	}
+	close(stopFlow)
+	flowing.Wait()
+
+	for name, as := range answers {
+		var last int64
+		var failed int
+		for i, a := range as {
+			if a.err != nil {
+				failed++
+				if c := status.Code(a.err); c != codes.Unavailable && c != codes.DeadlineExceeded {
+					t.Errorf("%s: answer %d: %v, want Unavailable", name, i, a.err)
+				} else if c == codes.Unavailable && !strings.Contains(a.err.Error(), "shard q-0") && !strings.Contains(a.err.Error(), "dialing") &&
+					!strings.Contains(a.err.Error(), "connection") {
+					t.Errorf("%s: answer %d: %v names neither the shard nor the connection", name, i, a.err)
+				}
+				continue
+			}
+			if a.deposits < last {
+				t.Errorf("%s: answer %d is of %d deposits, after an answer of %d: a stale answer", name, i, a.deposits, last)
+			}
+			last = a.deposits
+		}
+		t.Logf("%s: %d answers, %d failed, last of %d deposits (%d published, %d before the kill)",
+			name, len(as), failed, last, published.Load(), lastBefore)
+	}
+	// Every deposit is there, as the new primary answers.
+	f.caughtUpOn(survivor)
+	if got, err := getTotal(ctx, routed, "ann"); err != nil || got.Deposits != published.Load() {
+		t.Fatalf("after the fail-over: %v, %v; want %d deposits", got, err, published.Load())
+	}
+}
+
+// caughtUpOn waits until every shard has a primary on m and has read
+// through its partition's write head.
+func (f *fixture) caughtUpOn(m *membertest.Member) {
+	f.t.Helper()
+	for i := range f.shards {
+		var p, err = f.c.PrimaryOf(f.ctx, shardID(i))
+		if err != nil {
+			f.t.Fatal(err)
+		} else if p != m {
+			f.t.Fatalf("shard %s has primary %s", shardID(i), p.ID().Suffix)
+		}
+	}
+	f.caughtUp()
+}
+
+// With the members' authorization keys, a call needs a token of capability
+// READ covering the shards answering it: none is Unauthenticated, one of
+// another shard PermissionDenied; the member proxying a call signs its own.
+func TestAuthorization(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var keys, err = auth.NewKeyedAuth("c2VjcmV0LWtleS1vZi10aGUtdGVzdA==")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f = newFixture(t, ctx, 2, func(c *membertest.Cluster) { c.Verifier, c.Authorizer = keys, keys })
+	var accounts = []string{"a", "b", "c", "d", "e", "f"}
+	for _, a := range accounts {
+		f.deposit(a, 5, false)
+	}
+	f.caughtUp()
+
+	var conn, cerr = grpc.NewClient(f.members[0].Svc.Endpoint().GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	defer conn.Close()
+	if _, err = getTotal(ctx, query.NewClient(conn, nil), "a"); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without a token: %v", err)
+	}
+	var c = query.NewClient(conn, keys)
+	for _, a := range accounts { // Some proxied to member-b.
+		if got, err := getTotal(ctx, c, a); err != nil || got.Cents != 5 {
+			t.Fatalf("GetTotal(%s): %v, %v", a, got, err)
+		}
+	}
+	if totals, _, err := listTotals(ctx, c, 2); err != nil || len(totals) != len(accounts) {
+		t.Fatalf("ListTotals: %v, %v", totals, err)
+	}
+	// A token of shard q-00 reads q-00 only.
+	var only, aerr = keys.Authorize(ctx, pb.Claims{Capability: pb.Capability_READ,
+		Selector: pb.LabelSelector{Include: pb.MustLabelSet("id", "q-00")}}, time.Minute)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	var denied, allowed int
+	for _, a := range accounts {
+		var err = conn.Invoke(only, testQueries.FullMethod("GetTotal"), &testpb.GetTotalRequest{Account: a}, new(testpb.Total))
+		switch {
+		case err == nil:
+			allowed++
+		case status.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "shard q-01"):
+			denied++
+		default:
+			t.Fatalf("GetTotal(%s) with a token of q-00: %v", a, err)
+		}
+	}
+	if denied == 0 || allowed == 0 {
+		t.Fatalf("with a token of q-00: %d allowed, %d denied", allowed, denied)
+	}
+	// Without capability READ: Gazette's verifier says Unauthenticated.
+	var listOnly, _ = keys.Authorize(ctx, pb.Claims{Capability: pb.Capability_LIST}, time.Minute)
+	if err = conn.Invoke(listOnly, testQueries.FullMethod("GetTotal"), &testpb.GetTotalRequest{Account: "a"}, new(testpb.Total)); status.Code(err) != codes.Unauthenticated ||
+		!strings.Contains(err.Error(), "missing required READ capability") {
+		t.Fatalf("with capability LIST: %v", err)
+	}
+}
+
+// A member serves gRPC server reflection, listing the queries services.
+func TestReflectionListsQueries(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var f = newFixture(t, ctx, 1, nil)
+	var conn, err = grpc.NewClient(f.members[1].Svc.Endpoint().GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err = stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.Name)
+	}
+	if !slices.Contains(names, testQueries.Name) || !slices.Contains(names, "consumer.Shard") {
+		t.Fatalf("reflection lists %v", names)
+	}
+	if err = stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{
+		FileContainingSymbol: testQueries.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = stream.Recv(); err != nil || len(resp.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
+		t.Fatalf("the file of %s: %v, %v", testQueries.Name, resp, err)
+	}
+	_ = stream.CloseSend()
+}
