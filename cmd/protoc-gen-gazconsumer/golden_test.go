@@ -124,6 +124,7 @@ var goldenCases = []goldenCase{
 	{"edition", []string{"edition/v1/events.proto"}},
 	{"opaque", []string{"opaque/v1/opaque.proto"}},
 	{"clash", []string{"clash/store/v1/store.proto", "clash/msg/v1/msg.proto", "clash/runtime/v1/runtime.proto"}},
+	{"queries", []string{"queries/v1/bank.proto"}},
 }
 
 func TestGolden(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -69,6 +70,22 @@ type randomFile struct {
 	// messages declared, by package-relative name.
 	journals, tables []string
 	enum             string // Full name of the file's enum, if any.
+	// keys are the declarations of the key fields of the file's tables,
+	// in key order, and partitionKeys those of the partition keys of its
+	// journal messages, by package-relative name: a queries service copies
+	// them into its requests.
+	keys, partitionKeys map[string][]fieldDecl
+}
+
+// ref is a message of a package, by package-relative name.
+type ref struct{ pkg, name string }
+
+// fieldDecl is the declaration of a field: its name, and its line.
+type fieldDecl struct{ name, decl string }
+
+// renumbered returns the declaration of d numbered n.
+func (d fieldDecl) renumbered(n int) string {
+	return regexp.MustCompile(` = \d+`).ReplaceAllString(d.decl, fmt.Sprintf(" = %d", n))
 }
 
 // newRandomSample returns the sample of r named name.
@@ -88,10 +105,12 @@ func newRandomSample(r *rand.Rand, name string) randomSample {
 		usedMsgs := map[string]bool{}
 		for f := range 1 + r.IntN(2) {
 			rf := &randomFile{
-				path:      fmt.Sprintf("%s/p%d/f%d.proto", name, p, f),
-				pkg:       pkg,
-				syntax:    []string{"proto2", "proto3", "2023"}[r.IntN(3)],
-				goPackage: goPackage,
+				path:          fmt.Sprintf("%s/p%d/f%d.proto", name, p, f),
+				pkg:           pkg,
+				syntax:        []string{"proto2", "proto3", "2023"}[r.IntN(3)],
+				goPackage:     goPackage,
+				keys:          map[string][]fieldDecl{},
+				partitionKeys: map[string][]fieldDecl{},
 			}
 			if rf.syntax == "2023" && r.IntN(4) == 0 {
 				rf.body.WriteString("option features.(pb.go).api_level = " + []string{"API_OPAQUE", "API_HYBRID"}[r.IntN(2)] + ";\n")
@@ -195,6 +214,7 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 		fields[0] = randomFieldNames[1][r.IntN(len(randomFieldNames[1]))]
 	}
 	var keyable, all []string // Field names.
+	declOf := map[string]string{}
 	n := 1
 	var decls []string
 	uuid := ""
@@ -222,6 +242,7 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 				kind = "sint32"
 			}
 			decls = append(decls, rf.field(r, kind, fname, n, true))
+			declOf[fname] = decls[len(decls)-1]
 			keyable = append(keyable, fname)
 		}
 		all = append(all, fname)
@@ -235,6 +256,9 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 		if len(keyable) != 0 && r.IntN(2) == 0 {
 			pk := keyable[:1+r.IntN(len(keyable))]
 			parts = append(parts, `partition_key: ["`+strings.Join(pk, `", "`)+`"]`)
+			for _, f := range pk {
+				rf.partitionKeys[full] = append(rf.partitionKeys[full], fieldDecl{f, declOf[f]})
+			}
 		}
 		if r.IntN(3) == 0 {
 			parts = append(parts, "framing: FRAMING_JSON")
@@ -248,6 +272,7 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 	if len(keyable) != 0 && r.IntN(3) != 0 {
 		var keys []string
 		for _, k := range keyable[:1+r.IntN(len(keyable))] {
+			rf.keys[full] = append(rf.keys[full], fieldDecl{k, declOf[k]})
 			desc := ""
 			if r.IntN(3) == 0 {
 				desc = ", descending: true"
@@ -286,7 +311,6 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 // service writes a consumer service, of the journal messages and tables
 // rf sees.
 func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomFile, usedMsgs map[string]bool) {
-	type ref struct{ pkg, name string }
 	var journals, tables []ref
 	for _, f := range rf.visible(files) {
 		for _, j := range f.journals {
@@ -311,9 +335,11 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 		return "." + x.pkg + "." + x.name
 	}
 	var opts []string
+	var consumerTables []ref
 	if len(tables) != 0 && r.IntN(4) != 0 {
 		var ts []string
-		for _, t := range tables[:1+r.IntN(len(tables))] {
+		consumerTables = tables[:1+r.IntN(len(tables))]
+		for _, t := range consumerTables {
 			ts = append(ts, `"`+qualify(t)+`"`)
 		}
 		opts = append(opts, "tables: ["+strings.Join(ts, ", ")+"]")
@@ -330,7 +356,9 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 	}
 	fmt.Fprintf(b, "service %s {\n  option (gazconsumer.v1.consumer) = {%s};\n", name, strings.Join(opts, ", "))
 	usedRPCs := map[string]bool{}
+	var inputs []ref
 	for _, j := range journals[:1+r.IntN(len(journals))] {
+		inputs = append(inputs, j)
 		short := j.name[strings.LastIndex(j.name, ".")+1:]
 		rpc := "On" + short
 		if r.IntN(4) == 0 {
@@ -342,6 +370,77 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 		usedRPCs[rpc] = true
 		fmt.Fprintf(b, "  rpc %s(%s) returns (google.protobuf.Empty);\n", rpc, "."+j.pkg+"."+j.name)
 	}
+	b.WriteString("}\n\n")
+	if len(consumerTables) != 0 && r.IntN(3) != 0 {
+		rf.queries(r, b, name, consumerTables[r.IntN(len(consumerTables))], inputs, usedMsgs)
+	}
+}
+
+// queries writes a queries service of consumer, reading its table t, of
+// requests carrying (if the first input of consumer with a partition key
+// is declared in rf) that partition key, or not.
+func (rf *randomFile) queries(r *rand.Rand, b *strings.Builder, consumer string, t ref, inputs []ref, usedMsgs map[string]bool) {
+	if t.pkg != rf.pkg || rf.keys[t.name] == nil {
+		return // Of another package, or file: its fields may be of another syntax.
+	}
+	var route []fieldDecl
+	for _, in := range inputs {
+		if in.pkg == rf.pkg && rf.partitionKeys[in.name] != nil {
+			route = rf.partitionKeys[in.name]
+			break
+		}
+	}
+	unique := func(name string) string {
+		for usedMsgs[name] {
+			name += "Q"
+		}
+		usedMsgs[name] = true
+		return name
+	}
+	row := "." + t.pkg + "." + t.name
+	short := t.name[strings.LastIndex(t.name, ".")+1:]
+	keys := rf.keys[t.name]
+	// request writes a request message of fields.
+	request := func(name string, fields []fieldDecl, extra ...string) {
+		fmt.Fprintf(b, "message %s {\n", name)
+		seen := map[string]bool{}
+		n := 1
+		for _, f := range fields {
+			if !seen[f.name] {
+				seen[f.name] = true
+				b.WriteString(f.renumbered(n))
+				n++
+			}
+		}
+		for _, e := range extra {
+			if rf.syntax == "proto2" {
+				e = "optional " + e
+			}
+			fmt.Fprintf(b, "  %s = %d;\n", e, n)
+			n++
+		}
+		b.WriteString("}\n\n")
+	}
+	var routing []fieldDecl
+	if r.IntN(3) != 0 {
+		routing = route
+	}
+	svc := unique(consumer + "Queries")
+	get := unique("Get" + short + "Request")
+	request(get, append(slices.Clone(keys), routing...))
+	scan := unique("Scan" + short + "Request")
+	prefix := keys[:r.IntN(len(keys)+1)]
+	tokenType := []string{"string", "bytes"}[r.IntN(2)]
+	request(scan, append(slices.Clone(prefix), routing...), "int32 limit", tokenType+" page_token")
+	scanResp := unique("Scan" + short + "Response")
+	var label string
+	if rf.syntax == "proto2" {
+		label = "optional "
+	}
+	fmt.Fprintf(b, "message %s {\n  repeated %s rows = 1;\n  %s%s next_page_token = 2;\n}\n\n", scanResp, row, label, tokenType)
+	fmt.Fprintf(b, "service %s {\n  option (gazconsumer.v1.queries) = {consumer: %q};\n", svc, consumer)
+	fmt.Fprintf(b, "  rpc Get%s(%s) returns (%s) {\n    option (gazconsumer.v1.read) = {table: %q, kind: READ_KIND_GET};\n  }\n", short, get, row, row)
+	fmt.Fprintf(b, "  rpc Scan%s(%s) returns (%s) {\n    option (gazconsumer.v1.read) = {table: %q, kind: READ_KIND_SCAN, max_limit: 20};\n  }\n", short, scan, scanResp, row)
 	b.WriteString("}\n\n")
 }
 

@@ -50,6 +50,9 @@ const (
 	pathGCv1         = "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	pathConsumertest = "github.com/gazconsumer/gazconsumer/runtime/consumertest"
 	pathProducer     = "github.com/gazconsumer/gazconsumer/runtime/producer"
+	pathQuery        = "github.com/gazconsumer/gazconsumer/runtime/query"
+	pathContext      = "context"
+	pathGRPC         = "google.golang.org/grpc"
 )
 
 // Options are the parameters of the plugin.
@@ -122,6 +125,9 @@ func Generate(gen *protogen.Plugin, opts Options) error {
 		}
 		for _, c := range fm.consumers {
 			genConsumer(fc, c)
+		}
+		for _, q := range fm.queries {
+			genQueries(fc, q)
 		}
 		src, err := render(fc)
 		if err != nil {

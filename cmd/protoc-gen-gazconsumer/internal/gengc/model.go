@@ -70,11 +70,12 @@ type fileModel struct {
 	journals  []*journalMsg
 	tables    []*table
 	consumers []*consumer
+	queries   []*queries
 }
 
 // empty reports whether nothing is generated for the file.
 func (fm *fileModel) empty() bool {
-	return len(fm.journals) == 0 && len(fm.tables) == 0 && len(fm.consumers) == 0
+	return len(fm.journals) == 0 && len(fm.tables) == 0 && len(fm.consumers) == 0 && len(fm.queries) == 0
 }
 
 // model resolves and validates the annotations of a request.
@@ -82,6 +83,7 @@ type model struct {
 	messages map[protoreflect.FullName]*protogen.Message
 	journals map[protoreflect.FullName]*journalMsg
 	tables   map[protoreflect.FullName]*table
+	services map[protoreflect.FullName]*protogen.Service
 	// files are the files to generate, by path.
 	files []*fileModel
 	// all are the files of the request, by path.
@@ -125,6 +127,7 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 		messages: map[protoreflect.FullName]*protogen.Message{},
 		journals: map[protoreflect.FullName]*journalMsg{},
 		tables:   map[protoreflect.FullName]*table{},
+		services: map[protoreflect.FullName]*protogen.Service{},
 		pkgNames: map[protogen.GoImportPath]protogen.GoPackageName{},
 		all:      slices.Clone(gen.Files),
 	}
@@ -132,6 +135,9 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 	for _, f := range md.all {
 		md.pkgNames[f.GoImportPath] = f.GoPackageName
 		walkMessages(f.Messages, func(m *protogen.Message) { md.messages[m.Desc.FullName()] = m })
+		for _, s := range f.Services {
+			md.services[s.Desc.FullName()] = s
+		}
 	}
 	for _, f := range md.all {
 		if !f.Generate {
@@ -164,6 +170,13 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 		for _, s := range f.Services {
 			if err := checkOptionEnums(s.Desc, consumerOptions(s)); err != nil {
 				return nil, err
+			}
+			q, err := md.queries(f, s)
+			if err != nil {
+				return nil, err
+			} else if q != nil {
+				fm.queries = append(fm.queries, q)
+				continue
 			}
 			c, err := md.consumer(s)
 			if err != nil {

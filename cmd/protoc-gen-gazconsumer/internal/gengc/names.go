@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/gofeaturespb"
+
+	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
 
 // This file is the names table of the generator. Every identifier the
@@ -165,7 +167,8 @@ var (
 // Locals, parameters and receivers of generated code, which the names of
 // imported packages must not be.
 var (
-	genLocals     = []string{"x", "u", "b", "w", "p", "spec", "kv", "r", "k", "c", "tx", "msg", "handler", "stores", "journals"}
+	genLocals = []string{"x", "u", "b", "w", "p", "spec", "kv", "r", "k", "c", "tx", "msg", "handler", "stores", "journals",
+		"v", "row", "rows", "next", "start", "end", "err", "ctx", "req", "resp", "opts", "token"}
 	harnessLocals = []string{"t", "handler", "opts", "h", "p", "msg", "stores", "journals"}
 )
 
@@ -272,6 +275,20 @@ func newNames(md *model) (*names, error) {
 				return nil, err
 			}
 			nt.harnesses[c] = h
+		}
+		for _, q := range fm.queries {
+			p := extPos(q.svc.Desc, serviceOptionsField, int32(gcv1.E_Queries.Field))
+			n := queriesNamesOf(q)
+			for _, d := range []struct{ name, what string }{
+				{n.desc, "the description"}, {n.client, "the client type"}, {n.ctor, "the client constructor"},
+			} {
+				if err := declare(d.name, from(p, "%s of queries service %s", d.what, q.svc.Desc.FullName())); err != nil {
+					return nil, err
+				}
+			}
+			if err := declareQueries(q); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return nt, nil
@@ -560,6 +577,9 @@ var packageNames = map[string][2]string{
 	pathGCv1:         {"gazconsumerv1", "gazconsumerv1"},
 	pathConsumertest: {"consumertest", "consumertest"},
 	pathProducer:     {"producer", "producer"},
+	pathQuery:        {"query", "query"},
+	pathContext:      {"context", "context"},
+	pathGRPC:         {"grpc", "grpc"},
 }
 
 // importNames picks the names of the packages the file imports, and tells

@@ -66,16 +66,21 @@ const (
 // literal is recorded as a whole, one given field by field by each field),
 // or else that of d.
 func optPos(d protoreflect.Descriptor, path ...int32) position {
-	locs := d.ParentFile().SourceLocations()
-	want := append(protoreflect.SourcePath(nil), locs.ByDescriptor(d).Path...)
 	switch d.(type) {
 	case protoreflect.MessageDescriptor:
-		want = append(want, messageOptionsField, int32(gcv1.E_Message.Field))
+		return extPos(d, messageOptionsField, int32(gcv1.E_Message.Field), path...)
 	case protoreflect.ServiceDescriptor:
-		want = append(want, serviceOptionsField, int32(gcv1.E_Consumer.Field))
-	default:
-		return posOf(d)
+		return extPos(d, serviceOptionsField, int32(gcv1.E_Consumer.Field), path...)
 	}
+	return posOf(d)
+}
+
+// extPos is optPos of the option of d that is extension ext of the
+// options of d, field optsField of d's descriptor.
+func extPos(d protoreflect.Descriptor, optsField, ext int32, path ...int32) position {
+	locs := d.ParentFile().SourceLocations()
+	want := append(protoreflect.SourcePath(nil), locs.ByDescriptor(d).Path...)
+	want = append(want, optsField, ext)
 	base := len(want)
 	want = append(want, path...)
 	var best []protoreflect.SourceLocation
