@@ -157,6 +157,118 @@ func (x *Rank) GetAccountId() string {
 	return ""
 }
 
+// TopRequest asks for the accounts of the largest balances, a page at a
+// time.
+type TopRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit is the most ranks of a page: 0 means 10.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_token is empty for the first page, else the next_page_token of
+	// the previous page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopRequest) Reset() {
+	*x = TopRequest{}
+	mi := &file_gazconsumer_example_bank_v1_leaderboard_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopRequest) ProtoMessage() {}
+
+func (x *TopRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_example_bank_v1_leaderboard_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopRequest.ProtoReflect.Descriptor instead.
+func (*TopRequest) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_example_bank_v1_leaderboard_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TopRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *TopRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// TopResponse is a page of the ranking, largest balances first.
+type TopResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ranks []*Rank                `protobuf:"bytes,1,rep,name=ranks,proto3" json:"ranks,omitempty"`
+	// next_page_token is the page_token of the next page, empty after the
+	// last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopResponse) Reset() {
+	*x = TopResponse{}
+	mi := &file_gazconsumer_example_bank_v1_leaderboard_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopResponse) ProtoMessage() {}
+
+func (x *TopResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_example_bank_v1_leaderboard_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopResponse.ProtoReflect.Descriptor instead.
+func (*TopResponse) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_example_bank_v1_leaderboard_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TopResponse) GetRanks() []*Rank {
+	if x != nil {
+		return x.Ranks
+	}
+	return nil
+}
+
+func (x *TopResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_gazconsumer_example_bank_v1_leaderboard_proto protoreflect.FileDescriptor
 
 const file_gazconsumer_example_bank_v1_leaderboard_proto_rawDesc = "" +
@@ -181,10 +293,24 @@ const file_gazconsumer_example_bank_v1_leaderboard_proto_rawDesc = "" +
 	"\rbalance_cents\x10\x01\x12\r\n" +
 	"\vcustomer_id\x12\f\n" +
 	"\n" +
-	"account_id2\xdd\x01\n" +
+	"account_id\"A\n" +
+	"\n" +
+	"TopRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"n\n" +
+	"\vTopResponse\x127\n" +
+	"\x05ranks\x18\x01 \x03(\v2!.gazconsumer.example.bank.v1.RankR\x05ranks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xdd\x01\n" +
 	"\vLeaderboard\x12W\n" +
 	"\x10OnBalanceChanged\x12+.gazconsumer.example.bank.v1.BalanceChanged\x1a\x16.google.protobuf.Empty\x1au\x92\xb6\x1cq\x12\bStanding\x12\x04Rank\"\x04\x12\x02\b\x01*Y\x12\x19bank/recovery/leaderboard\x1a\x1f/gazette/hints/bank/leaderboard*\x1b\b\x01\x12\x17\b\x80\x80\x80\x02\x12\bfile:///\"\x02\b\n" +
-	"*\x02\b<B?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
+	"*\x02\b<2\x91\x01\n" +
+	"\x12LeaderboardQueries\x12h\n" +
+	"\x03Top\x12'.gazconsumer.example.bank.v1.TopRequest\x1a(.gazconsumer.example.bank.v1.TopResponse\"\x0e\x92\xb6\x1c\n" +
+	"\n" +
+	"\x04Rank\x10\x02P\n" +
+	"\x1a\x11\x9a\xb6\x1c\r\n" +
+	"\vLeaderboardB?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
 
 var (
 	file_gazconsumer_example_bank_v1_leaderboard_proto_rawDescOnce sync.Once
@@ -198,21 +324,26 @@ func file_gazconsumer_example_bank_v1_leaderboard_proto_rawDescGZIP() []byte {
 	return file_gazconsumer_example_bank_v1_leaderboard_proto_rawDescData
 }
 
-var file_gazconsumer_example_bank_v1_leaderboard_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_gazconsumer_example_bank_v1_leaderboard_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_gazconsumer_example_bank_v1_leaderboard_proto_goTypes = []any{
 	(*Standing)(nil),       // 0: gazconsumer.example.bank.v1.Standing
 	(*Rank)(nil),           // 1: gazconsumer.example.bank.v1.Rank
-	(*BalanceChanged)(nil), // 2: gazconsumer.example.bank.v1.BalanceChanged
-	(*emptypb.Empty)(nil),  // 3: google.protobuf.Empty
+	(*TopRequest)(nil),     // 2: gazconsumer.example.bank.v1.TopRequest
+	(*TopResponse)(nil),    // 3: gazconsumer.example.bank.v1.TopResponse
+	(*BalanceChanged)(nil), // 4: gazconsumer.example.bank.v1.BalanceChanged
+	(*emptypb.Empty)(nil),  // 5: google.protobuf.Empty
 }
 var file_gazconsumer_example_bank_v1_leaderboard_proto_depIdxs = []int32{
-	2, // 0: gazconsumer.example.bank.v1.Leaderboard.OnBalanceChanged:input_type -> gazconsumer.example.bank.v1.BalanceChanged
-	3, // 1: gazconsumer.example.bank.v1.Leaderboard.OnBalanceChanged:output_type -> google.protobuf.Empty
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: gazconsumer.example.bank.v1.TopResponse.ranks:type_name -> gazconsumer.example.bank.v1.Rank
+	4, // 1: gazconsumer.example.bank.v1.Leaderboard.OnBalanceChanged:input_type -> gazconsumer.example.bank.v1.BalanceChanged
+	2, // 2: gazconsumer.example.bank.v1.LeaderboardQueries.Top:input_type -> gazconsumer.example.bank.v1.TopRequest
+	5, // 3: gazconsumer.example.bank.v1.Leaderboard.OnBalanceChanged:output_type -> google.protobuf.Empty
+	3, // 4: gazconsumer.example.bank.v1.LeaderboardQueries.Top:output_type -> gazconsumer.example.bank.v1.TopResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_gazconsumer_example_bank_v1_leaderboard_proto_init() }
@@ -227,9 +358,9 @@ func file_gazconsumer_example_bank_v1_leaderboard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_example_bank_v1_leaderboard_proto_rawDesc), len(file_gazconsumer_example_bank_v1_leaderboard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_gazconsumer_example_bank_v1_leaderboard_proto_goTypes,
 		DependencyIndexes: file_gazconsumer_example_bank_v1_leaderboard_proto_depIdxs,

@@ -4,11 +4,14 @@
 package bankv1
 
 import (
+	"context"
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
 	"time"
 )
@@ -154,4 +157,81 @@ var gazconsumerLeaderboardConsumer = &runtime.Consumer[LeaderboardHandler, *Lead
 		}
 	},
 	FinalizeTxn: LeaderboardHandler.FinalizeTxn,
+}
+
+// gazconsumerLeaderboardQueriesService describes queries service
+// gazconsumer.example.bank.v1.LeaderboardQueries to runtime/query: members of
+// consumer gazconsumer.example.bank.v1.Leaderboard serve it, from their shards'
+// committed state. A request carrying the partition key of
+// gazconsumer.example.bank.v1.BalanceChanged (customer_id) is answered by the
+// shard of its partition, among the journals of
+// app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged; one
+// carrying none, by every shard.
+var gazconsumerLeaderboardQueriesService = &query.Service{
+	Name:       "gazconsumer.example.bank.v1.LeaderboardQueries",
+	Consumer:   "gazconsumer.example.bank.v1.Leaderboard",
+	File:       "gazconsumer/example/bank/v1/leaderboard.proto",
+	Partitions: "app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged",
+	Methods: []*query.Method{
+		query.Scan(query.ScanDef[*TopRequest, *TopResponse, RankKey, *Rank]{
+			Name:  "Top",
+			Table: gazconsumerRankTable,
+			Prefix: func(r *TopRequest) (RankKey, int, error) {
+				return RankKey{}, 0, nil
+			},
+			Limit: func(r *TopRequest) int64 {
+				return int64(r.GetLimit())
+			},
+			LimitField: "limit",
+			PageToken: func(r *TopRequest) ([]byte, error) {
+				return query.ParseToken(r.GetPageToken())
+			},
+			PageTokenField: "page_token",
+			DefaultLimit:   10,
+			MaxLimit:       1000,
+			Response: func(rows []*Rank, next []byte) *TopResponse {
+				x := new(TopResponse)
+				x.Ranks = rows
+				x.NextPageToken = query.FormatToken(next)
+				return x
+			},
+			Rows: func(r *TopResponse) []*Rank {
+				return r.GetRanks()
+			},
+			Next: func(r *TopResponse) ([]byte, error) {
+				return query.ParseToken(r.GetNextPageToken())
+			},
+		}),
+	},
+}
+
+func init() {
+	query.Register(gazconsumerLeaderboardQueriesService)
+}
+
+// LeaderboardQueries reads the leaderboard's ranking, live. A request
+// carries no partition key: every leaderboard shard answers, and their
+// ranks are merged in the table's order (largest balance first).
+//
+// LeaderboardQueriesClient calls queries service
+// gazconsumer.example.bank.v1.LeaderboardQueries through a query.Client: one
+// calling a member, which routes each call (query.NewClient), or one routing
+// each call itself to the primary of its shard (query.NewRoutedClient).
+type LeaderboardQueriesClient struct {
+	c *query.Client
+}
+
+// NewLeaderboardQueriesClient returns the client of
+// gazconsumer.example.bank.v1.LeaderboardQueries calling through c.
+func NewLeaderboardQueriesClient(c *query.Client) LeaderboardQueriesClient {
+	return LeaderboardQueriesClient{c}
+}
+
+// Top returns the accounts of the largest balances.
+func (c LeaderboardQueriesClient) Top(ctx context.Context, req *TopRequest, opts ...grpc.CallOption) (*TopResponse, error) {
+	resp := new(TopResponse)
+	if err := c.c.Invoke(ctx, gazconsumerLeaderboardQueriesService, "Top", req, resp, opts...); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }

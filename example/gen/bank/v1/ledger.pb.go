@@ -185,6 +185,224 @@ func (x *CustomerActivity) GetLastAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// GetBalanceRequest asks for the balance of one account of a customer.
+type GetBalanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CustomerId    string                 `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	AccountId     string                 `protobuf:"bytes,2,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBalanceRequest) Reset() {
+	*x = GetBalanceRequest{}
+	mi := &file_gazconsumer_example_bank_v1_ledger_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBalanceRequest) ProtoMessage() {}
+
+func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_example_bank_v1_ledger_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
+func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_example_bank_v1_ledger_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetBalanceRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+func (x *GetBalanceRequest) GetAccountId() string {
+	if x != nil {
+		return x.AccountId
+	}
+	return ""
+}
+
+// ListBalancesRequest asks for the balances of a customer's accounts, in
+// account order, a page at a time.
+type ListBalancesRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	CustomerId string                 `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	// limit is the most balances of a page: 0 means 100.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_token is empty for the first page, else the next_page_token of
+	// the previous page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBalancesRequest) Reset() {
+	*x = ListBalancesRequest{}
+	mi := &file_gazconsumer_example_bank_v1_ledger_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBalancesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBalancesRequest) ProtoMessage() {}
+
+func (x *ListBalancesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_example_bank_v1_ledger_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBalancesRequest.ProtoReflect.Descriptor instead.
+func (*ListBalancesRequest) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_example_bank_v1_ledger_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListBalancesRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+func (x *ListBalancesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListBalancesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListBalancesResponse is a page of a customer's balances.
+type ListBalancesResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Balances []*Balance             `protobuf:"bytes,1,rep,name=balances,proto3" json:"balances,omitempty"`
+	// next_page_token is the page_token of the next page, empty after the
+	// last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBalancesResponse) Reset() {
+	*x = ListBalancesResponse{}
+	mi := &file_gazconsumer_example_bank_v1_ledger_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBalancesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBalancesResponse) ProtoMessage() {}
+
+func (x *ListBalancesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_example_bank_v1_ledger_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBalancesResponse.ProtoReflect.Descriptor instead.
+func (*ListBalancesResponse) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_example_bank_v1_ledger_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListBalancesResponse) GetBalances() []*Balance {
+	if x != nil {
+		return x.Balances
+	}
+	return nil
+}
+
+func (x *ListBalancesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetActivityRequest asks for the activity of a customer.
+type GetActivityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CustomerId    string                 `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetActivityRequest) Reset() {
+	*x = GetActivityRequest{}
+	mi := &file_gazconsumer_example_bank_v1_ledger_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetActivityRequest) ProtoMessage() {}
+
+func (x *GetActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_example_bank_v1_ledger_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetActivityRequest.ProtoReflect.Descriptor instead.
+func (*GetActivityRequest) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_example_bank_v1_ledger_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetActivityRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
 var File_gazconsumer_example_bank_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_gazconsumer_example_bank_v1_ledger_proto_rawDesc = "" +
@@ -209,12 +427,38 @@ const file_gazconsumer_example_bank_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"paid_cents\x18\x05 \x01(\x03R\tpaidCents\x123\n" +
 	"\alast_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06lastAt:\x15\x92\xb6\x1c\x11\x12\x0f\x12\r\n" +
-	"\vcustomer_id2\xa6\x02\n" +
+	"\vcustomer_id\"S\n" +
+	"\x11GetBalanceRequest\x12\x1f\n" +
+	"\vcustomer_id\x18\x01 \x01(\tR\n" +
+	"customerId\x12\x1d\n" +
+	"\n" +
+	"account_id\x18\x02 \x01(\tR\taccountId\"k\n" +
+	"\x13ListBalancesRequest\x12\x1f\n" +
+	"\vcustomer_id\x18\x01 \x01(\tR\n" +
+	"customerId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x80\x01\n" +
+	"\x14ListBalancesResponse\x12@\n" +
+	"\bbalances\x18\x01 \x03(\v2$.gazconsumer.example.bank.v1.BalanceR\bbalances\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"5\n" +
+	"\x12GetActivityRequest\x12\x1f\n" +
+	"\vcustomer_id\x18\x01 \x01(\tR\n" +
+	"customerId2\xa6\x02\n" +
 	"\x06Ledger\x12E\n" +
 	"\aOnOrder\x12\".gazconsumer.example.bank.v1.Order\x1a\x16.google.protobuf.Empty\x12I\n" +
 	"\tOnPayment\x12$.gazconsumer.example.bank.v1.Payment\x1a\x16.google.protobuf.Empty\x1a\x89\x01\x92\xb6\x1c\x84\x01\x12\aBalance\x12\x10CustomerActivity\x1a\x10\n" +
 	"\x0eBalanceChanged\"\x04\x12\x02\b\x01*O\x12\x14bank/recovery/ledger\x1a\x1a/gazette/hints/bank/ledger*\x1b\b\x01\x12\x17\b\x80\x80\x80\x02\x12\bfile:///\"\x02\b\n" +
-	"*\x02\b<B?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
+	"*\x02\b<2\xa3\x03\n" +
+	"\rLedgerQueries\x12s\n" +
+	"\n" +
+	"GetBalance\x12..gazconsumer.example.bank.v1.GetBalanceRequest\x1a$.gazconsumer.example.bank.v1.Balance\"\x0f\x92\xb6\x1c\v\n" +
+	"\aBalance\x10\x01\x12\x84\x01\n" +
+	"\fListBalances\x120.gazconsumer.example.bank.v1.ListBalancesRequest\x1a1.gazconsumer.example.bank.v1.ListBalancesResponse\"\x0f\x92\xb6\x1c\v\n" +
+	"\aBalance\x10\x02\x12\x87\x01\n" +
+	"\vGetActivity\x12/.gazconsumer.example.bank.v1.GetActivityRequest\x1a-.gazconsumer.example.bank.v1.CustomerActivity\"\x18\x92\xb6\x1c\x14\n" +
+	"\x10CustomerActivity\x10\x01\x1a\f\x9a\xb6\x1c\b\n" +
+	"\x06LedgerB?Z=github.com/gazconsumer/gazconsumer/example/gen/bank/v1;bankv1b\x06proto3"
 
 var (
 	file_gazconsumer_example_bank_v1_ledger_proto_rawDescOnce sync.Once
@@ -228,26 +472,37 @@ func file_gazconsumer_example_bank_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_gazconsumer_example_bank_v1_ledger_proto_rawDescData
 }
 
-var file_gazconsumer_example_bank_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_gazconsumer_example_bank_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_gazconsumer_example_bank_v1_ledger_proto_goTypes = []any{
 	(*Balance)(nil),               // 0: gazconsumer.example.bank.v1.Balance
 	(*CustomerActivity)(nil),      // 1: gazconsumer.example.bank.v1.CustomerActivity
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
-	(*Order)(nil),                 // 3: gazconsumer.example.bank.v1.Order
-	(*Payment)(nil),               // 4: gazconsumer.example.bank.v1.Payment
-	(*emptypb.Empty)(nil),         // 5: google.protobuf.Empty
+	(*GetBalanceRequest)(nil),     // 2: gazconsumer.example.bank.v1.GetBalanceRequest
+	(*ListBalancesRequest)(nil),   // 3: gazconsumer.example.bank.v1.ListBalancesRequest
+	(*ListBalancesResponse)(nil),  // 4: gazconsumer.example.bank.v1.ListBalancesResponse
+	(*GetActivityRequest)(nil),    // 5: gazconsumer.example.bank.v1.GetActivityRequest
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*Order)(nil),                 // 7: gazconsumer.example.bank.v1.Order
+	(*Payment)(nil),               // 8: gazconsumer.example.bank.v1.Payment
+	(*emptypb.Empty)(nil),         // 9: google.protobuf.Empty
 }
 var file_gazconsumer_example_bank_v1_ledger_proto_depIdxs = []int32{
-	2, // 0: gazconsumer.example.bank.v1.CustomerActivity.last_at:type_name -> google.protobuf.Timestamp
-	3, // 1: gazconsumer.example.bank.v1.Ledger.OnOrder:input_type -> gazconsumer.example.bank.v1.Order
-	4, // 2: gazconsumer.example.bank.v1.Ledger.OnPayment:input_type -> gazconsumer.example.bank.v1.Payment
-	5, // 3: gazconsumer.example.bank.v1.Ledger.OnOrder:output_type -> google.protobuf.Empty
-	5, // 4: gazconsumer.example.bank.v1.Ledger.OnPayment:output_type -> google.protobuf.Empty
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	6, // 0: gazconsumer.example.bank.v1.CustomerActivity.last_at:type_name -> google.protobuf.Timestamp
+	0, // 1: gazconsumer.example.bank.v1.ListBalancesResponse.balances:type_name -> gazconsumer.example.bank.v1.Balance
+	7, // 2: gazconsumer.example.bank.v1.Ledger.OnOrder:input_type -> gazconsumer.example.bank.v1.Order
+	8, // 3: gazconsumer.example.bank.v1.Ledger.OnPayment:input_type -> gazconsumer.example.bank.v1.Payment
+	2, // 4: gazconsumer.example.bank.v1.LedgerQueries.GetBalance:input_type -> gazconsumer.example.bank.v1.GetBalanceRequest
+	3, // 5: gazconsumer.example.bank.v1.LedgerQueries.ListBalances:input_type -> gazconsumer.example.bank.v1.ListBalancesRequest
+	5, // 6: gazconsumer.example.bank.v1.LedgerQueries.GetActivity:input_type -> gazconsumer.example.bank.v1.GetActivityRequest
+	9, // 7: gazconsumer.example.bank.v1.Ledger.OnOrder:output_type -> google.protobuf.Empty
+	9, // 8: gazconsumer.example.bank.v1.Ledger.OnPayment:output_type -> google.protobuf.Empty
+	0, // 9: gazconsumer.example.bank.v1.LedgerQueries.GetBalance:output_type -> gazconsumer.example.bank.v1.Balance
+	4, // 10: gazconsumer.example.bank.v1.LedgerQueries.ListBalances:output_type -> gazconsumer.example.bank.v1.ListBalancesResponse
+	1, // 11: gazconsumer.example.bank.v1.LedgerQueries.GetActivity:output_type -> gazconsumer.example.bank.v1.CustomerActivity
+	7, // [7:12] is the sub-list for method output_type
+	2, // [2:7] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_gazconsumer_example_bank_v1_ledger_proto_init() }
@@ -262,9 +517,9 @@ func file_gazconsumer_example_bank_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_example_bank_v1_ledger_proto_rawDesc), len(file_gazconsumer_example_bank_v1_ledger_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   6,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_gazconsumer_example_bank_v1_ledger_proto_goTypes,
 		DependencyIndexes: file_gazconsumer_example_bank_v1_ledger_proto_depIdxs,

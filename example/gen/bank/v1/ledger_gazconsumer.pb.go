@@ -4,11 +4,14 @@
 package bankv1
 
 import (
+	"context"
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
 	"time"
 )
@@ -158,4 +161,128 @@ var gazconsumerLedgerConsumer = &runtime.Consumer[LedgerHandler, *LedgerTxn]{
 		}
 	},
 	FinalizeTxn: LedgerHandler.FinalizeTxn,
+}
+
+// gazconsumerLedgerQueriesService describes queries service
+// gazconsumer.example.bank.v1.LedgerQueries to runtime/query: members of
+// consumer gazconsumer.example.bank.v1.Ledger serve it, from their shards'
+// committed state. A request carrying the partition key of
+// gazconsumer.example.bank.v1.Order (customer_id) is answered by the shard of
+// its partition, among the journals of
+// app.gazette.dev/message-type=gazconsumer.example.bank.v1.Order; one carrying
+// none, by every shard.
+var gazconsumerLedgerQueriesService = &query.Service{
+	Name:       "gazconsumer.example.bank.v1.LedgerQueries",
+	Consumer:   "gazconsumer.example.bank.v1.Ledger",
+	File:       "gazconsumer/example/bank/v1/ledger.proto",
+	Partitions: "app.gazette.dev/message-type=gazconsumer.example.bank.v1.Order",
+	Methods: []*query.Method{
+		query.Get(query.GetDef[*GetBalanceRequest, *Balance, BalanceKey, *Balance]{
+			Name:  "GetBalance",
+			Table: gazconsumerBalanceTable,
+			Partition: func(r *GetBalanceRequest, b []byte) []byte {
+				return keyenc.AppendString(b, r.GetCustomerId(), keyenc.Ascending)
+			},
+			Key: func(r *GetBalanceRequest) (BalanceKey, error) {
+				return BalanceKey{CustomerId: r.GetCustomerId(), AccountId: r.GetAccountId()}, nil
+			},
+			Response: func(row *Balance) *Balance {
+				return row
+			},
+		}),
+		query.Scan(query.ScanDef[*ListBalancesRequest, *ListBalancesResponse, BalanceKey, *Balance]{
+			Name:  "ListBalances",
+			Table: gazconsumerBalanceTable,
+			Partition: func(r *ListBalancesRequest, b []byte) []byte {
+				return keyenc.AppendString(b, r.GetCustomerId(), keyenc.Ascending)
+			},
+			Prefix: func(r *ListBalancesRequest) (BalanceKey, int, error) {
+				return BalanceKey{CustomerId: r.GetCustomerId()}, 1, nil
+			},
+			Limit: func(r *ListBalancesRequest) int64 {
+				return int64(r.GetLimit())
+			},
+			LimitField: "limit",
+			PageToken: func(r *ListBalancesRequest) ([]byte, error) {
+				return query.ParseToken(r.GetPageToken())
+			},
+			PageTokenField: "page_token",
+			DefaultLimit:   100,
+			MaxLimit:       1000,
+			Response: func(rows []*Balance, next []byte) *ListBalancesResponse {
+				x := new(ListBalancesResponse)
+				x.Balances = rows
+				x.NextPageToken = query.FormatToken(next)
+				return x
+			},
+			Rows: func(r *ListBalancesResponse) []*Balance {
+				return r.GetBalances()
+			},
+			Next: func(r *ListBalancesResponse) ([]byte, error) {
+				return query.ParseToken(r.GetNextPageToken())
+			},
+		}),
+		query.Get(query.GetDef[*GetActivityRequest, *CustomerActivity, CustomerActivityKey, *CustomerActivity]{
+			Name:  "GetActivity",
+			Table: gazconsumerCustomerActivityTable,
+			Partition: func(r *GetActivityRequest, b []byte) []byte {
+				return keyenc.AppendString(b, r.GetCustomerId(), keyenc.Ascending)
+			},
+			Key: func(r *GetActivityRequest) (CustomerActivityKey, error) {
+				return CustomerActivityKey{CustomerId: r.GetCustomerId()}, nil
+			},
+			Response: func(row *CustomerActivity) *CustomerActivity {
+				return row
+			},
+		}),
+	},
+}
+
+func init() {
+	query.Register(gazconsumerLedgerQueriesService)
+}
+
+// LedgerQueries reads the ledger's tables, live: each request carries a
+// customer_id, the partition key of orders and payments, and is answered by
+// the ledger shard holding that customer, from its committed state.
+//
+// LedgerQueriesClient calls queries service
+// gazconsumer.example.bank.v1.LedgerQueries through a query.Client: one calling
+// a member, which routes each call (query.NewClient), or one routing each call
+// itself to the primary of its shard (query.NewRoutedClient).
+type LedgerQueriesClient struct {
+	c *query.Client
+}
+
+// NewLedgerQueriesClient returns the client of
+// gazconsumer.example.bank.v1.LedgerQueries calling through c.
+func NewLedgerQueriesClient(c *query.Client) LedgerQueriesClient {
+	return LedgerQueriesClient{c}
+}
+
+// GetBalance returns the balance of an account (NOT_FOUND if it has none).
+func (c LedgerQueriesClient) GetBalance(ctx context.Context, req *GetBalanceRequest, opts ...grpc.CallOption) (*Balance, error) {
+	resp := new(Balance)
+	if err := c.c.Invoke(ctx, gazconsumerLedgerQueriesService, "GetBalance", req, resp, opts...); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ListBalances returns a customer's balances.
+func (c LedgerQueriesClient) ListBalances(ctx context.Context, req *ListBalancesRequest, opts ...grpc.CallOption) (*ListBalancesResponse, error) {
+	resp := new(ListBalancesResponse)
+	if err := c.c.Invoke(ctx, gazconsumerLedgerQueriesService, "ListBalances", req, resp, opts...); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// GetActivity returns a customer's activity (NOT_FOUND if it has none).
+func (c LedgerQueriesClient) GetActivity(ctx context.Context, req *GetActivityRequest, opts ...grpc.CallOption) (*CustomerActivity, error) {
+	resp := new(CustomerActivity)
+	if err := c.c.Invoke(ctx, gazconsumerLedgerQueriesService, "GetActivity", req, resp, opts...); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
