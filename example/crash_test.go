@@ -17,9 +17,9 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/example/internal/check"
+	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
 	"github.com/gazconsumer/gazconsumer/example/internal/progress"
-	"github.com/gazconsumer/gazconsumer/example/internal/query"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/specs"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -257,9 +257,9 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 		pubErr = load.Publish(ctx, stack.Journals(), msgs, 100, func(int) { time.Sleep(20 * time.Millisecond) })
 	}()
 
-	var ledgerShards, ledgerConn, _ = query.DialShards(pb.Endpoint(ledger.address()), brokerconn.Security{})
+	var ledgerShards, ledgerConn, _ = inspect.DialShards(pb.Endpoint(ledger.address()), brokerconn.Security{})
 	defer ledgerConn.Close()
-	var boardShards, boardConn, _ = query.DialShards(pb.Endpoint(leaderboard.address()), brokerconn.Security{})
+	var boardShards, boardConn, _ = inspect.DialShards(pb.Endpoint(leaderboard.address()), brokerconn.Security{})
 	defer boardConn.Close()
 	var follower = progress.NewFollower(stack.Journals(), brokerconn.Security{},
 		progress.App{Name: "ledger", Shards: ledgerShards}, progress.App{Name: "leaderboard", Shards: boardShards})
@@ -297,17 +297,17 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 	t.Logf("caught up: %+v", sts)
 
 	var problems []string
-	ledgerSnap, err := query.Open(ctx, ledgerShards, stack.Journals(), stack.Etcd(), t.TempDir())
+	ledgerSnap, err := inspect.Open(ctx, ledgerShards, stack.Journals(), stack.Etcd(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ledgerSnap.Close()
-	boardSnap, err := query.Open(ctx, boardShards, stack.Journals(), stack.Etcd(), t.TempDir())
+	boardSnap, err := inspect.Open(ctx, boardShards, stack.Journals(), stack.Etcd(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer boardSnap.Close()
-	events, err := query.Events(ctx, stack.Journals())
+	events, err := inspect.Events(ctx, stack.Journals())
 	if err != nil {
 		t.Fatal(err)
 	}

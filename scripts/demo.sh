@@ -5,8 +5,10 @@
 #     (example/specs, generated from its annotations by `gazconsumer specs`);
 #   - starts the two consumers built from example/cmd, ledger and
 #     leaderboard, and applies their shards with `gazctl shards apply`;
-#   - publishes orders and payments exactly once with bankctl, showing the
-#     consumers' progress until they have caught up;
+#   - publishes orders and payments exactly once with bankctl (at DEMO_RATE
+#     messages a second, 4000 by default), querying the consumers live
+#     meanwhile (bankctl top and balances: their queries services), then
+#     shows their progress until they have caught up;
 #   - prints results, and checks them against the outcome the load recorded.
 # It prints "demo: OK" and exits 0 if they match, or "demo: FAIL" and exits 1.
 # DEMO_ORDERS and DEMO_PAYMENTS set the volume (default 10000 each).
@@ -15,6 +17,7 @@ cd "$(dirname "$0")/.."
 
 ORDERS=${DEMO_ORDERS:-10000}
 PAYMENTS=${DEMO_PAYMENTS:-10000}
+RATE=${DEMO_RATE:-4000}
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -77,16 +80,37 @@ done
 ./bin/gazctl shards list --consumer.address "$LEDGER_ADDRESS"
 ./bin/gazctl shards list --consumer.address "$LEADERBOARD_ADDRESS"
 
-echo "demo: publishing $ORDERS orders and $PAYMENTS payments"
+echo "demo: publishing $ORDERS orders and $PAYMENTS payments at $RATE a second, querying the consumers live meanwhile"
 ./bin/bankctl publish --orders "$ORDERS" --payments "$PAYMENTS" --customers 500 --accounts 3 \
-  --record "$dir/record.json" --follow --timeout 3m || fail "publishing or consuming failed"
+  --record "$dir/record.json" --rate "$RATE" --timeout 3m >"$dir/publish.log" 2>&1 &
+publisher=$!
+live=0
+while kill -0 "$publisher" 2>/dev/null; do
+  # Answered by the consumers' members from their shards' committed state,
+  # over gRPC (LeaderboardQueries.Top, LedgerQueries.ListBalances and
+  # GetActivity), while they consume.
+  echo
+  echo "demo: live, $(date +%T), the load still publishing: bankctl top -n 3; bankctl balances --customer customer-0007"
+  ./bin/bankctl top -n 3 || fail "bankctl top failed"
+  ./bin/bankctl balances --customer customer-0007 || fail "bankctl balances failed"
+  live=$((live + 1))
+  sleep 1
+done
+wait "$publisher" || fail "publishing failed: $(tail -n 3 "$dir/publish.log")"
+[ "$live" -gt 0 ] || fail "the load was published before any live query"
+tail -n 1 "$dir/publish.log"
+echo "demo: $live rounds of live queries answered while the load ran; waiting for the consumers to catch up"
+./bin/bankctl follow --timeout 3m || fail "the consumers did not catch up"
 
 echo
-echo "demo: bankctl top -n 5"
+echo "demo: bankctl top -n 5 (live)"
 ./bin/bankctl top -n 5 || fail "bankctl top failed"
 echo
-echo "demo: bankctl balances --customer customer-0007"
+echo "demo: bankctl balances --customer customer-0007 (live)"
 ./bin/bankctl balances --customer customer-0007 || fail "bankctl balances failed"
+echo
+echo "demo: bankctl inspect top -n 5 (offline: plays the leaderboard's recovery logs)"
+./bin/bankctl inspect top -n 5 || fail "bankctl inspect top failed"
 echo
 echo "demo: the ledger's events, as gazctl reads them:"
 ./bin/gazctl journals read -l app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged \

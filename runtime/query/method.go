@@ -6,10 +6,12 @@ import (
 	"encoding/base64"
 	"fmt"
 	"slices"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	"github.com/gazconsumer/gazconsumer/runtime"
@@ -82,11 +84,15 @@ func (o *op) missingIn(where string) error {
 	return status.Errorf(codes.NotFound, "%s %s", o.missing, where)
 }
 
-// newOf returns a function returning new messages of M's type.
+// newOf returns a function returning new messages of M's type. It asks
+// for the type only when first called: generated Services are package
+// variables, initialized before the descriptors of their messages.
 func newOf[M proto.Message]() func() proto.Message {
-	var zero M
-	var mt = zero.ProtoReflect().Type()
-	return func() proto.Message { return mt.New().Interface() }
+	var typeOf = sync.OnceValue(func() protoreflect.MessageType {
+		var zero M
+		return zero.ProtoReflect().Type()
+	})
+	return func() proto.Message { return typeOf().New().Interface() }
 }
 
 // GetDef defines a GET rpc to Get: generated code declares one for each rpc

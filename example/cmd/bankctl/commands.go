@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/example/internal/check"
+	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
 	"github.com/gazconsumer/gazconsumer/example/internal/progress"
-	"github.com/gazconsumer/gazconsumer/example/internal/query"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -113,7 +113,7 @@ func (e *endpoints) shards(flag, addr string) (pc.ShardClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, conn, err := query.DialShards(pb.Endpoint(addr), sec)
+	sc, conn, err := inspect.DialShards(pb.Endpoint(addr), sec)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
@@ -138,7 +138,7 @@ func (e *endpoints) etcdClient() (*clientv3.Client, error) {
 }
 
 // snapshot opens the state of the application served at addr.
-func (e *endpoints) snapshot(ctx context.Context, flag, addr string) (*query.Snapshot, error) {
+func (e *endpoints) snapshot(ctx context.Context, flag, addr string) (*inspect.Snapshot, error) {
 	var sc, err = e.shards(flag, addr)
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func (e *endpoints) snapshot(ctx context.Context, flag, addr string) (*query.Sna
 	if err != nil {
 		return nil, err
 	}
-	return query.Open(ctx, sc, jc, etcd, "")
+	return inspect.Open(ctx, sc, jc, etcd, "")
 }
 
 func envOr(name, fallback string) string {
@@ -173,7 +173,7 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	ep.register(root)
-	root.AddCommand(newPublishCmd(ep), newFollowCmd(ep), newBalancesCmd(ep), newTopCmd(ep), newCheckCmd(ep))
+	root.AddCommand(newPublishCmd(ep), newFollowCmd(ep), newBalancesCmd(ep), newTopCmd(ep), newInspectCmd(ep), newCheckCmd(ep))
 	return root
 }
 
@@ -359,7 +359,22 @@ func newFollowCmd(ep *endpoints) *cobra.Command {
 	return cmd
 }
 
-func newBalancesCmd(ep *endpoints) *cobra.Command {
+// newInspectCmd is the offline inspection of the consumers' state, by
+// playing their shards' recovery logs.
+func newInspectCmd(ep *endpoints) *cobra.Command {
+	var cmd = &cobra.Command{
+		Use:   "inspect",
+		Short: "Inspect the consumers' tables offline, by playing their shards' recovery logs",
+		Long: `inspect plays each shard's recovery log into a temporary directory, read-only and
+without disturbing the shards, and prints their tables as of each shard's last
+commit: an offline inspection tool, seconds to minutes per call. The live
+queries are bankctl balances and bankctl top.`,
+	}
+	cmd.AddCommand(newInspectBalancesCmd(ep), newInspectTopCmd(ep))
+	return cmd
+}
+
+func newInspectBalancesCmd(ep *endpoints) *cobra.Command {
 	var customer string
 	var cmd = &cobra.Command{
 		Use:   "balances",
@@ -405,11 +420,11 @@ func newBalancesCmd(ep *endpoints) *cobra.Command {
 	return cmd
 }
 
-func newTopCmd(ep *endpoints) *cobra.Command {
+func newInspectTopCmd(ep *endpoints) *cobra.Command {
 	var n int
 	var cmd = &cobra.Command{
 		Use:   "top",
-		Short: "Print the leaderboard's largest balances",
+		Short: "Print the leaderboard's largest balances, as of each shard's last commit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var snap, err = ep.snapshot(cmd.Context(), "leaderboard.address", ep.leaderboard)
@@ -493,7 +508,7 @@ func runCheck(ctx context.Context, out io.Writer, ep *endpoints, rec *load.Recor
 	if err != nil {
 		return nil, err
 	}
-	events, err := query.Events(ctx, jc)
+	events, err := inspect.Events(ctx, jc)
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +549,7 @@ func runCheck(ctx context.Context, out io.Writer, ep *endpoints, rec *load.Recor
 }
 
 // printCheckpoints prints through which offsets each shard's state is.
-func printCheckpoints(out io.Writer, snap *query.Snapshot) {
+func printCheckpoints(out io.Writer, snap *inspect.Snapshot) {
 	for _, sh := range snap.Shards {
 		var parts []string
 		for j, src := range sh.Checkpoint.Sources {

@@ -8,8 +8,8 @@ import (
 	"fmt"
 
 	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
+	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
-	"github.com/gazconsumer/gazconsumer/example/internal/query"
 )
 
 // maxProblems bounds the problems reported by each check.
@@ -40,7 +40,7 @@ type account struct{ customer, account string }
 
 // Ledger checks the ledger's balances and activity against rec. It returns
 // what differs.
-func Ledger(rec *load.Record, snap *query.Snapshot) ([]string, error) {
+func Ledger(rec *load.Record, snap *inspect.Snapshot) ([]string, error) {
 	var p problems
 	balances, err := snap.Balances()
 	if err != nil {
@@ -95,7 +95,7 @@ func Ledger(rec *load.Record, snap *query.Snapshot) ([]string, error) {
 
 // Leaderboard checks the leaderboard's standings and ranks against rec: one
 // standing and one rank per account, at its expected balance.
-func Leaderboard(rec *load.Record, snap *query.Snapshot) ([]string, error) {
+func Leaderboard(rec *load.Record, snap *inspect.Snapshot) ([]string, error) {
 	var p problems
 	standings, err := snap.Standings()
 	if err != nil {

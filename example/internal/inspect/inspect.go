@@ -1,10 +1,12 @@
-// Package query reads the state and output of the example bank's consumers,
-// typed, without disturbing them. Open lists an application's shards
-// through the Shard API and plays each shard's recovery log into a local
-// directory, read-only (rocks.PlayReadOnly): queries then read the tables
-// through the generated accessors, as of each shard's last commit. Events
-// reads the ledger's BalanceChanged events, read-committed.
-package query
+// Package inspect reads the state and output of the example bank's
+// consumers offline, typed, without disturbing them: an inspection tool
+// (bankctl inspect, bankctl check), where live reads are the consumers'
+// queries services (bankctl balances and top). Open lists an
+// application's shards through the Shard API and plays each shard's
+// recovery log into a local directory, read-only (rocks.PlayReadOnly):
+// reads then go through the generated tables, as of each shard's last
+// commit. Events reads the ledger's BalanceChanged events, read-committed.
+package inspect
 
 import (
 	"cmp"
