@@ -390,6 +390,7 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 				} else {
 					r = policy.toRead(env, undecodable, err)
 				}
+				r.Behind = err == nil && rr.Reader.Response.WriteHead > env.End
 				if reads.Put(ctx, r) != nil {
 					return // Cancelled.
 				}

@@ -6,8 +6,9 @@
 //
 // A transaction begins with the first committed message to consume. It
 // stays open at least MinDuration, and past it for as long as messages are
-// ready (or a message sequence started in it awaits its acknowledgement), up
-// to MaxDuration. It then finalizes and starts to commit. Its successor may
+// ready or a reader behind its journal's write head delivers them (or a
+// message sequence started in it awaits its acknowledgement), up to
+// MaxDuration. It then finalizes and starts to commit. Its successor may
 // begin consuming at once, but may not finalize until its predecessor's
 // commit and acknowledgements are done; if its own MaxDuration passes first,
 // it stops reading (it stalls) until they are.
@@ -38,6 +39,9 @@ type Read struct {
 	// Message is nil. The pipeline hands it to Pipeline.Skip within a
 	// transaction, whose checkpoint then reads past Env.End.
 	Skip error
+	// Behind tells that Env's journal was written past Env.End when it was
+	// read: its reader has more to deliver without waiting on writers.
+	Behind bool
 }
 
 // Clock is the pipeline's source of time; tests substitute a fake.
@@ -137,6 +141,9 @@ type txn struct {
 	minDone   bool // MinDuration has passed.
 	maxDone   bool // MaxDuration has passed.
 	yields    int  // Times reads were found empty, and the goroutine yielded, since reads last arrived.
+	// backlogIdle is set once a reader behind its journal's head delivered
+	// nothing for backlogIdle: the transaction no longer waits for it.
+	backlogIdle bool
 
 	// Predecessor barrier: the next of its commit or acks not yet resolved.
 	barrier <-chan struct{}
@@ -263,6 +270,17 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				goruntime.Gosched()
 				continue
 			}
+			if cur.began && cur.reads != nil && !cur.maxDone && !cur.backlogIdle && cur.reads.Behind() {
+				// A reader is behind its journal's write head: its reads
+				// keep arriving, and the transaction stays open for them
+				// (up to MaxDuration) rather than writing its rows now,
+				// and again for its successor's reads. It waits no more
+				// than backlogIdle for the next.
+				if err := p.awaitBacklog(ctx, cur, prev, readCh); err != nil {
+					return err
+				}
+				continue
+			}
 			if !cur.began {
 				return nil // Reads closed, and drained.
 			}
@@ -289,6 +307,31 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 // maxYields is how many times in a row a transaction which may finish
 // yields its processor for reads to arrive before it finishes.
 const maxYields = 8
+
+// backlogIdle is the longest a transaction which may finish waits for the
+// next read of a reader behind its journal's write head. A reader that
+// stalls longer (its broker is slow, a fragment is being fetched) ends the
+// transaction, as a reader at the head does.
+const backlogIdle = 20 * time.Millisecond
+
+// awaitBacklog waits up to backlogIdle for reads to take, or for cur's
+// timer. If neither comes, cur stops waiting for the backlog: it finishes
+// once reads run dry again.
+func (p *Pipeline) awaitBacklog(ctx context.Context, cur, prev *txn, readCh <-chan struct{}) error {
+	var idle, stop = p.Clock.Timer(backlogIdle)
+	defer stop()
+	select {
+	case <-readCh:
+		return p.take(ctx, cur, prev)
+	case tick := <-cur.timer:
+		p.onTick(cur, tick)
+	case <-idle:
+		cur.backlogIdle = true
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
 
 // mayFinish reports whether cur may stop waiting: its predecessor is done,
 // and it either never began and cannot, or has run its minimum duration and

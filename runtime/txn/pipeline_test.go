@@ -201,10 +201,14 @@ func (h *harness) put(r Read) {
 }
 
 // send reads a message with flags into the pipeline.
-func (h *harness) send(key string, flags message.Flags) {
+func (h *harness) send(key string, flags message.Flags) { h.sendRead(key, flags, false) }
+
+// sendRead reads a message with flags into the pipeline, Behind its
+// journal's write head if behind.
+func (h *harness) sendRead(key string, flags message.Flags, behind bool) {
 	h.seq += 16
 	var msg = &testMsg{uuid: message.BuildUUID(h.producer, h.seq, flags), Key: key}
-	h.put(Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + 10, Message: msg}})
+	h.put(Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + 10, Message: msg}, Behind: behind})
 	h.offset += 10
 }
 
@@ -290,6 +294,66 @@ func TestTransactionRunsAtLeastMinDuration(t *testing.T) {
 	var s = <-h.stats
 	if s.Messages != 2 || s.Bytes != 20 || s.Consume != minDur {
 		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// A transaction that may finish stays open while a reader behind its
+// journal's write head delivers, and finishes once it reads at the head.
+func TestTransactionWaitsForABacklog(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+
+	h.sendRead("a", message.Flag_OUTSIDE_TXN, true)
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expectNone() // MinDuration passed and reads ran dry, but more are coming.
+
+	h.sendRead("b", message.Flag_OUTSIDE_TXN, false) // At the head.
+	h.expect("consume b", "finalize")
+	var op, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 20 {
+		t.Fatalf("checkpoint reads through %d, want 20", got)
+	}
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reader behind its journal's write head that delivers nothing for
+// backlogIdle no longer keeps the transaction open.
+func TestTransactionStopsWaitingForAStalledBacklog(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+
+	h.sendRead("a", message.Flag_OUTSIDE_TXN, true)
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expectNone()
+	// The pipeline's idle timer is set once it ran dry: step time until it
+	// fires, far short of MaxDuration.
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatal("the transaction waited past 100 × backlogIdle for a stalled reader")
+		}
+		h.clock.Advance(backlogIdle)
+		select {
+		case got := <-h.app.events:
+			if got != "finalize" {
+				t.Fatalf("got event %q, want finalize", got)
+			}
+		case <-time.After(20 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	var op, _ = h.commit()
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Consume >= maxDur {
+		t.Fatalf("the transaction ran %v, to MaxDuration", s.Consume)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	pb "go.gazette.dev/core/broker/protocol"
 )
 
 // Queue carries reads from a shard's readers, one goroutine per source
@@ -22,6 +24,8 @@ type Queue struct {
 	// space, when non-nil, is closed when Take empties a full queue; Puts
 	// waiting on a full queue wait on it.
 	space chan struct{}
+	// behind holds the journals whose last read put was Behind.
+	behind map[pb.Journal]bool
 }
 
 // ErrQueueClosed is returned by Put on a closed Queue.
@@ -29,7 +33,7 @@ var ErrQueueClosed = errors.New("txn: put on a closed read queue")
 
 // NewQueue returns a Queue that holds up to limit reads before Put waits.
 func NewQueue(limit int) *Queue {
-	return &Queue{limit: max(limit, 1), ready: make(chan struct{}, 1)}
+	return &Queue{limit: max(limit, 1), ready: make(chan struct{}, 1), behind: make(map[pb.Journal]bool)}
 }
 
 // Put queues r, waiting while the queue is full. It returns ctx's error if
@@ -54,6 +58,13 @@ func (q *Queue) Put(ctx context.Context, r Read) error {
 		return ErrQueueClosed
 	}
 	q.reads = append(q.reads, r)
+	if r.Env.Journal != nil {
+		if r.Behind {
+			q.behind[r.Env.Journal.Name] = true
+		} else {
+			delete(q.behind, r.Env.Journal.Name)
+		}
+	}
 	if len(q.reads) == 1 {
 		select {
 		case q.ready <- struct{}{}:
@@ -78,6 +89,14 @@ func (q *Queue) Close() {
 		close(q.space)
 		q.space = nil
 	}
+}
+
+// Behind reports whether the last read put of some journal was Behind:
+// its reader has more to deliver, without waiting on the journal's writers.
+func (q *Queue) Behind() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.behind) != 0
 }
 
 // Ready returns a channel which receives when reads may be taken, and

@@ -109,3 +109,38 @@ func TestQueuePutWaitsWhileFull(t *testing.T) {
 		t.Fatalf("after Close: took %d reads (closed %v), want the one queued", len(reads), closed)
 	}
 }
+
+// Behind reports the journals whose last read put was behind its write
+// head, whether or not the reads were taken.
+func TestQueueBehind(t *testing.T) {
+	var q = NewQueue(10)
+	var a, b = &pb.JournalSpec{Name: "a"}, &pb.JournalSpec{Name: "b"}
+	var put = func(j *pb.JournalSpec, behind bool) {
+		if err := q.Put(context.Background(), Read{Env: message.Envelope{Journal: j}, Behind: behind}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q.Behind() {
+		t.Fatal("an empty queue is behind")
+	}
+	put(a, true)
+	put(b, false)
+	q.Take(nil)
+	if !q.Behind() {
+		t.Fatal("a's last read was behind")
+	}
+	put(b, true)
+	put(a, false)
+	if !q.Behind() {
+		t.Fatal("b's last read was behind")
+	}
+	put(b, false)
+	if q.Behind() {
+		t.Fatal("no journal's last read was behind")
+	}
+	// A read error (of no journal) changes nothing.
+	put(a, true)
+	if err := q.Put(context.Background(), Read{Err: errors.New("x")}); err != nil || !q.Behind() {
+		t.Fatalf("after an error read: %v, behind %v", err, q.Behind())
+	}
+}
