@@ -60,9 +60,9 @@ type CommittedReader interface {
 	// made durable: as of the last commit whose future resolved without
 	// error, or of one that is durable though its future is still to
 	// resolve. It never sees the writes of the transaction open, nor those
-	// of a commit whose durability is not yet known: if such a commit is in
-	// flight, ReadCommitted waits until it is durable, or fails. No commit
-	// becomes visible while fn runs: its view is of one commit. It returns
+	// of a commit whose durability is not yet known: a read of what such a
+	// commit wrote waits until it is durable, or fails. No commit becomes
+	// visible while fn runs: its view is of one commit. It returns
 	// fn's error, ctx's if ctx is done first, or an error if the store
 	// failed or was destroyed. fn must not keep the view past its return.
 	// ReadCommitted may be called concurrently with itself and with every

@@ -267,3 +267,27 @@ func TestReadCommittedConcurrentWithCommits(t *testing.T) {
 		t.Fatalf("last read: %q, %v", v, err)
 	}
 }
+
+// With a commit written but not durable, a Get of a key it did not write
+// answers at once, from the Base; a Scan, which could meet its keys, waits.
+func TestReadCommittedWaitsOnlyForWhatItReads(t *testing.T) {
+	var b = &base{rows: map[string]string{"a": "0", "z": "0"}, durable: client.NewAsyncOperation()}
+	var s = txnkv.New("test", b)
+	defer s.Close()
+	_ = s.Put([]byte("a"), []byte("1"))
+	var op = s.StartCommit(nil, checkpointAt(1), nil)
+	waitWritten(t, s)
+	if v, err := readCommitted(s, "z", time.Second); v != "0" || err != nil {
+		t.Fatalf("a key the commit did not write: %q, %v", v, err)
+	}
+	var ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var err = s.ReadCommitted(ctx, func(r runtime.Reader) error {
+		return r.Scan([]byte("x"), nil, func(_, _ []byte) bool { return true })
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a scan with a commit in flight: %v; want it to wait", err)
+	}
+	b.durable.Resolve(nil)
+	<-op.Done()
+}

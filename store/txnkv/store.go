@@ -6,9 +6,9 @@
 // writes and its checkpoint to the Base together, once the transaction's
 // appends have succeeded, while the next transaction begins.
 //
-// ReadCommitted reads the Base from other goroutines, as queries do: only
-// once every commit written to it is durable, and holding off the next
-// write to it meanwhile, so that its readers see one durable commit.
+// ReadCommitted reads the Base from other goroutines, as queries do,
+// holding off the next write to it meanwhile, so that its readers see one
+// commit: a read of what a commit not yet durable wrote waits until it is.
 //
 // Package store/rocks keeps its Base in RocksDB, recorded into a recovery
 // log; package store/mem keeps it in memory.
@@ -66,8 +66,9 @@ type Base interface {
 	Settled(w *Overlay)
 	// Shared returns a reader of what the Base holds for one goroutine
 	// other than the Store's, for ReadCommitted: its reads may run
-	// concurrently with those of the Store's goroutine and with Settled,
-	// but never with Write, and it is not used once the Store is closed.
+	// concurrently with those of the Store's goroutine and with Settled;
+	// its Gets, as the Store's, with Write (of keys Write does not write),
+	// but its Scans never. It is not used once the Store is closed.
 	Shared() runtime.Reader
 }
 
@@ -222,46 +223,88 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 }
 
 // ReadCommitted calls fn with a view of what the store's commits made
-// durable (see runtime.CommittedReader): it waits for every commit handed
-// to the Base to be durable, and the next is not handed to it before fn
-// returns. It fails if one of them failed, or the store is closed. It may
-// be called from any goroutine, concurrently with every method of the
-// store.
+// durable (see runtime.CommittedReader). No commit is handed to the Base
+// while fn runs; of those handed to it before and not yet known durable, a
+// Get of a key one of them wrote waits until it is durable, and a Scan
+// waits for all of them: a read never sees a write a failed commit would
+// undo. It fails if one of them failed, or the store is closed. It may be
+// called from any goroutine, concurrently with every method of the store.
 func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
 	s.shared.RLock()
 	defer s.shared.RUnlock()
 	if s.closed {
 		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
 	}
+	var v = &committedView{s: s, ctx: ctx, r: s.base.Shared(), written: s.written}
 	for _, c := range s.written {
 		select {
 		case <-c.durable:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.closing:
-			return fmt.Errorf("store %s: %w", s.name, ErrClosed)
-		}
-		if c.durableErr != nil {
-			return fmt.Errorf("store %s: a commit failed: %w", s.name, c.durableErr)
+			if c.durableErr != nil {
+				return v.failed(c)
+			}
+		default:
 		}
 	}
-	return fn(committedView{s.base.Shared()})
+	return fn(v)
 }
 
-// committedView is a Base's shared reader, but for the reserved keys.
-type committedView struct{ r runtime.Reader }
+// committedView is a Base's shared reader, within ReadCommitted, but for
+// the reserved keys.
+type committedView struct {
+	s       *Store
+	ctx     context.Context
+	r       runtime.Reader
+	written []*commit // Handed to the Base before the view, maybe not durable.
+	durable bool      // Whether every commit of written is known durable.
+}
 
-// Get returns the committed value of key, which may not be reserved.
-func (v committedView) Get(key []byte) ([]byte, bool, error) {
+// wait waits until c is durable, or fails.
+func (v *committedView) wait(c *commit) error {
+	select {
+	case <-c.durable:
+	case <-v.ctx.Done():
+		return v.ctx.Err()
+	case <-v.s.closing:
+		return fmt.Errorf("store %s: %w", v.s.name, ErrClosed)
+	}
+	if c.durableErr != nil {
+		return v.failed(c)
+	}
+	return nil
+}
+
+func (v *committedView) failed(c *commit) error {
+	return fmt.Errorf("store %s: a commit failed: %w", v.s.name, c.durableErr)
+}
+
+// Get returns the committed value of key, which may not be reserved, once
+// the commits that wrote it are durable.
+func (v *committedView) Get(key []byte) ([]byte, bool, error) {
 	if len(key) != 0 && key[0] == ReservedPrefix {
 		return nil, false, fmt.Errorf("get: key %q has the reserved prefix", key)
+	}
+	if !v.durable {
+		for _, c := range v.written {
+			// A frozen overlay's map is only read from here on.
+			if _, ok := c.writes.Get(key); ok {
+				if err := v.wait(c); err != nil {
+					return nil, false, err
+				}
+			}
+		}
 	}
 	return v.r.Get(key)
 }
 
 // Scan calls fn with the committed keys and values of [start, end), but
-// the reserved ones.
-func (v committedView) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+// the reserved ones, once every commit handed to the Base is durable.
+func (v *committedView) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	for ; !v.durable && len(v.written) != 0; v.written = v.written[1:] {
+		if err := v.wait(v.written[0]); err != nil {
+			return err
+		}
+	}
+	v.durable = true
 	if len(start) == 0 || start[0] == ReservedPrefix {
 		start = []byte{ReservedPrefix + 1}
 	}

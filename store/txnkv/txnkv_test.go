@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
@@ -68,6 +69,7 @@ func TestOverlay(t *testing.T) {
 // base is a Base of a map, whose Write fails with writeErr, or returns
 // durable as its future.
 type base struct {
+	mu       sync.Mutex // Gets may run as Write does.
 	rows     map[string]string
 	writeErr error
 	durable  *client.AsyncOperation
@@ -75,6 +77,8 @@ type base struct {
 }
 
 func (b *base) Get(key []byte) ([]byte, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var v, ok = b.rows[string(key)]
 	return []byte(v), ok, nil
 }
@@ -106,6 +110,8 @@ func (b *base) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, erro
 	if b.writeErr != nil {
 		return nil, b.writeErr
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	w.Ascend(nil, nil, func(e txnkv.Entry) bool {
 		if e.Deleted {
 			delete(b.rows, string(e.Key))
