@@ -139,6 +139,158 @@ func (x *Sum) GetValue() int64 {
 	return 0
 }
 
+// GetSumRequest asks for the sum of a key.
+type GetSumRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSumRequest) Reset() {
+	*x = GetSumRequest{}
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSumRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSumRequest) ProtoMessage() {}
+
+func (x *GetSumRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSumRequest.ProtoReflect.Descriptor instead.
+func (*GetSumRequest) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_bench_v1_sums_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetSumRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// ListSumsRequest asks for the sums of every key, in key order, a page at
+// a time.
+type ListSumsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         int32                  `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	PageToken     string                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSumsRequest) Reset() {
+	*x = ListSumsRequest{}
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSumsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSumsRequest) ProtoMessage() {}
+
+func (x *ListSumsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSumsRequest.ProtoReflect.Descriptor instead.
+func (*ListSumsRequest) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_bench_v1_sums_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListSumsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListSumsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListSumsResponse is a page of sums.
+type ListSumsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sums          []*Sum                 `protobuf:"bytes,1,rep,name=sums,proto3" json:"sums,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSumsResponse) Reset() {
+	*x = ListSumsResponse{}
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSumsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSumsResponse) ProtoMessage() {}
+
+func (x *ListSumsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_bench_v1_sums_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSumsResponse.ProtoReflect.Descriptor instead.
+func (*ListSumsResponse) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_bench_v1_sums_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListSumsResponse) GetSums() []*Sum {
+	if x != nil {
+		return x.Sums
+	}
+	return nil
+}
+
+func (x *ListSumsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_gazconsumer_bench_v1_sums_proto protoreflect.FileDescriptor
 
 const file_gazconsumer_bench_v1_sums_proto_rawDesc = "" +
@@ -154,9 +306,24 @@ const file_gazconsumer_bench_v1_sums_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x13\x92\xb6\x1c\x0f\x12\r\n" +
 	"\x04sums\x12\x05\n" +
-	"\x03key2O\n" +
+	"\x03key\"!\n" +
+	"\rGetSumRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"F\n" +
+	"\x0fListSumsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
+	"\x10ListSumsResponse\x12-\n" +
+	"\x04sums\x18\x01 \x03(\v2\x19.gazconsumer.bench.v1.SumR\x04sums\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2O\n" +
 	"\x06Summer\x12:\n" +
-	"\x05OnAdd\x12\x19.gazconsumer.bench.v1.Add\x1a\x16.google.protobuf.Empty\x1a\t\x92\xb6\x1c\x05\x12\x03SumBKZIgithub.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1;benchv1b\x06proto3"
+	"\x05OnAdd\x12\x19.gazconsumer.bench.v1.Add\x1a\x16.google.protobuf.Empty\x1a\t\x92\xb6\x1c\x05\x12\x03Sum2\xdc\x01\n" +
+	"\rSummerQueries\x12U\n" +
+	"\x06GetSum\x12#.gazconsumer.bench.v1.GetSumRequest\x1a\x19.gazconsumer.bench.v1.Sum\"\v\x92\xb6\x1c\a\n" +
+	"\x03Sum\x10\x01\x12f\n" +
+	"\bListSums\x12%.gazconsumer.bench.v1.ListSumsRequest\x1a&.gazconsumer.bench.v1.ListSumsResponse\"\v\x92\xb6\x1c\a\n" +
+	"\x03Sum\x10\x02\x1a\f\x9a\xb6\x1c\b\n" +
+	"\x06SummerBKZIgithub.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1;benchv1b\x06proto3"
 
 var (
 	file_gazconsumer_bench_v1_sums_proto_rawDescOnce sync.Once
@@ -170,20 +337,28 @@ func file_gazconsumer_bench_v1_sums_proto_rawDescGZIP() []byte {
 	return file_gazconsumer_bench_v1_sums_proto_rawDescData
 }
 
-var file_gazconsumer_bench_v1_sums_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_gazconsumer_bench_v1_sums_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_gazconsumer_bench_v1_sums_proto_goTypes = []any{
-	(*Add)(nil),           // 0: gazconsumer.bench.v1.Add
-	(*Sum)(nil),           // 1: gazconsumer.bench.v1.Sum
-	(*emptypb.Empty)(nil), // 2: google.protobuf.Empty
+	(*Add)(nil),              // 0: gazconsumer.bench.v1.Add
+	(*Sum)(nil),              // 1: gazconsumer.bench.v1.Sum
+	(*GetSumRequest)(nil),    // 2: gazconsumer.bench.v1.GetSumRequest
+	(*ListSumsRequest)(nil),  // 3: gazconsumer.bench.v1.ListSumsRequest
+	(*ListSumsResponse)(nil), // 4: gazconsumer.bench.v1.ListSumsResponse
+	(*emptypb.Empty)(nil),    // 5: google.protobuf.Empty
 }
 var file_gazconsumer_bench_v1_sums_proto_depIdxs = []int32{
-	0, // 0: gazconsumer.bench.v1.Summer.OnAdd:input_type -> gazconsumer.bench.v1.Add
-	2, // 1: gazconsumer.bench.v1.Summer.OnAdd:output_type -> google.protobuf.Empty
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: gazconsumer.bench.v1.ListSumsResponse.sums:type_name -> gazconsumer.bench.v1.Sum
+	0, // 1: gazconsumer.bench.v1.Summer.OnAdd:input_type -> gazconsumer.bench.v1.Add
+	2, // 2: gazconsumer.bench.v1.SummerQueries.GetSum:input_type -> gazconsumer.bench.v1.GetSumRequest
+	3, // 3: gazconsumer.bench.v1.SummerQueries.ListSums:input_type -> gazconsumer.bench.v1.ListSumsRequest
+	5, // 4: gazconsumer.bench.v1.Summer.OnAdd:output_type -> google.protobuf.Empty
+	1, // 5: gazconsumer.bench.v1.SummerQueries.GetSum:output_type -> gazconsumer.bench.v1.Sum
+	4, // 6: gazconsumer.bench.v1.SummerQueries.ListSums:output_type -> gazconsumer.bench.v1.ListSumsResponse
+	4, // [4:7] is the sub-list for method output_type
+	1, // [1:4] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_gazconsumer_bench_v1_sums_proto_init() }
@@ -197,9 +372,9 @@ func file_gazconsumer_bench_v1_sums_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_bench_v1_sums_proto_rawDesc), len(file_gazconsumer_bench_v1_sums_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   5,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_gazconsumer_bench_v1_sums_proto_goTypes,
 		DependencyIndexes: file_gazconsumer_bench_v1_sums_proto_depIdxs,

@@ -5,14 +5,17 @@ package benchv1
 
 import (
 	"bufio"
+	"context"
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
 	"github.com/gazconsumer/gazconsumer/runtime/producer"
+	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -177,4 +180,102 @@ var gazconsumerSummerConsumer = &runtime.Consumer[SummerHandler, *SummerTxn]{
 		}
 	},
 	FinalizeTxn: SummerHandler.FinalizeTxn,
+}
+
+// gazconsumerSummerQueriesService describes queries service
+// gazconsumer.bench.v1.SummerQueries to runtime/query: members of consumer
+// gazconsumer.bench.v1.Summer serve it, from their shards' committed state. A
+// request carrying the partition key of gazconsumer.bench.v1.Add (key) is
+// answered by the shard of its partition, among the journals of
+// app.gazette.dev/message-type=gazconsumer.bench.v1.Add; one carrying none, by
+// every shard.
+var gazconsumerSummerQueriesService = &query.Service{
+	Name:       "gazconsumer.bench.v1.SummerQueries",
+	Consumer:   "gazconsumer.bench.v1.Summer",
+	File:       "gazconsumer/bench/v1/sums.proto",
+	Partitions: "app.gazette.dev/message-type=gazconsumer.bench.v1.Add",
+	Methods: []*query.Method{
+		query.Get(query.GetDef[*GetSumRequest, *Sum, SumKey, *Sum]{
+			Name:  "GetSum",
+			Table: gazconsumerSumTable,
+			Partition: func(r *GetSumRequest, b []byte) []byte {
+				return keyenc.AppendString(b, r.GetKey(), keyenc.Ascending)
+			},
+			Key: func(r *GetSumRequest) (SumKey, error) {
+				return SumKey{Key: r.GetKey()}, nil
+			},
+			Response: func(row *Sum) *Sum {
+				return row
+			},
+		}),
+		query.Scan(query.ScanDef[*ListSumsRequest, *ListSumsResponse, SumKey, *Sum]{
+			Name:  "ListSums",
+			Table: gazconsumerSumTable,
+			Prefix: func(r *ListSumsRequest) (SumKey, int, error) {
+				return SumKey{}, 0, nil
+			},
+			Limit: func(r *ListSumsRequest) int64 {
+				return int64(r.GetLimit())
+			},
+			LimitField: "limit",
+			PageToken: func(r *ListSumsRequest) ([]byte, error) {
+				return query.ParseToken(r.GetPageToken())
+			},
+			PageTokenField: "page_token",
+			DefaultLimit:   100,
+			MaxLimit:       1000,
+			Response: func(rows []*Sum, next []byte) *ListSumsResponse {
+				x := new(ListSumsResponse)
+				x.Sums = rows
+				x.NextPageToken = query.FormatToken(next)
+				return x
+			},
+			Rows: func(r *ListSumsResponse) []*Sum {
+				return r.GetSums()
+			},
+			Next: func(r *ListSumsResponse) ([]byte, error) {
+				return query.ParseToken(r.GetNextPageToken())
+			},
+		}),
+	},
+}
+
+func init() {
+	query.Register(gazconsumerSummerQueriesService)
+}
+
+// SummerQueries reads Summer's sums live: the benchmark of queries
+// (cmd/querybench) calls it while Summer consumes.
+//
+// SummerQueriesClient calls queries service gazconsumer.bench.v1.SummerQueries
+// through a query.Client: one calling a member, which routes each call
+// (query.NewClient), or one routing each call itself to the primary of its
+// shard (query.NewRoutedClient).
+type SummerQueriesClient struct {
+	c *query.Client
+}
+
+// NewSummerQueriesClient returns the client of
+// gazconsumer.bench.v1.SummerQueries calling through c.
+func NewSummerQueriesClient(c *query.Client) SummerQueriesClient {
+	return SummerQueriesClient{c}
+}
+
+// GetSum returns the sum of a key: routed by key, the partition key of
+// Add.
+func (c SummerQueriesClient) GetSum(ctx context.Context, req *GetSumRequest, opts ...grpc.CallOption) (*Sum, error) {
+	resp := new(Sum)
+	if err := c.c.Invoke(ctx, gazconsumerSummerQueriesService, "GetSum", req, resp, opts...); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ListSums returns the sums of every key: every shard answers.
+func (c SummerQueriesClient) ListSums(ctx context.Context, req *ListSumsRequest, opts ...grpc.CallOption) (*ListSumsResponse, error) {
+	resp := new(ListSumsResponse)
+	if err := c.c.Invoke(ctx, gazconsumerSummerQueriesService, "ListSums", req, resp, opts...); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
