@@ -11,6 +11,7 @@ package membertest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,7 @@ import (
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -64,6 +66,10 @@ type Cluster struct {
 	// Authorizer authorizes the cluster's calls of the Shard API (Apply,
 	// List, Stat), and the queries members proxy; nil authorizes none.
 	Authorizer pb.Authorizer
+	// ServerTLS and PeerTLS, if set, serve the members' port over TLS (see
+	// service.Config; each member has a clone). The cluster's own calls
+	// present PeerTLS.
+	ServerTLS, PeerTLS *tls.Config
 
 	mu      sync.Mutex
 	started int
@@ -108,6 +114,8 @@ func (c *Cluster) Start(id string) (*Member, error) {
 		DirectFragmentReads: c.DirectFragmentReads,
 		Verifier:            c.Verifier,
 		Authorizer:          c.Authorizer,
+		ServerTLS:           cloneTLS(c.ServerTLS),
+		PeerTLS:             cloneTLS(c.PeerTLS),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting member %s: %w", id, err)
@@ -120,6 +128,13 @@ func (c *Cluster) Start(id string) (*Member, error) {
 	var handoff = orDefault(c.Handoff, 30*time.Second)
 	go func() { m.done <- svc.Run(ctx, handoff) }()
 	return m, nil
+}
+
+func cloneTLS(c *tls.Config) *tls.Config {
+	if c == nil {
+		return nil
+	}
+	return c.Clone()
 }
 
 func orDefault(d, fallback time.Duration) time.Duration {
@@ -169,7 +184,11 @@ func (c *Cluster) ShardClient(ep pb.Endpoint) (pc.ShardClient, error) {
 	var conn, ok = c.conns[ep]
 	if !ok {
 		var err error
-		if conn, err = grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		var creds = insecure.NewCredentials()
+		if c.PeerTLS != nil {
+			creds = credentials.NewTLS(c.PeerTLS.Clone())
+		}
+		if conn, err = grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(creds)); err != nil {
 			return nil, fmt.Errorf("dialing %s: %w", ep, err)
 		}
 		if c.conns == nil {
