@@ -25,6 +25,9 @@ import (
 
 const depositType = "gazconsumer.querytest.v1.Deposit"
 
+// poisonEntry is the entry of a deposit that fails its shard.
+const poisonEntry = "poison"
+
 type EntryKey struct{ Account, Entry string }
 type TotalKey struct{ Account string }
 type EntryAccountKey struct{ Entry string }
@@ -161,6 +164,9 @@ type bank struct {
 func newBank() *bank { return &bank{held: make(chan struct{}), release: make(chan struct{})} }
 
 func (b *bank) OnDeposit(tx *txn, msg *testpb.Deposit) error {
+	if msg.GetEntry() == poisonEntry {
+		return fmt.Errorf("deposit %s is poisoned", msg.GetEntry())
+	}
 	if err := tx.Entries.Put(&testpb.Entry{Account: msg.GetAccount(), Entry: msg.GetEntry(), Cents: msg.GetCents()}); err != nil {
 		return err
 	}

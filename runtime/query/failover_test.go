@@ -17,6 +17,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -271,4 +272,56 @@ func TestReflectionListsQueries(t *testing.T) {
 		t.Fatalf("the file of %s: %v, %v", testQueries.Name, resp, err)
 	}
 	_ = stream.CloseSend()
+}
+
+// A shard that failed answers FailedPrecondition, naming it and its
+// error; the other shard goes on answering.
+func TestFailedShard(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var f = newFixture(t, ctx, 2, nil)
+	var accounts = []string{"a", "b", "c", "d", "e", "f"}
+	for _, a := range accounts {
+		f.deposit(a, 3, false)
+	}
+	f.caughtUp()
+	var victim = f.primaryOf("a")
+	var aa, err = f.pub.PublishCommitted(f.mapping, &testpb.Deposit{Account: "a", Entry: poisonEntry, Cents: 1})
+	if err == nil {
+		err = aa.Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal, _, _ := f.mapping(&testpb.Deposit{Account: "a"})
+	var failed pc.ShardID
+	for i := range f.shards {
+		if strings.HasSuffix(journal.String(), fmt.Sprintf("part-%02d", i)) {
+			failed = shardID(i)
+		}
+	}
+	if _, err = f.c.WaitStatus(ctx, failed, victim.ID(), pc.ReplicaStatus_FAILED); err != nil {
+		t.Fatal(err)
+	}
+	var c = f.through(otherThan(f.members, victim))
+	var answered, refused int
+	for _, a := range accounts {
+		var got, err = getTotal(ctx, c, a)
+		switch {
+		case err == nil && got.Cents == 3:
+			answered++
+		case status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "shard "+failed.String()+" failed") &&
+			strings.Contains(err.Error(), "poisoned"):
+			refused++
+		default:
+			t.Fatalf("GetTotal(%s) with shard %s failed: %v, %v", a, failed, got, err)
+		}
+	}
+	if answered == 0 || refused == 0 {
+		t.Fatalf("%d answered, %d refused", answered, refused)
+	}
+	// A scan of every shard fails clearly too.
+	if _, _, err = listTotals(ctx, c, 10); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("ListTotals with shard %s failed: %v", failed, err)
+	}
 }
