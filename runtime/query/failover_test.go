@@ -23,6 +23,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 )
 
 // A query during a fail-over is answered by the primary, old or new, or
@@ -240,7 +246,9 @@ func TestAuthorization(t *testing.T) {
 	}
 }
 
-// A member serves gRPC server reflection, listing the queries services.
+// A member serves gRPC server reflection, listing the queries services and
+// serving their files, from which a client knowing nothing else (as
+// grpcurl) calls them.
 func TestReflectionListsQueries(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -276,6 +284,38 @@ func TestReflectionListsQueries(t *testing.T) {
 		t.Fatalf("the file of %s: %v, %v", testQueries.Name, resp, err)
 	}
 	_ = stream.CloseSend()
+
+	// Call it as grpcurl does: of the descriptors reflection served alone,
+	// with a request of JSON.
+	var fds descriptorpb.FileDescriptorSet
+	for _, b := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
+		var fd = new(descriptorpb.FileDescriptorProto)
+		if err = proto.Unmarshal(b, fd); err != nil {
+			t.Fatal(err)
+		}
+		fds.File = append(fds.File, fd)
+	}
+	files, err := protodesc.NewFiles(&fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := files.FindDescriptorByName(protoreflect.FullName(testQueries.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var method = d.(protoreflect.ServiceDescriptor).Methods().ByName("GetTotal")
+	var req, res = dynamicpb.NewMessage(method.Input()), dynamicpb.NewMessage(method.Output())
+	if err = protojson.Unmarshal([]byte(`{"account": "ann"}`), req); err != nil {
+		t.Fatal(err)
+	}
+	f.deposit("ann", 42, false)
+	f.caughtUp()
+	if err = conn.Invoke(ctx, testQueries.FullMethod("GetTotal"), req, res); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := protojson.Marshal(res); !strings.Contains(string(got), `"cents":"42"`) {
+		t.Fatalf("GetTotal of a dynamic request: %s", got)
+	}
 }
 
 // A shard that failed answers FailedPrecondition, naming it and its
