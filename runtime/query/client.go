@@ -10,6 +10,7 @@ import (
 
 	pb "go.gazette.dev/core/broker/protocol"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -20,8 +21,11 @@ import (
 // one member, which routes each call to the shard answering it; one of
 // NewRoutedClient routes each call itself, from the consumer's KeySpace in
 // etcd, to the member that is the primary of its shard (and a call that
-// every shard answers, to any member, which asks them). Generated clients
-// of queries services wrap a Client. It may be used concurrently.
+// every shard answers, to any member, which asks them). A call routed by a
+// view of etcd that is no longer current (the shard's primary moved, or is
+// recovering) fails with Unavailable, naming the shard: callers retry it.
+// Generated clients of queries services wrap a Client. It may be used
+// concurrently.
 type Client struct {
 	through grpc.ClientConnInterface // Of NewClient.
 	router  *Router                  // Of NewRoutedClient.
@@ -118,12 +122,18 @@ func (c *Client) conn(ep pb.Endpoint) (*grpc.ClientConn, error) {
 
 // Dialer returns a function dialing the member serving at an endpoint:
 // over TLS with tlsConfig (a member's peer TLS, or a client's) if the
-// endpoint is https://, in the clear if http://, as Gazette dials members.
+// endpoint is https://, in the clear if http://, and reconnecting at most
+// half a second apart, as Gazette dials members (a member restarted at its
+// endpoint is soon reached again).
 func Dialer(tlsConfig *tls.Config) func(pb.Endpoint) (*grpc.ClientConn, error) {
+	var params = grpc.ConnectParams{Backoff: backoff.DefaultConfig}
+	params.Backoff.MaxDelay = 500 * time.Millisecond
 	return func(ep pb.Endpoint) (*grpc.ClientConn, error) {
 		if err := ep.Validate(); err != nil {
 			return nil, err
 		}
-		return grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(pb.NewDispatchedCredentials(tlsConfig, ep)))
+		return grpc.NewClient(ep.GRPCAddr(),
+			grpc.WithTransportCredentials(pb.NewDispatchedCredentials(tlsConfig, ep)),
+			grpc.WithConnectParams(params))
 	}
 }
