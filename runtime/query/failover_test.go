@@ -369,3 +369,36 @@ func TestFailedShard(t *testing.T) {
 		t.Fatalf("ListTotals with shard %s failed: %v", failed, err)
 	}
 }
+
+// A client routing by a KeySpace loaded after writes elsewhere in etcd
+// (whose revision the members' watches of their own prefix do not report)
+// is answered at once: a route carries the revision of the keys it was
+// resolved from, which the members have observed.
+func TestRoutedAfterWritesElsewhere(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var f = newFixture(t, ctx, 2, nil)
+	f.deposit("ann", 5, false)
+	f.caughtUp()
+	for i := range 20 {
+		if _, err := f.stack.Etcd().Put(ctx, fmt.Sprintf("/elsewhere/%d", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var watchCtx, stopWatch = context.WithCancel(ctx)
+	defer stopWatch()
+	var ks, err = service.WatchKeySpace(watchCtx, f.stack.Etcd(), f.c.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routed = query.NewRoutedClient(query.NewRouter(ks, partition.NewWatched(watchCtx, f.stack.Journals())), query.Dialer(nil), nil)
+	defer routed.Close()
+	var qctx, stop = context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	if got, err := getTotal(qctx, routed, "ann"); err != nil || got.Cents != 5 {
+		t.Fatalf("routed GetTotal: %v, %v", got, err)
+	}
+	if totals, _, err := listTotals(qctx, routed, 10); err != nil || len(totals) != 1 {
+		t.Fatalf("routed ListTotals: %v, %v", totals, err)
+	}
+}

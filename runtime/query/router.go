@@ -49,7 +49,8 @@ func NewRouter(ks *keyspace.KeySpace, partitions runtime.PartitionLister) *Route
 // KeySpace returns the KeySpace the Router reads.
 func (r *Router) KeySpace() *keyspace.KeySpace { return r.ks }
 
-// route is where a shard's primary is, as of a revision of the KeySpace.
+// route is where a shard's primary is, as of a revision of the KeySpace:
+// that of the last change of the shard's spec and assignments.
 type route struct {
 	shard    pc.ShardID
 	labels   pb.LabelSet // Of the shard's spec, with its id.
@@ -124,11 +125,12 @@ func (r *Router) resolve(ctx context.Context, id pc.ShardID, atLeast int64) (rou
 			return route{}, status.FromContextError(fmt.Errorf("shard %s: waiting for etcd revision %d: %w", id, atLeast, err)).Err()
 		}
 	}
-	var item, ok = allocator.LookupItem(r.ks, id.String())
+	var ind, ok = r.ks.KeyValues.Search(allocator.ItemKey(r.ks, id.String()))
 	if !ok {
 		return route{}, status.Errorf(codes.Unavailable, "shard %s does not exist", id)
 	}
-	var spec = item.ItemValue.(*pc.ShardSpec)
+	var itemKV = r.ks.KeyValues[ind]
+	var spec = itemKV.Decoded.(allocator.Item).ItemValue.(*pc.ShardSpec)
 	var asns = r.ks.KeyValues.Prefixed(allocator.ItemAssignmentsPrefix(r.ks, id.String()))
 	var rt pb.Route
 	pbx.Init(&rt, asns)
@@ -148,31 +150,45 @@ func (r *Router) resolve(ctx context.Context, id pc.ShardID, atLeast int64) (rou
 	if rt.Endpoints[rt.Primary] == "" {
 		return route{}, status.Errorf(codes.Unavailable, "shard %s: its primary, member %s, is not announced", id, member.Suffix)
 	}
+	var revision = itemKV.Raw.ModRevision
+	for _, asn := range asns {
+		revision = max(revision, asn.Raw.ModRevision)
+	}
 	return route{
 		shard:    id,
 		labels:   spec.LabelSetExt(pb.LabelSet{}),
 		member:   member,
 		endpoint: rt.Endpoints[rt.Primary],
-		revision: r.ks.Header.Revision,
+		revision: revision,
 	}, nil
 }
 
+// The revision a route carries is that of the last change of the keys it
+// was resolved from (the shard's spec and assignments), not the KeySpace's:
+// a KeySpace's revision also advances with progress notifications of
+// writes elsewhere in etcd, which another member's watch may report only
+// minutes later, and for which it would wait.
+
 // anyMember returns the endpoint of a member of the consumer, that of the
-// primary of its first shard having one if any, and the KeySpace's
-// revision.
+// primary of its first shard having one if any, and the revision of the
+// last change of the KeySpace's keys.
 func (r *Router) anyMember() (pb.Endpoint, int64, error) {
 	r.ks.Mu.RLock()
 	defer r.ks.Mu.RUnlock()
+	var revision int64
+	for _, kv := range r.ks.KeyValues {
+		revision = max(revision, kv.Raw.ModRevision)
+	}
 	for _, kv := range r.ks.KeyValues.Prefixed(r.ks.Root + allocator.AssignmentsPrefix) {
 		var a = kv.Decoded.(allocator.Assignment)
 		if a.Slot != 0 {
 			continue
 		} else if m, ok := allocator.LookupMember(r.ks, a.MemberZone, a.MemberSuffix); ok {
-			return m.MemberValue.(*pc.ConsumerSpec).Endpoint, r.ks.Header.Revision, nil
+			return m.MemberValue.(*pc.ConsumerSpec).Endpoint, revision, nil
 		}
 	}
 	for _, kv := range r.ks.KeyValues.Prefixed(r.ks.Root + allocator.MembersPrefix) {
-		return kv.Decoded.(allocator.Member).MemberValue.(*pc.ConsumerSpec).Endpoint, r.ks.Header.Revision, nil
+		return kv.Decoded.(allocator.Member).MemberValue.(*pc.ConsumerSpec).Endpoint, revision, nil
 	}
 	return "", 0, status.Error(codes.Unavailable, "the consumer has no member")
 }

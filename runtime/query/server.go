@@ -24,9 +24,9 @@ const (
 	// primary: the member receiving it answers from its replica of the
 	// shard, or refuses with Unavailable; it never proxies it further.
 	ShardMetadata = "gazconsumer-shard"
-	// RevisionMetadata is the etcd revision of the KeySpace that routed a
-	// call: the member receiving it routes it by a KeySpace at least as
-	// recent.
+	// RevisionMetadata is the etcd revision of the last change of the
+	// keys that routed a call (the shard's spec and assignments): the
+	// member receiving it routes it by a KeySpace at least as recent.
 	RevisionMetadata = "gazconsumer-revision"
 )
 

@@ -80,7 +80,7 @@ func (e *endpoints) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&e.brokerAuthKeys, "broker.auth-keys", os.Getenv("BROKER_AUTH_KEYS"), "keys signing requests to brokers (env BROKER_AUTH_KEYS)")
 	cmd.PersistentFlags().StringVar(&e.consumerAuthKeys, "consumer.auth-keys", os.Getenv("CONSUMER_AUTH_KEYS"), "keys signing calls to members (env CONSUMER_AUTH_KEYS)")
 	cmd.PersistentFlags().StringVar(&e.broker, "broker.address", envOr("BROKER_ADDRESS", "http://127.0.0.1:8080"), "Gazette broker endpoint (env BROKER_ADDRESS)")
-	cmd.PersistentFlags().StringVar(&e.etcd, "etcd.address", os.Getenv("ETCD_ADDRESS"), "etcd endpoint, to read recovery-log hints from; empty plays the logs from their start (env ETCD_ADDRESS)")
+	cmd.PersistentFlags().StringVar(&e.etcd, "etcd.address", os.Getenv("ETCD_ADDRESS"), "etcd endpoint: to read recovery-log hints from (inspect, check; empty plays the logs from their start), and to route queries by (--routed) (env ETCD_ADDRESS)")
 	cmd.PersistentFlags().StringVar(&e.ledger, "ledger.address", os.Getenv("LEDGER_ADDRESS"), "address of a ledger member's Shard API (env LEDGER_ADDRESS)")
 	cmd.PersistentFlags().StringVar(&e.leaderboard, "leaderboard.address", os.Getenv("LEADERBOARD_ADDRESS"), "address of a leaderboard member's Shard API (env LEADERBOARD_ADDRESS)")
 }

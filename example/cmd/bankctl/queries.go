@@ -12,20 +12,44 @@ import (
 	"google.golang.org/grpc/status"
 
 	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	rquery "github.com/gazconsumer/gazconsumer/runtime/query"
+	"github.com/gazconsumer/gazconsumer/runtime/service"
 )
 
-// queryClient returns a client of the queries services of the members at
-// addr (a member of the ledger or the leaderboard), which route each call to
-// the primary of its shard: over the consumer TLS, authorized by the
-// consumer keys.
-func (e *endpoints) queryClient(flag, addr string) (*rquery.Client, error) {
-	if addr == "" {
-		return nil, fmt.Errorf("--%s is required", flag)
-	}
+// queryClient returns a client of the queries services of the consumer
+// app, over the consumer TLS and authorized by the consumer keys: one
+// calling the member at addr (a member of the ledger or the leaderboard),
+// which routes each call to the primary of its shard, or with routed one
+// routing each call itself, from the consumer's shards, assignments and
+// members in etcd under /gazette/consumers/<app> and the partition
+// journals the brokers list.
+func (e *endpoints) queryClient(ctx context.Context, app, flag, addr string, routed bool) (*rquery.Client, error) {
 	var sec, err = security("consumer", e.consumerTLS, e.consumerAuthKeys)
 	if err != nil {
 		return nil, err
+	}
+	if routed {
+		var etcd, err = e.etcdClient()
+		if err != nil {
+			return nil, err
+		} else if etcd == nil {
+			return nil, fmt.Errorf("--routed needs --etcd.address")
+		}
+		jc, err := e.journals()
+		if err != nil {
+			return nil, err
+		}
+		ks, err := service.WatchKeySpace(ctx, etcd, "/gazette/consumers/"+app)
+		if err != nil {
+			return nil, err
+		}
+		var c = rquery.NewRoutedClient(rquery.NewRouter(ks, partition.NewWatched(ctx, jc)), rquery.Dialer(sec.TLS), sec.Auth)
+		e.closers = append(e.closers, c)
+		return c, nil
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("--%s is required (or --routed)", flag)
 	}
 	conn, err := rquery.Dialer(sec.TLS)(pb.Endpoint(addr))
 	if err != nil {
@@ -38,6 +62,7 @@ func (e *endpoints) queryClient(flag, addr string) (*rquery.Client, error) {
 func newBalancesCmd(ep *endpoints) *cobra.Command {
 	var customer string
 	var timeout time.Duration
+	var routed bool
 	var cmd = &cobra.Command{
 		Use:   "balances",
 		Short: "Print a customer's balances and activity, live, from the ledger's queries service",
@@ -53,7 +78,7 @@ customer's, offline.`,
 			}
 			var ctx, cancel = context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			var qc, err = ep.queryClient("ledger.address", ep.ledger)
+			var qc, err = ep.queryClient(ctx, "ledger", "ledger.address", ep.ledger, routed)
 			if err != nil {
 				return err
 			}
@@ -90,12 +115,14 @@ customer's, offline.`,
 	}
 	cmd.Flags().StringVar(&customer, "customer", "", "the customer whose balances to print")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	cmd.Flags().BoolVar(&routed, "routed", false, "route the calls to the customer's shard's primary from etcd (--etcd.address), rather than through --ledger.address")
 	return cmd
 }
 
 func newTopCmd(ep *endpoints) *cobra.Command {
 	var n int
 	var timeout time.Duration
+	var routed bool
 	var cmd = &cobra.Command{
 		Use:   "top",
 		Short: "Print the largest balances, live, from the leaderboard's queries service",
@@ -107,7 +134,7 @@ last durable transaction.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ctx, cancel = context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			var qc, err = ep.queryClient("leaderboard.address", ep.leaderboard)
+			var qc, err = ep.queryClient(ctx, "leaderboard", "leaderboard.address", ep.leaderboard, routed)
 			if err != nil {
 				return err
 			}
@@ -135,5 +162,6 @@ last durable transaction.`,
 	}
 	cmd.Flags().IntVarP(&n, "n", "n", 10, "how many")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	cmd.Flags().BoolVar(&routed, "routed", false, "call a member found in etcd (--etcd.address), rather than --leaderboard.address")
 	return cmd
 }
