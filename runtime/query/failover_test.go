@@ -391,6 +391,20 @@ func TestRoutedAfterWritesElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The scenario: the client's KeySpace is at a revision past every
+	// member's.
+	ks.Mu.RLock()
+	var clientRev = ks.Header.Revision
+	ks.Mu.RUnlock()
+	for _, m := range f.members {
+		var mks = m.Svc.KeySpace()
+		mks.Mu.RLock()
+		var rev = mks.Header.Revision
+		mks.Mu.RUnlock()
+		if rev >= clientRev {
+			t.Fatalf("member %s's KeySpace is at revision %d, the client's at %d", m.ID().Suffix, rev, clientRev)
+		}
+	}
 	var routed = query.NewRoutedClient(query.NewRouter(ks, partition.NewWatched(watchCtx, f.stack.Journals())), query.Dialer(nil), nil)
 	defer routed.Close()
 	var qctx, stop = context.WithTimeout(ctx, 5*time.Second)
