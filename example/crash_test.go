@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
 	"github.com/gazconsumer/gazconsumer/example/internal/check"
 	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
 	"github.com/gazconsumer/gazconsumer/example/internal/progress"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/specs"
 	pb "go.gazette.dev/core/broker/protocol"
 )
@@ -325,4 +327,37 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 		t.Error(p)
 	}
 	t.Logf("checked %d balances, %d customers' activity and %d events after %d crashes", len(rec.Balances), len(rec.Activity), len(events), kills)
+
+	// The queries services answer the same, live: every balance through
+	// the ledger's member (which routes them), and the top ranks merged
+	// across the leaderboard's shards.
+	ledgerConn2, err := query.Dialer(nil)(pb.Endpoint(ledger.address()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledgerConn2.Close()
+	var ledgerQueries = bankv1.NewLedgerQueriesClient(query.NewClient(ledgerConn2, nil))
+	for _, b := range rec.Balances {
+		var got, err = ledgerQueries.GetBalance(ctx, &bankv1.GetBalanceRequest{CustomerId: b.Customer, AccountId: b.Account})
+		if err != nil {
+			t.Fatalf("GetBalance(%s, %s): %v", b.Customer, b.Account, err)
+		} else if got.BalanceCents != b.Cents || got.Version != b.Changes {
+			t.Errorf("GetBalance(%s, %s) = %d cents, version %d; want %d, %d", b.Customer, b.Account, got.BalanceCents, got.Version, b.Cents, b.Changes)
+		}
+	}
+	boardConn2, err := query.Dialer(nil)(pb.Endpoint(leaderboard.address()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer boardConn2.Close()
+	top, err := bankv1.NewLeaderboardQueriesClient(query.NewClient(boardConn2, nil)).Top(ctx, &bankv1.TopRequest{Limit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range rec.Top(20) {
+		if i >= len(top.Ranks) || top.Ranks[i].CustomerId != want.Customer || top.Ranks[i].AccountId != want.Account || top.Ranks[i].BalanceCents != want.Cents {
+			t.Fatalf("Top: rank %d is %v, want %+v", i+1, top.Ranks[min(i, len(top.Ranks)-1)], want)
+		}
+	}
+	t.Logf("queried %d balances and the top 20, live", len(rec.Balances))
 }
