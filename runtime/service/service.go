@@ -27,7 +27,8 @@
 // and proxying the rest to their primaries, and serves gRPC server
 // reflection, so that grpcurl lists and calls them. Queries are verified by
 // the Verifier as the Shard API's Stat is: capability READ, of the
-// shards answering (see runtime/query).
+// shards answering (see runtime/query). Reflection, which reveals only the
+// schema, is served to anyone who reaches the port.
 //
 // # Metrics
 //
