@@ -62,9 +62,12 @@ type CommittedReader interface {
 	// resolve. It never sees the writes of the transaction open, nor those
 	// of a commit whose durability is not yet known: a read of what such a
 	// commit wrote waits until it is durable, or fails. No commit becomes
-	// visible while fn runs: its view is of one commit. It returns
-	// fn's error, ctx's if ctx is done first, or an error if the store
-	// failed or was destroyed. fn must not keep the view past its return.
+	// visible while fn runs: its view is of one commit. fn may be called
+	// more than once (a read that must wait ends its run; fn is called again
+	// once the commit is durable): it must have no effect but its result.
+	// ReadCommitted returns fn's error, ctx's if ctx is done first, or an
+	// error if the store failed or was destroyed. fn must not keep the view
+	// past its return.
 	// ReadCommitted may be called concurrently with itself and with every
 	// method of the store.
 	ReadCommitted(ctx context.Context, fn func(Reader) error) error

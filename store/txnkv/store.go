@@ -8,7 +8,8 @@
 //
 // ReadCommitted reads the Base from other goroutines, as queries do,
 // holding off the next write to it meanwhile, so that its readers see one
-// commit: a read of what a commit not yet durable wrote waits until it is.
+// commit: a read of what a commit not yet durable wrote waits until it is,
+// without holding off commits, and is made again.
 //
 // Package store/rocks keeps its Base in RocksDB, recorded into a recovery
 // log; package store/mem keeps it in memory.
@@ -224,87 +225,106 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 
 // ReadCommitted calls fn with a view of what the store's commits made
 // durable (see runtime.CommittedReader). No commit is handed to the Base
-// while fn runs; of those handed to it before and not yet known durable, a
-// Get of a key one of them wrote waits until it is durable, and a Scan
-// waits for all of them: a read never sees a write a failed commit would
-// undo. It fails if one of them failed, or the store is closed. It may be
-// called from any goroutine, concurrently with every method of the store.
+// while fn runs. A read of fn that meets a commit handed to the Base before
+// but not yet known durable (a Get of a key it wrote, or any Scan) ends
+// fn's run with an error: ReadCommitted then waits until that commit is
+// durable, without holding off the next, and calls fn again. A read never
+// sees a write that a failed commit would undo. It fails if a commit
+// failed, or the store is closed. It may be called from any goroutine,
+// concurrently with every method of the store.
 func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
+	for {
+		var blocked, err = s.readCommitted(ctx, fn)
+		if blocked == nil {
+			return err
+		}
+		select {
+		case <-blocked.durable:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closing:
+			return fmt.Errorf("store %s: %w", s.name, ErrClosed)
+		}
+		if blocked.durableErr != nil {
+			return fmt.Errorf("store %s: a commit failed: %w", s.name, blocked.durableErr)
+		}
+	}
+}
+
+// readCommitted runs fn once, holding off commits. It returns the commit
+// not yet durable that a read of fn met, if one did.
+func (s *Store) readCommitted(ctx context.Context, fn func(runtime.Reader) error) (*commit, error) {
 	s.shared.RLock()
 	defer s.shared.RUnlock()
 	if s.closed {
-		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
+		return nil, fmt.Errorf("store %s: %w", s.name, ErrClosed)
 	}
-	var v = &committedView{s: s, ctx: ctx, r: s.base.Shared(), written: s.written}
 	for _, c := range s.written {
-		select {
-		case <-c.durable:
-			if c.durableErr != nil {
-				return v.failed(c)
-			}
-		default:
+		if durable(c) && c.durableErr != nil {
+			return nil, fmt.Errorf("store %s: a commit failed: %w", s.name, c.durableErr)
 		}
 	}
-	return fn(v)
+	var v = &committedView{r: s.base.Shared(), written: s.written}
+	var err = fn(v)
+	if v.blocked != nil {
+		return v.blocked, nil
+	}
+	return nil, err
 }
+
+// durable reports whether c's durability is known.
+func durable(c *commit) bool {
+	select {
+	case <-c.durable:
+		return true
+	default:
+		return false
+	}
+}
+
+// errNotDurable ends a read of a committedView that met a commit not yet
+// known durable.
+var errNotDurable = errors.New("a commit read is not yet durable")
 
 // committedView is a Base's shared reader, within ReadCommitted, but for
 // the reserved keys.
 type committedView struct {
-	s       *Store
-	ctx     context.Context
 	r       runtime.Reader
 	written []*commit // Handed to the Base before the view, maybe not durable.
-	durable bool      // Whether every commit of written is known durable.
+	blocked *commit   // Not yet durable, met by a read.
 }
 
-// wait waits until c is durable, or fails.
-func (v *committedView) wait(c *commit) error {
-	select {
-	case <-c.durable:
-	case <-v.ctx.Done():
-		return v.ctx.Err()
-	case <-v.s.closing:
-		return fmt.Errorf("store %s: %w", v.s.name, ErrClosed)
-	}
-	if c.durableErr != nil {
-		return v.failed(c)
-	}
-	return nil
-}
-
-func (v *committedView) failed(c *commit) error {
-	return fmt.Errorf("store %s: a commit failed: %w", v.s.name, c.durableErr)
-}
-
-// Get returns the committed value of key, which may not be reserved, once
-// the commits that wrote it are durable.
+// Get returns the committed value of key, which may not be reserved,
+// unless a commit not yet durable wrote it.
 func (v *committedView) Get(key []byte) ([]byte, bool, error) {
 	if len(key) != 0 && key[0] == ReservedPrefix {
 		return nil, false, fmt.Errorf("get: key %q has the reserved prefix", key)
+	} else if v.blocked != nil {
+		return nil, false, errNotDurable
 	}
-	if !v.durable {
-		for _, c := range v.written {
-			// A frozen overlay's map is only read from here on.
-			if _, ok := c.writes.Get(key); ok {
-				if err := v.wait(c); err != nil {
-					return nil, false, err
-				}
-			}
+	for _, c := range v.written {
+		// A frozen overlay's map is only read from here on.
+		if _, ok := c.writes.Get(key); ok && !durable(c) {
+			v.blocked = c
+			return nil, false, errNotDurable
 		}
 	}
 	return v.r.Get(key)
 }
 
 // Scan calls fn with the committed keys and values of [start, end), but
-// the reserved ones, once every commit handed to the Base is durable.
+// the reserved ones, unless a commit handed to the Base is not yet
+// durable.
 func (v *committedView) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	for ; !v.durable && len(v.written) != 0; v.written = v.written[1:] {
-		if err := v.wait(v.written[0]); err != nil {
-			return err
+	if v.blocked != nil {
+		return errNotDurable
+	}
+	for _, c := range v.written {
+		if !durable(c) {
+			v.blocked = c
+			return errNotDurable
 		}
 	}
-	v.durable = true
 	if len(start) == 0 || start[0] == ReservedPrefix {
 		start = []byte{ReservedPrefix + 1}
 	}
