@@ -75,13 +75,13 @@ type op struct {
 	// answer is of a shard that had none (a GET's missing row).
 	merge func([]proto.Message) (proto.Message, error)
 	// missing describes the row of a GET, found nowhere.
-	missing string
+	missing func() string
 }
 
 // missingIn returns the NotFound status of a GET whose row is missing
 // where says.
 func (o *op) missingIn(where string) error {
-	return status.Errorf(codes.NotFound, "%s %s", o.missing, where)
+	return status.Errorf(codes.NotFound, "%s %s", o.missing(), where)
 }
 
 // newOf returns a function returning new messages of M's type. It asks
@@ -129,7 +129,7 @@ func Get[Req, Resp proto.Message, K any, R proto.Message](d GetDef[Req, Resp, K,
 			}
 			var storeKey = d.Table.AppendKey(nil, key, d.Table.KeyFields())
 			var o = &op{
-				missing: fmt.Sprintf("table %s has no row of key %+v", d.Table.Name(), key),
+				missing: func() string { return fmt.Sprintf("table %s has no row of key %+v", d.Table.Name(), key) },
 				read: func(_ context.Context, r runtime.Reader) (proto.Message, error) {
 					var v, found, err = r.Get(storeKey)
 					if err != nil {
