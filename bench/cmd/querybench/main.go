@@ -36,6 +36,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -73,9 +74,22 @@ func main() {
 	flag.IntVar(&c.getters, "getters", 4, "concurrent callers of GetSum in the queried runs")
 	flag.IntVar(&c.scanners, "scanners", 1, "concurrent callers of ListSums in the queried runs")
 	flag.IntVar(&c.page, "page", 1000, "rows of a page of ListSums")
+	var cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run (stack, member and callers: one process) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		var f, err = os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "querybench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 	if err := run(context.Background(), c); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "querybench:", err)
 		os.Exit(1)
 	}
