@@ -75,6 +75,7 @@ func (c *Client) Invoke(ctx context.Context, svc *Service, method string, req, r
 	}
 	var conn = c.through
 	var claims = pb.Claims{Capability: pb.Capability_READ}
+	var rt *route // Of a call routed to a shard's primary.
 	if c.router != nil {
 		var ep pb.Endpoint
 		var rev int64
@@ -83,10 +84,11 @@ func (c *Client) Invoke(ctx context.Context, svc *Service, method string, req, r
 			if err != nil {
 				return err
 			}
-			rt, err := c.router.resolve(ctx, id, 0)
+			r, err := c.router.resolve(ctx, id, 0)
 			if err != nil {
 				return err
 			}
+			rt = &r
 			ep, rev, claims = rt.endpoint, rt.revision, shardClaims(id)
 			ctx = metadata.AppendToOutgoingContext(ctx, ShardMetadata, id.String())
 		} else if ep, rev, err = c.router.anyMember(); err != nil {
@@ -102,7 +104,11 @@ func (c *Client) Invoke(ctx context.Context, svc *Service, method string, req, r
 			return fmt.Errorf("authorizing the call: %w", err)
 		}
 	}
-	return conn.Invoke(ctx, svc.FullMethod(method), req, resp, opts...)
+	var err2 = conn.Invoke(ctx, svc.FullMethod(method), req, resp, opts...)
+	if err2 != nil && rt != nil {
+		return unreachable(err2, *rt)
+	}
+	return err2
 }
 
 // conn returns the connection to the member at ep.

@@ -32,8 +32,9 @@ import (
 )
 
 // A query during a fail-over is answered by the primary, old or new, or
-// fails clearly (Unavailable, naming the shard); it is never answered with
-// state older than an answer before it: the answers of sequential queries,
+// fails clearly (Unavailable, naming the shard: recovering, unassigned, or
+// its primary unreachable); it is never answered with state older than an
+// answer before it: the answers of sequential queries,
 // while deposits flow, only grow. The primary of the account's shard is
 // killed mid-way; its standby on the other member takes over, and answers.
 func TestQueryDuringFailover(t *testing.T) {
@@ -157,14 +158,15 @@ func testQueryDuringFailover(t *testing.T, depose func(*fixture, *membertest.Mem
 	for name, as := range answers {
 		var last int64
 		var failed int
+		var why = map[string]int{} // Distinct failures, but for their member's name.
 		for i, a := range as {
 			if a.err != nil {
 				failed++
+				why[status.Convert(a.err).Message()]++
 				if c := status.Code(a.err); c != codes.Unavailable && c != codes.DeadlineExceeded {
 					t.Errorf("%s: answer %d: %v, want Unavailable", name, i, a.err)
-				} else if c == codes.Unavailable && !strings.Contains(a.err.Error(), "shard q-0") && !strings.Contains(a.err.Error(), "dialing") &&
-					!strings.Contains(a.err.Error(), "connection") {
-					t.Errorf("%s: answer %d: %v names neither the shard nor the connection", name, i, a.err)
+				} else if c == codes.Unavailable && !strings.Contains(a.err.Error(), "shard q-0") {
+					t.Errorf("%s: answer %d: %v does not name the shard", name, i, a.err)
 				}
 				continue
 			}
@@ -173,8 +175,8 @@ func testQueryDuringFailover(t *testing.T, depose func(*fixture, *membertest.Mem
 			}
 			last = a.deposits
 		}
-		t.Logf("%s: %d answers, %d failed, last of %d deposits (%d published, %d before the kill)",
-			name, len(as), failed, last, published.Load(), lastBefore)
+		t.Logf("%s: %d answers, %d failed, last of %d deposits (%d published, %d before the kill); failures: %v",
+			name, len(as), failed, last, published.Load(), lastBefore, why)
 	}
 	// Every deposit is there, as the new primary answers.
 	f.caughtUp()

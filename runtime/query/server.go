@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -208,9 +209,21 @@ func (s *Server) ask(ctx context.Context, claims pb.Claims, svc *Service, m *Met
 	if status.Code(err) == codes.NotFound {
 		return nil, nil
 	} else if err != nil {
-		return nil, err
+		return nil, unreachable(err, rt)
 	}
 	return resp, nil
+}
+
+// unreachable names the shard and primary of rt in err, an error of a call
+// routed by rt, if it is Unavailable without naming the shard: the primary
+// could not be reached (it may have stopped, its assignment not yet gone).
+func unreachable(err error, rt route) error {
+	var st = status.Convert(err)
+	if st.Code() != codes.Unavailable || strings.Contains(st.Message(), "shard "+rt.shard.String()) {
+		return err
+	}
+	return status.Errorf(codes.Unavailable, "shard %s: its primary, member %s at %s, is unreachable: %s",
+		rt.shard, rt.member.Suffix, rt.endpoint, st.Message())
 }
 
 // readLocal reads the answer from this member's replica of rt's shard.
