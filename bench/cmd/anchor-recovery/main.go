@@ -205,3 +205,13 @@ func (r countingReads) Recv() (*pb.ReadResponse, error) {
 	}
 	return resp, err
 }
+
+// RecvMsg counts as Recv does: Gazette's client.Reader receives with it.
+// (The embedded stream's own Recv calls its RecvMsg, not this one.)
+func (r countingReads) RecvMsg(m any) error {
+	var err = r.Journal_ReadClient.RecvMsg(m)
+	if resp, ok := m.(*pb.ReadResponse); ok && err == nil {
+		r.read.Add(int64(len(resp.Content)))
+	}
+	return err
+}
