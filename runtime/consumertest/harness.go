@@ -209,7 +209,13 @@ func New(t testing.TB, c Consumer, opts ...Option) *Harness {
 		var set = pb.MustLabelSet(labels.MessageType, in.MessageType, labels.ContentType, in.ContentType)
 		fam.partitions = h.createPartitions("in/"+in.MessageType, names, o.partitions, set)
 		var parts = h.journals.list(fam.partitions, pb.LabelSelector{})
-		fam.mapping = partition.Mapping(in.PartitionKey, func() *pb.ListResponse { return parts })
+		var key = in.PartitionKey
+		if key == nil {
+			// One partition for all, that the test's reads are deterministic
+			// (a publisher would spread them at random).
+			key = func(message.Mappable, io.Writer) {}
+		}
+		fam.mapping = partition.Mapping(key, func() *pb.ListResponse { return parts })
 		h.inputs[reflect.TypeOf(in.New())] = fam
 		for _, j := range fam.partitions {
 			h.spec.Sources = append(h.spec.Sources, pc.ShardSpec_Source{Journal: j})

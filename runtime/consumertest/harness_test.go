@@ -108,7 +108,12 @@ func (s *summer) FinishTxn(_ runtime.Shard, _ runtime.Store, err error) error {
 // newHarness returns a harness of a summer.
 func newHarness(t testing.TB, opts ...consumertest.Option) (*consumertest.Harness, *summer) {
 	var app = new(summer)
-	var h = consumertest.New(t, consumertest.Consumer{
+	return consumertest.New(t, summerConsumer(app, keyOf), opts...), app
+}
+
+// summerConsumer describes app, reading adds of partition key key.
+func summerConsumer(app *summer, key message.MappingKeyFunc) consumertest.Consumer {
+	return consumertest.Consumer{
 		Name: "test.Summer",
 		NewApplication: func(stores runtime.StoreOpener, journals runtime.PartitionLister) (runtime.Application, error) {
 			app.stores = stores
@@ -117,14 +122,13 @@ func newHarness(t testing.TB, opts ...consumertest.Option) (*consumertest.Harnes
 		},
 		Inputs: []consumertest.Input{{
 			New: func() message.Message { return new(add) }, MessageType: "test.Add",
-			ContentType: labels.ContentType_JSONLines, PartitionKey: keyOf,
+			ContentType: labels.ContentType_JSONLines, PartitionKey: key,
 		}},
 		Outputs: []consumertest.Output{{
 			New: func() message.Message { return new(total) }, MessageType: "test.Total",
 			ContentType: labels.ContentType_JSONLines, Selector: "app.gazette.dev/message-type=test.Total",
 		}},
-	}, opts...)
-	return h, app
+	}
 }
 
 // sums returns the sums the shard committed.
@@ -334,4 +338,20 @@ func BenchmarkHarness(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(n)/feeding.Seconds(), "feed-msgs/s")
+}
+
+// Messages of a type without a partition key all go to one partition,
+// however many there are, so that a test's reads are deterministic.
+func TestUnkeyedMessagesGoToOnePartition(t *testing.T) {
+	var h = consumertest.New(t, summerConsumer(new(summer), nil), consumertest.Partitions(4))
+	var journals = make(map[pb.Journal]bool)
+	for i := range 40 {
+		journals[h.Feed(&add{Key: fmt.Sprint("k", i), Value: 1}).Journal] = true
+	}
+	if len(journals) != 1 {
+		t.Fatalf("40 messages without a partition key went to %d partitions: %v", len(journals), journals)
+	}
+	if st := h.Commit(); st.Messages != 40 {
+		t.Fatalf("the transaction consumed %d messages, want 40", st.Messages)
+	}
 }
