@@ -1053,6 +1053,10 @@ type ShardDefaults struct {
 	// to batch more messages.
 	MinTxnDuration *durationpb.Duration `protobuf:"bytes,1,opt,name=min_txn_duration,json=minTxnDuration,proto3" json:"min_txn_duration,omitempty"`
 	// max_txn_duration is the longest time a consumer transaction stays open.
+	// Past min_txn_duration, a transaction ends once no message is ready,
+	// unless a source's reader is behind its journal's write head: catching
+	// up on a backlog, it stays open while reads keep arriving, up to
+	// max_txn_duration, and writes each row it changed once.
 	MaxTxnDuration *durationpb.Duration `protobuf:"bytes,2,opt,name=max_txn_duration,json=maxTxnDuration,proto3" json:"max_txn_duration,omitempty"`
 	// hot_standbys is the number of standby replicas tailing each shard's
 	// recovery log, ready to take over.
