@@ -241,7 +241,12 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := os.MkdirAll(fragments, 0o750); err != nil {
 		return fmt.Errorf("devstack: creating fragment store root: %w", err)
 	}
-	fs.FileSystemStoreRoot = fragments
+	if fs.FileSystemStoreRoot != fragments {
+		// Written only if it changes: a stack restarted on its directory in
+		// this process must not race the refreshes of the brokers it
+		// replaces, which read it as they stop.
+		fs.FileSystemStoreRoot = fragments
+	}
 
 	if err := s.startEtcd(ctx); err != nil {
 		return err
@@ -570,6 +575,7 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 	var gone = make(map[pb.Journal]bool)
 	var replayed = make(map[pb.Journal]int64)
 	var lost = make(map[pb.Journal][]string)
+	var last = make(map[pb.Journal]appendRecord) // Of each journal, its last logged append.
 	for _, seg := range segs {
 		var err = readAppendSegment(seg.path, func(rec appendRecord) error {
 			if gone[rec.Journal] {
@@ -586,6 +592,7 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 				}
 				s.appends.setLogged(rec.Journal, head, true) // Persisted.
 			}
+			last[rec.Journal] = rec
 			switch {
 			case rec.End <= head:
 				// Persisted.
@@ -607,6 +614,11 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 		})
 		if err != nil {
 			return err
+		}
+	}
+	for journal, rec := range last {
+		if !gone[journal] && rec.End == heads[journal] {
+			s.appends.setUnacked(rec)
 		}
 	}
 	for journal, n := range replayed {

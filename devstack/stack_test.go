@@ -508,6 +508,30 @@ func TestAcknowledgedAppendsSurviveSIGKILL(t *testing.T) {
 	if len(read) == 0 {
 		t.Error("the readers read nothing before the crash")
 	}
+	// The last append of each journal, which the killed process may not have
+	// acknowledged, is sent again, as its writer does that got no
+	// acknowledgement: it is acknowledged with the commit already made, not
+	// appended twice. Sent a third time, it is appended.
+	for journal := range acked {
+		var head = writeHead(t, s.Journals(), journal)
+		var content = readN(t, s.Journals(), journal, int(head))
+		var last = content[strings.LastIndex(strings.TrimSuffix(content, "\n"), "\n")+1:]
+		var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		var resp, err = client.Append(ctx, s.Journals(), pb.AppendRequest{Journal: journal}, strings.NewReader(last))
+		cancel()
+		if err != nil {
+			t.Fatalf("appending %s's last append again: %v", journal, err)
+		} else if c := resp.Commit; c.Begin != head-int64(len(last)) || c.End != head {
+			t.Errorf("%s's last append sent again committed [%d, %d), want its first commit [%d, %d)", journal, c.Begin, c.End, head-int64(len(last)), head)
+		}
+		if got := writeHead(t, s.Journals(), journal); got != head {
+			t.Errorf("%s's last append sent again moved its head from %d to %d", journal, head, got)
+		}
+		appendTo(t, s.Journals(), journal, last)
+		if got := writeHead(t, s.Journals(), journal); got != head+int64(len(last)) {
+			t.Errorf("%s's last append sent a third time moved its head from %d to %d, want %d", journal, head, got, head+int64(len(last)))
+		}
+	}
 	// And the journals take appends again.
 	appendTo(t, s.Journals(), "tests/one", "after the crash\n")
 }
