@@ -1,7 +1,8 @@
 package rocks
 
 import (
-	"unsafe"
+	"bytes"
+	"hash/maphash"
 
 	"github.com/gazconsumer/gazconsumer/store/txnkv"
 )
@@ -18,15 +19,38 @@ import (
 // the previous generation moves the key to the current one. So a key read or
 // written within the last half-capacity of traffic is always cached.
 //
-// The cache is used by the shard's goroutine only. The values it holds are
-// shared with committed overlays and the database reads which filled them,
-// and are never modified.
+// A generation holds no pointers for the garbage collector to trace (a
+// cache of a large key space holds hundreds of thousands of rows, which the
+// collector would scan on every cycle): keys and values are copied into one
+// byte arena, and a map from a hash of the key to the row's place in it
+// finds them. A key is hashed once for both generations. Two keys of the
+// same hash (one chance in 2^64) share a slot: a lookup compares the key,
+// and a key displaced by another is no longer cached.
+//
+// The cache is used by the shard's goroutine only. A value it returns is
+// valid until the cache is next written (a put or commit, or a get of a key
+// of the previous generation, which moves it).
 type rowCache struct {
-	// Rows by key. Pointers, so that rewriting a cached row, as every
-	// commit does, takes one lookup.
-	cur, prev map[string]*cachedRow
-	curBytes  int
+	seed      maphash.Seed
+	cur, prev *generation
 	half      int // Bytes of a generation.
+}
+
+// generation is one generation of a rowCache.
+type generation struct {
+	slots map[uint64]int32 // Index in rows of the row of a key's hash.
+	rows  []cachedSlot
+	arena []byte // Keys and values of rows.
+	bytes int    // Accounted bytes of rows, rewritten ones included.
+}
+
+// cachedSlot is where a generation's arena holds a key and its value (or
+// the value's absence from the database): the key at off, the value after
+// it, in vcap bytes (a rewrite no longer than the first takes its place).
+type cachedSlot struct {
+	off              int
+	klen, vlen, vcap int32
+	absent           bool
 }
 
 // cachedRow is a key's value in the database, or its absence.
@@ -36,8 +60,8 @@ type cachedRow struct {
 }
 
 // rowOverhead approximates the memory of a cached row beside its key and
-// value: its map slot and string and slice headers.
-const rowOverhead = 64
+// value: its map entry and slot.
+const rowOverhead = 48
 
 // newRowCache returns a cache of about capacity bytes, or nil (no cache) if
 // capacity is not positive.
@@ -45,7 +69,45 @@ func newRowCache(capacity int64) *rowCache {
 	if capacity <= 0 {
 		return nil
 	}
-	return &rowCache{cur: make(map[string]*cachedRow), half: int(capacity / 2)}
+	return &rowCache{seed: maphash.MakeSeed(), cur: newGeneration(), prev: newGeneration(), half: int(capacity / 2)}
+}
+
+func newGeneration() *generation { return &generation{slots: make(map[uint64]int32)} }
+
+// find returns the index of key's row in g, or -1.
+func (g *generation) find(h uint64, key []byte) int32 {
+	var i, ok = g.slots[h]
+	if !ok {
+		return -1
+	}
+	var r = &g.rows[i]
+	if !bytes.Equal(g.arena[r.off:r.off+int(r.klen)], key) {
+		return -1
+	}
+	return i
+}
+
+// row returns the row at index i.
+func (g *generation) row(i int32) cachedRow {
+	var r = &g.rows[i]
+	var v = r.off + int(r.klen)
+	return cachedRow{value: g.arena[v : v+int(r.vlen) : v+int(r.vlen)], absent: r.absent}
+}
+
+// add appends the row of key to g, and returns its index.
+func (g *generation) add(h uint64, key, value []byte, absent bool) int32 {
+	var i = int32(len(g.rows)) // Displacing a row of another key of the same hash, if any.
+	g.rows = append(g.rows, cachedSlot{off: len(g.arena), klen: int32(len(key)), vlen: int32(len(value)), vcap: int32(len(value)), absent: absent})
+	g.arena = append(append(g.arena, key...), value...)
+	g.slots[h] = i
+	g.bytes += len(key) + len(value) + rowOverhead
+	return i
+}
+
+// reset empties g, keeping its memory.
+func (g *generation) reset() {
+	clear(g.slots)
+	g.rows, g.arena, g.bytes = g.rows[:0], g.arena[:0], 0
 }
 
 // get returns the cached row of key, if the cache has one.
@@ -53,61 +115,73 @@ func (c *rowCache) get(key []byte) (cachedRow, bool) {
 	if c == nil {
 		return cachedRow{}, false
 	}
-	if r := c.cur[string(key)]; r != nil {
-		return *r, true
+	var h = maphash.Bytes(c.seed, key)
+	if i := c.cur.find(h, key); i >= 0 {
+		return c.cur.row(i), true
 	}
-	var r = c.prev[string(key)]
-	if r == nil {
+	var i = c.prev.find(h, key)
+	if i < 0 {
 		return cachedRow{}, false
 	}
-	delete(c.prev, string(key))
-	c.add(string(key), r)
-	return *r, true
+	// Move it to the current generation. Values of the previous one stay
+	// in its arena until it's dropped: copy from a row value, not a slice
+	// of the arena which add may grow.
+	var r = c.prev.row(i)
+	delete(c.prev.slots, h)
+	if g := c.generationFor(len(key) + len(r.value) + rowOverhead); g != nil {
+		// The previous generation may have just been dropped: r's bytes
+		// are then those of the reset generation, not yet overwritten, as
+		// add copies them before anything else is written.
+		return g.row(g.add(h, key, r.value, r.absent)), true
+	}
+	return r, true
 }
 
-// put caches the row of key, which the database holds. The cache retains
-// value, which must not be modified after.
-func (c *rowCache) put(k string, value []byte, absent bool) {
+// generationFor returns the current generation with room for n more bytes,
+// starting a new one if need be, or nil if n is larger than a generation.
+func (c *rowCache) generationFor(n int) *generation {
+	if n > c.half {
+		return nil
+	}
+	if c.cur.bytes+n > c.half {
+		c.prev.reset()
+		c.prev, c.cur = c.cur, c.prev
+	}
+	return c.cur
+}
+
+// put caches the row of key, which the database holds.
+func (c *rowCache) put(key, value []byte, absent bool) {
 	if c == nil {
 		return
 	}
-	if r := c.cur[k]; r != nil && len(value) <= len(r.value)+c.half-c.curBytes {
-		// Rewritten in place, within the generation's bytes.
-		c.curBytes += len(value) - len(r.value)
-		r.value, r.absent = value, absent
-		return
-	} else if r != nil {
-		delete(c.cur, k)
-		c.curBytes -= len(k) + len(r.value) + rowOverhead
-	} else {
-		delete(c.prev, k)
+	var h = maphash.Bytes(c.seed, key)
+	if i := c.cur.find(h, key); i >= 0 {
+		var r = &c.cur.rows[i]
+		if len(value) <= int(r.vcap) {
+			// Rewritten in place: the generation accounts the row's bytes
+			// as they were.
+			var v = r.off + int(r.klen)
+			copy(c.cur.arena[v:], value)
+			r.vlen, r.absent = int32(len(value)), absent
+			return
+		}
+		delete(c.cur.slots, h)
+	} else if c.prev.find(h, key) >= 0 {
+		delete(c.prev.slots, h)
 	}
-	c.add(k, &cachedRow{value: value, absent: absent})
-}
-
-func (c *rowCache) add(k string, r *cachedRow) {
-	var n = len(k) + len(r.value) + rowOverhead
-	if n > c.half {
-		delete(c.cur, k)
-		return // Larger than a generation: not cached.
+	if g := c.generationFor(len(key) + len(value) + rowOverhead); g != nil {
+		g.add(h, key, value, absent)
 	}
-	if c.curBytes+n > c.half {
-		c.prev, c.cur, c.curBytes = c.cur, make(map[string]*cachedRow, len(c.cur)), 0
-	}
-	c.cur[k] = r
-	c.curBytes += n
 }
 
 // commit updates the cache with the writes of an overlay, now in the
-// database. It retains their values, which overlays never modify.
+// database.
 func (c *rowCache) commit(o *txnkv.Overlay) {
 	if c == nil {
 		return
 	}
-	o.Each(func(e *txnkv.Entry) {
-		// The entry's key is never modified: the cache's key string shares it.
-		c.put(unsafe.String(unsafe.SliceData(e.Key), len(e.Key)), e.Value, e.Deleted)
-	})
+	o.Each(func(e *txnkv.Entry) { c.put(e.Key, e.Value, e.Deleted) })
 }
 
 // clear drops every cached row.
@@ -115,5 +189,6 @@ func (c *rowCache) clear() {
 	if c == nil {
 		return
 	}
-	c.cur, c.prev, c.curBytes = make(map[string]*cachedRow), nil, 0
+	c.cur.reset()
+	c.prev.reset()
 }

@@ -3,6 +3,7 @@ package rocks
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"testing"
 )
 
@@ -24,25 +25,24 @@ func FuzzRowCache(f *testing.F) {
 			case op&0x80 == 0: // Put a value of 0..7 bytes.
 				var v = bytes.Repeat([]byte{byte(i)}, int(op>>4))
 				model[k] = v
-				c.put(k, v, false)
+				c.put([]byte(k), v, false)
 			default: // Get.
 				if r, ok := c.get([]byte(k)); ok {
 					if want, in := model[k]; !in || !bytes.Equal(r.value, want) || r.absent {
 						t.Fatalf("op %d: get(%s) = %q (absent %v), database holds %q", i, k, r.value, r.absent, want)
 					}
 				} else if v, in := model[k]; in && len(k)+len(v)+rowOverhead <= c.half {
-					c.put(k, v, false) // As Store.Get does after reading the database.
+					c.put([]byte(k), v, false) // As Store.Get does after reading the database.
 				}
 			}
-			var n int
-			for k, r := range c.cur {
-				n += len(k) + len(r.value) + rowOverhead
-			}
-			if n != c.curBytes || n > c.half {
-				t.Fatalf("op %d: the current generation holds %d bytes, accounts %d, budget %d", i, n, c.curBytes, c.half)
+			for _, g := range []*generation{c.cur, c.prev} {
+				if n := len(g.arena) + len(g.rows)*rowOverhead; n != g.bytes || n > c.half {
+					t.Fatalf("op %d: a generation holds %d bytes, accounts %d, budget %d", i, n, g.bytes, c.half)
+				}
 			}
 			if v, in := model[k]; in && len(k)+len(v)+rowOverhead <= c.half {
-				if r := c.cur[k]; r == nil || !bytes.Equal(r.value, v) {
+				var j = c.cur.find(maphash.String(c.seed, k), []byte(k))
+				if j < 0 || !bytes.Equal(c.cur.row(j).value, v) {
 					t.Fatalf("op %d: %s, just used, is not in the current generation", i, k)
 				}
 			}

@@ -248,16 +248,8 @@ func (d *database) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	d.getBuf = v[:0]
-	if !found {
-		d.rows.put(string(key), nil, true)
-		return nil, false, nil
-	}
-	if d.rows == nil {
-		return v, true, nil
-	}
-	var value = append([]byte(nil), v...)
-	d.rows.put(string(key), value, false)
-	return value, true, nil
+	d.rows.put(key, v, !found) // Copies v.
+	return v, found, nil
 }
 
 // Scan iterates the database's keys in [start, end).

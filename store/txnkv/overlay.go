@@ -2,29 +2,39 @@ package txnkv
 
 import (
 	"bytes"
+	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/google/btree"
 )
 
 // Overlay holds the writes of one transaction until its store writes them
-// in one batch. It keeps its entries in chunks that never move, a map of
-// them by key, for Puts and Gets, and an ordered index of them (a B-tree),
-// for scans and batches: an entry enters the index once, when the overlay is
-// next read in order, however often it's rewritten. (RocksDB's own indexed
+// in one batch. It keeps its entries in chunks that never move, and a map of
+// them by key, for Puts and Gets. Entries are put in key order, for scans
+// and batches, only when they're first read in order: a transaction which
+// scans its own writes indexes them in a B-tree as it does (an entry enters
+// the index once, however often it's rewritten; RocksDB's own indexed
 // batch, WriteBatchWithIndex, decodes a record of its batch on every
-// comparison of its index, and costs some microseconds per Put.)
+// comparison of its index, and costs some microseconds per Put); one which
+// never does has its entries sorted once, by the first reader in order of
+// the frozen overlay (most often its store's commit, apart from the shard's
+// goroutine), which costs a fraction of the inserts into a B-tree.
 //
 // An Overlay is written by one goroutine until its transaction commits,
-// when Freeze brings its index up to date; after that it is only read,
-// possibly concurrently.
+// when Freeze ends its writes; after that it is only read, possibly
+// concurrently.
 type Overlay struct {
 	rows    map[string]*Entry
 	chunks  [][]Entry             // The entries, in the order their keys were first written.
-	index   *btree.BTreeG[*Entry] // Entries in key order, but the last unindexed.
+	index   *btree.BTreeG[*Entry] // Entries in key order, but the last unindexed; nil until first needed.
 	entries int                   // Count of entries in chunks.
 	indexed int                   // Count of the first entries of chunks in index.
 	bytes   int                   // Of the keys and values of the entries.
+
+	frozen bool
+	sortMu sync.Once // Sorts sorted, once frozen, if index is nil.
+	sorted []*Entry  // Entries in key order, of a frozen overlay without an index.
 }
 
 // Entry is a key written by a transaction: its value, or its deletion. Its
@@ -46,10 +56,7 @@ func entryLess(a, b *Entry) bool { return bytes.Compare(a.Key, b.Key) < 0 }
 
 // NewOverlay returns an empty Overlay.
 func NewOverlay() *Overlay {
-	return &Overlay{
-		rows:  make(map[string]*Entry),
-		index: btree.NewWithFreeListG(32, entryLess, overlayFreeList),
-	}
+	return &Overlay{rows: make(map[string]*Entry)}
 }
 
 // Put records key as set to value. It copies both.
@@ -104,10 +111,22 @@ func (o *Overlay) Each(fn func(*Entry)) {
 	}
 }
 
-// Freeze brings the index up to date. The overlay is not written after.
+// Freeze ends the overlay's writes: it's not written after, and may be read
+// concurrently.
 func (o *Overlay) Freeze() {
-	if o.indexed == o.entries {
-		return // Up to date: don't write, as frozen overlays are read concurrently.
+	if o.frozen {
+		return
+	}
+	o.frozen = true
+	if o.index != nil {
+		o.indexUnindexed()
+	}
+}
+
+// indexUnindexed brings the index up to date.
+func (o *Overlay) indexUnindexed() {
+	if o.index == nil {
+		o.index = btree.NewWithFreeListG(32, entryLess, overlayFreeList)
 	}
 	for i := o.indexed; i < o.entries; i++ {
 		o.index.ReplaceOrInsert(&o.chunks[i/entryChunk][i%entryChunk])
@@ -118,16 +137,39 @@ func (o *Overlay) Freeze() {
 // Ascend calls fn with each entry in [start, end), in key order, until fn
 // returns false. A nil end means no upper bound.
 func (o *Overlay) Ascend(start, end []byte, fn func(Entry) bool) {
-	o.Freeze()
-	var visit = func(e *Entry) bool { return fn(*e) }
-	if end == nil {
-		o.index.AscendGreaterOrEqual(&Entry{Key: start}, visit)
-	} else {
-		o.index.AscendRange(&Entry{Key: start}, &Entry{Key: end}, visit)
+	if !o.frozen || o.index != nil {
+		if !o.frozen {
+			o.indexUnindexed()
+		}
+		var visit = func(e *Entry) bool { return fn(*e) }
+		if end == nil {
+			o.index.AscendGreaterOrEqual(&Entry{Key: start}, visit)
+		} else {
+			o.index.AscendRange(&Entry{Key: start}, &Entry{Key: end}, visit)
+		}
+		return
 	}
+	o.sortMu.Do(o.sort)
+	var i, _ = slices.BinarySearchFunc(o.sorted, start, func(e *Entry, k []byte) int { return bytes.Compare(e.Key, k) })
+	for _, e := range o.sorted[i:] {
+		if end != nil && bytes.Compare(e.Key, end) >= 0 || !fn(*e) {
+			return
+		}
+	}
+}
+
+// sort sets sorted to the entries in key order.
+func (o *Overlay) sort() {
+	o.sorted = make([]*Entry, 0, o.entries)
+	o.Each(func(e *Entry) { o.sorted = append(o.sorted, e) })
+	slices.SortFunc(o.sorted, func(a, b *Entry) int { return bytes.Compare(a.Key, b.Key) })
 }
 
 // Release returns the overlay's index nodes to a free list shared by
 // overlays. The overlay's entries may still be retained; the overlay itself
 // is not used after.
-func (o *Overlay) Release() { o.index.Clear(true) }
+func (o *Overlay) Release() {
+	if o.index != nil {
+		o.index.Clear(true)
+	}
+}

@@ -18,51 +18,87 @@ import (
 // An overlay returns the last write of each key, and ascends them in key
 // order, rewritten keys included, however the writes interleave with reads.
 func TestOverlay(t *testing.T) {
-	var o = txnkv.NewOverlay()
-	defer o.Release()
-	var model = map[string]string{} // Deleted keys map to "<deleted>".
-	for i := range 600 {
-		var k = fmt.Sprintf("k%03d", i*7%301)
-		if i%5 == 4 {
-			o.Delete([]byte(k))
-			model[k] = "<deleted>"
-		} else {
-			var v = strings.Repeat("v", i%9)
-			o.Put([]byte(k), []byte(v))
-			model[k] = v
-		}
-		if i%97 == 0 { // Index part of the way.
-			o.Ascend([]byte("k1"), []byte("k2"), func(txnkv.Entry) bool { return true })
-		}
-	}
-	var want []string
-	for k, v := range model {
-		want = append(want, k+"="+v)
-		var e, ok = o.Get([]byte(k))
-		if got := string(e.Value); !ok || (e.Deleted && v != "<deleted>") || (!e.Deleted && got != v) {
-			t.Fatalf("Get(%s) = %+v %v, want %s", k, e, ok, v)
-		}
-	}
-	slices.Sort(want)
-	var got []string
-	o.Ascend(nil, nil, func(e txnkv.Entry) bool {
-		var v = string(e.Value)
-		if e.Deleted {
-			v = "<deleted>"
-		}
-		got = append(got, string(e.Key)+"="+v)
-		return true
-	})
-	if !slices.Equal(got, want) {
-		t.Fatalf("Ascend = %q, want %q", got, want)
-	}
-	if o.Len() != len(model) {
-		t.Fatalf("Len = %d, want %d", o.Len(), len(model))
-	}
-	var each int
-	o.Each(func(*txnkv.Entry) { each++ })
-	if each != len(model) {
-		t.Fatalf("Each visited %d entries, want %d", each, len(model))
+	// Scans as it's written index the overlay in a B-tree; a frozen one
+	// never scanned before sorts its entries at its first scan, which
+	// several goroutines may make at once.
+	for _, mode := range []string{"scanned while written", "frozen unscanned", "frozen after a scan"} {
+		t.Run(mode, func(t *testing.T) {
+			var o = txnkv.NewOverlay()
+			defer o.Release()
+			var model = map[string]string{} // Deleted keys map to "<deleted>".
+			for i := range 600 {
+				var k = fmt.Sprintf("k%03d", i*7%301)
+				if i%5 == 4 {
+					o.Delete([]byte(k))
+					model[k] = "<deleted>"
+				} else {
+					var v = strings.Repeat("v", i%9)
+					o.Put([]byte(k), []byte(v))
+					model[k] = v
+				}
+				if mode == "scanned while written" && i%97 == 0 || mode == "frozen after a scan" && i == 300 {
+					o.Ascend([]byte("k1"), []byte("k2"), func(txnkv.Entry) bool { return true })
+				}
+			}
+			if mode != "scanned while written" {
+				o.Freeze()
+			}
+			var keys []string
+			for k, v := range model {
+				keys = append(keys, k)
+				var e, ok = o.Get([]byte(k))
+				if got := string(e.Value); !ok || (e.Deleted && v != "<deleted>") || (!e.Deleted && got != v) {
+					t.Fatalf("Get(%s) = %+v %v, want %s", k, e, ok, v)
+				}
+			}
+			slices.Sort(keys)
+			// Ranges from the first key, between keys, on keys, past the
+			// last; scans which stop early.
+			var bounds = []string{"", "a", "k000", "k0005", "k150", "k1505", "k300", "k301", "z"}
+			var wg sync.WaitGroup
+			for _, start := range bounds {
+				for _, end := range append(bounds, "<nil>") {
+					var scan = func() {
+						var endKey []byte
+						if end != "<nil>" {
+							endKey = []byte(end)
+						}
+						var want, got []string
+						for _, k := range keys {
+							if k >= start && (endKey == nil || k < end) {
+								want = append(want, k+"="+model[k])
+							}
+						}
+						o.Ascend([]byte(start), endKey, func(e txnkv.Entry) bool {
+							var v = string(e.Value)
+							if e.Deleted {
+								v = "<deleted>"
+							}
+							got = append(got, string(e.Key)+"="+v)
+							return len(got) < 50
+						})
+						want = want[:min(len(want), 50)]
+						if !slices.Equal(got, want) {
+							t.Errorf("Ascend(%q, %q) = %q, want %q", start, end, got, want)
+						}
+					}
+					if mode == "scanned while written" {
+						scan() // An unfrozen overlay is read by one goroutine.
+					} else {
+						wg.Go(scan)
+					}
+				}
+			}
+			wg.Wait()
+			if o.Len() != len(model) {
+				t.Fatalf("Len = %d, want %d", o.Len(), len(model))
+			}
+			var each int
+			o.Each(func(*txnkv.Entry) { each++ })
+			if each != len(model) {
+				t.Fatalf("Each visited %d entries, want %d", each, len(model))
+			}
+		})
 	}
 }
 
