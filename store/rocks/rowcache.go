@@ -3,6 +3,7 @@ package rocks
 import (
 	"bytes"
 	"hash/maphash"
+	"slices"
 
 	"github.com/gazconsumer/gazconsumer/store/txnkv"
 )
@@ -33,8 +34,12 @@ import (
 type rowCache struct {
 	seed      maphash.Seed
 	cur, prev *generation
-	half      int // Bytes of a generation.
+	half      int   // Bytes of a generation.
+	reserve   int32 // Bytes an absent row reserves for a value: see put.
 }
+
+// maxReserve bounds the bytes an absent row reserves for its value.
+const maxReserve = 128
 
 // generation is one generation of a rowCache.
 type generation struct {
@@ -94,13 +99,15 @@ func (g *generation) row(i int32) cachedRow {
 	return cachedRow{value: g.arena[v : v+int(r.vlen) : v+int(r.vlen)], absent: r.absent}
 }
 
-// add appends the row of key to g, and returns its index.
-func (g *generation) add(h uint64, key, value []byte, absent bool) int32 {
+// add appends the row of key to g, with room for a value of vcap bytes
+// (no fewer than value's), and returns its index.
+func (g *generation) add(h uint64, key, value []byte, vcap int, absent bool) int32 {
 	var i = int32(len(g.rows)) // Displacing a row of another key of the same hash, if any.
-	g.rows = append(g.rows, cachedSlot{off: len(g.arena), klen: int32(len(key)), vlen: int32(len(value)), vcap: int32(len(value)), absent: absent})
+	g.rows = append(g.rows, cachedSlot{off: len(g.arena), klen: int32(len(key)), vlen: int32(len(value)), vcap: int32(vcap), absent: absent})
 	g.arena = append(append(g.arena, key...), value...)
+	g.arena = slices.Grow(g.arena, vcap-len(value))[:len(g.arena)+vcap-len(value)]
 	g.slots[h] = i
-	g.bytes += len(key) + len(value) + rowOverhead
+	g.bytes += len(key) + vcap + rowOverhead
 	return i
 }
 
@@ -132,7 +139,7 @@ func (c *rowCache) get(key []byte) (cachedRow, bool) {
 		// The previous generation may have just been dropped: r's bytes
 		// are then those of the reset generation, not yet overwritten, as
 		// add copies them before anything else is written.
-		return g.row(g.add(h, key, r.value, r.absent)), true
+		return g.row(g.add(h, key, r.value, len(r.value), r.absent)), true
 	}
 	return r, true
 }
@@ -150,7 +157,11 @@ func (c *rowCache) generationFor(n int) *generation {
 	return c.cur
 }
 
-// put caches the row of key, which the database holds.
+// put caches the row of key, which the database holds. A row of an
+// absent key reserves room for a value as long as the last one put (at
+// most maxReserve bytes): a key is most often found absent by a
+// transaction which then writes it, and its commit rewrites the row in
+// place.
 func (c *rowCache) put(key, value []byte, absent bool) {
 	if c == nil {
 		return
@@ -164,14 +175,27 @@ func (c *rowCache) put(key, value []byte, absent bool) {
 			var v = r.off + int(r.klen)
 			copy(c.cur.arena[v:], value)
 			r.vlen, r.absent = int32(len(value)), absent
+			c.noteLen(len(value), absent)
 			return
 		}
 		delete(c.cur.slots, h)
 	} else if c.prev.find(h, key) >= 0 {
 		delete(c.prev.slots, h)
 	}
-	if g := c.generationFor(len(key) + len(value) + rowOverhead); g != nil {
-		g.add(h, key, value, absent)
+	var vcap = len(value)
+	if absent {
+		vcap = max(vcap, int(c.reserve))
+	}
+	if g := c.generationFor(len(key) + vcap + rowOverhead); g != nil {
+		g.add(h, key, value, vcap, absent)
+	}
+	c.noteLen(len(value), absent)
+}
+
+// noteLen notes the length of a value put.
+func (c *rowCache) noteLen(n int, absent bool) {
+	if !absent {
+		c.reserve = int32(min(n, maxReserve))
 	}
 }
 

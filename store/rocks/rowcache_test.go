@@ -13,6 +13,7 @@ import (
 func FuzzRowCache(f *testing.F) {
 	f.Add(uint16(300), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Add(uint16(200), []byte{0x10, 0x90, 0x11, 0x91, 0xf0, 0x10, 0x12, 0x13, 0x14, 0x90})
+	f.Add(uint16(900), []byte{0x71, 0x81, 0x31, 0x81, 0x72, 0x62, 0x82, 0x73, 0x83, 0x03, 0x83})
 	f.Fuzz(func(t *testing.T, capacity uint16, program []byte) {
 		var c = newRowCache(int64(capacity))
 		if c == nil {
@@ -22,17 +23,21 @@ func FuzzRowCache(f *testing.F) {
 		for i, op := range program {
 			var k = fmt.Sprintf("key%d", op&0x0f)
 			switch {
-			case op&0x80 == 0: // Put a value of 0..7 bytes.
+			case op&0xf0 == 0x70: // Delete: the row is cached as absent.
+				delete(model, k)
+				c.put([]byte(k), nil, true)
+			case op&0x80 == 0: // Put a value of 0..6 bytes.
 				var v = bytes.Repeat([]byte{byte(i)}, int(op>>4))
 				model[k] = v
 				c.put([]byte(k), v, false)
 			default: // Get.
+				var want, in = model[k]
 				if r, ok := c.get([]byte(k)); ok {
-					if want, in := model[k]; !in || !bytes.Equal(r.value, want) || r.absent {
-						t.Fatalf("op %d: get(%s) = %q (absent %v), database holds %q", i, k, r.value, r.absent, want)
+					if r.absent != !in || !bytes.Equal(r.value, want) {
+						t.Fatalf("op %d: get(%s) = %q (absent %v), database holds %q (%v)", i, k, r.value, r.absent, want, in)
 					}
-				} else if v, in := model[k]; in && len(k)+len(v)+rowOverhead <= c.half {
-					c.put([]byte(k), v, false) // As Store.Get does after reading the database.
+				} else if len(k)+max(len(want), maxReserve)+rowOverhead <= c.half {
+					c.put([]byte(k), want, !in) // As Store.Get does after reading the database.
 				}
 			}
 			for _, g := range []*generation{c.cur, c.prev} {
@@ -40,9 +45,9 @@ func FuzzRowCache(f *testing.F) {
 					t.Fatalf("op %d: a generation holds %d bytes, accounts %d, budget %d", i, n, g.bytes, c.half)
 				}
 			}
-			if v, in := model[k]; in && len(k)+len(v)+rowOverhead <= c.half {
+			if v, in := model[k]; len(k)+max(len(v), maxReserve)+rowOverhead <= c.half {
 				var j = c.cur.find(maphash.String(c.seed, k), []byte(k))
-				if j < 0 || !bytes.Equal(c.cur.row(j).value, v) {
+				if j < 0 || !bytes.Equal(c.cur.row(j).value, v) || c.cur.row(j).absent == in {
 					t.Fatalf("op %d: %s, just used, is not in the current generation", i, k)
 				}
 			}

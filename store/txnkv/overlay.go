@@ -2,6 +2,8 @@ package txnkv
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"slices"
 	"sync"
 	"unsafe"
@@ -158,11 +160,45 @@ func (o *Overlay) Ascend(start, end []byte, fn func(Entry) bool) {
 	}
 }
 
-// sort sets sorted to the entries in key order.
+// sort sets sorted to the entries in key order. It compares the eight
+// bytes of each key past the prefix common to all of them as a number, and
+// whole keys only where those are equal: most comparisons then read no
+// entry (generated tables' keys share their table's prefix).
 func (o *Overlay) sort() {
-	o.sorted = make([]*Entry, 0, o.entries)
-	o.Each(func(e *Entry) { o.sorted = append(o.sorted, e) })
-	slices.SortFunc(o.sorted, func(a, b *Entry) int { return bytes.Compare(a.Key, b.Key) })
+	type item struct {
+		word uint64
+		e    *Entry
+	}
+	var items = make([]item, 0, o.entries)
+	var common []byte
+	o.Each(func(e *Entry) {
+		if len(items) == 0 {
+			common = e.Key
+		} else {
+			var n = 0
+			for n < len(common) && n < len(e.Key) && common[n] == e.Key[n] {
+				n++
+			}
+			common = common[:n]
+		}
+		items = append(items, item{e: e})
+	})
+	for i := range items {
+		var k = items[i].e.Key[len(common):]
+		var b [8]byte
+		copy(b[:], k)
+		items[i].word = binary.BigEndian.Uint64(b[:])
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		if c := cmp.Compare(a.word, b.word); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.e.Key, b.e.Key)
+	})
+	o.sorted = make([]*Entry, len(items))
+	for i := range items {
+		o.sorted[i] = items[i].e
+	}
 }
 
 // Release returns the overlay's index nodes to a free list shared by

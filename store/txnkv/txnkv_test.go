@@ -235,3 +235,45 @@ func TestCloseAbandonsWaitingCommit(t *testing.T) {
 		t.Fatalf("an abandoned commit wrote %v", b.rows)
 	}
 }
+
+// FuzzOverlayOrder checks that a frozen overlay, sorted at its first scan,
+// and one indexed as it's written, both ascend in the order of
+// bytes.Compare, whatever the keys: empty, prefixes of each other, sharing
+// long prefixes, holding zero bytes (which sorting by eight-byte words pads
+// keys with).
+func FuzzOverlayOrder(f *testing.F) {
+	f.Add([]byte("\x00\x00\x01\x00\x02\x01\x00\xff\x00\x03ab\x02a\x00\x01a"))
+	f.Add([]byte("\x09tableNNNN\x0atableNNNNx\x0btableNNNNx\x00\x00tableNNN"))
+	f.Fuzz(func(t *testing.T, program []byte) {
+		// The program is a sequence of keys, each a length byte then
+		// that many bytes.
+		var keys [][]byte
+		for len(program) != 0 {
+			var n = min(int(program[0]), len(program)-1)
+			keys, program = append(keys, program[1:1+n]), program[1+n:]
+		}
+		var frozen, indexed = txnkv.NewOverlay(), txnkv.NewOverlay()
+		defer frozen.Release()
+		defer indexed.Release()
+		var want []string
+		for i, k := range keys {
+			frozen.Put(k, nil)
+			indexed.Put(k, nil)
+			if i%3 == 0 {
+				indexed.Ascend(nil, nil, func(txnkv.Entry) bool { return true })
+			}
+			if !slices.Contains(want, string(k)) {
+				want = append(want, string(k))
+			}
+		}
+		slices.Sort(want)
+		frozen.Freeze()
+		for _, o := range []*txnkv.Overlay{frozen, indexed} {
+			var got []string
+			o.Ascend(nil, nil, func(e txnkv.Entry) bool { got = append(got, string(e.Key)); return true })
+			if !slices.Equal(got, want) {
+				t.Fatalf("Ascend = %q, want %q", got, want)
+			}
+		}
+	})
+}
