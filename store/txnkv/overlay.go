@@ -40,8 +40,8 @@ type Overlay struct {
 }
 
 // Entry is a key written by a transaction: its value, or its deletion. Its
-// Key and Value are never modified once the entry is written (a rewrite
-// replaces Value), so that they may be retained.
+// Key is never modified, nor its Value once the overlay is frozen, so that
+// they may be retained from then on.
 type Entry struct {
 	Key, Value []byte
 	Deleted    bool
@@ -69,9 +69,12 @@ func (o *Overlay) Delete(key []byte) { o.write(key, nil, true) }
 
 func (o *Overlay) write(key, value []byte, deleted bool) {
 	if e := o.rows[string(key)]; e != nil {
-		// Rewritten: the entry keeps its key, and its place in the index.
+		// Rewritten: the entry keeps its key, and its place in the index,
+		// and its value's bytes if they have room: until the overlay is
+		// frozen, nothing retains them (a value Get returns is valid until
+		// the next call on its store, and Scan's callback may not write).
 		o.bytes += len(value) - len(e.Value)
-		e.Value, e.Deleted = append([]byte(nil), value...), deleted
+		e.Value, e.Deleted = append(e.Value[:0], value...), deleted
 		return
 	}
 	var b = make([]byte, len(key)+len(value))
