@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # generate.sh regenerates the benchmark's committed generated code with protoc:
-#   - ours: proto/gazconsumer/bench/v1/sums.proto through protoc-gen-go,
-#     protoc-gen-go-vtproto (fast codecs, which runtime/codec uses) and this
-#     repository's protoc-gen-gazconsumer (scaffolding the handlers into
-#     internal/ and the consumer's command into cmd/, once), as a user's
-#     buf.gen.yaml would;
+#   - ours: proto/gazconsumer/bench/v1/sums.proto through protoc-gen-go and
+#     this repository's protoc-gen-gazconsumer (with its fast codecs, which
+#     runtime/codec uses; scaffolding the handlers into internal/ and the
+#     consumer's command into cmd/, once), as the quick start's
+#     buf.gen.yaml does;
 #   - the anchor: anchor/anchorpb/sums.proto through protoc-gen-gogo, as
 #     Gazette's own examples are generated.
 # It needs protoc and the well-known types (`make setup` installs both).
@@ -14,7 +14,6 @@ cd "$(dirname "$0")"
 PLUGINS="$(mktemp -d)"
 trap 'rm -rf "$PLUGINS"' EXIT
 go build -o "$PLUGINS/" google.golang.org/protobuf/cmd/protoc-gen-go github.com/gogo/protobuf/protoc-gen-gogo \
-  github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto \
   github.com/gazconsumer/gazconsumer/cmd/protoc-gen-gazconsumer
 GOGO="$(go list -m -f '{{.Dir}}' github.com/gogo/protobuf)"
 WKT=/usr/include
@@ -22,9 +21,7 @@ WKT=/usr/include
 protoc -I proto -I ../proto -I "$WKT" \
   --plugin=protoc-gen-go="$PLUGINS/protoc-gen-go" \
   --plugin=protoc-gen-gazconsumer="$PLUGINS/protoc-gen-gazconsumer" \
-  --plugin=protoc-gen-go-vtproto="$PLUGINS/protoc-gen-go-vtproto" \
   --go_out=gen --go_opt=module=github.com/gazconsumer/gazconsumer/bench/gen \
-  --go-vtproto_out=gen --go-vtproto_opt=module=github.com/gazconsumer/gazconsumer/bench/gen,features=marshal+unmarshal+size \
   --gazconsumer_out=gen \
   --gazconsumer_opt=module=github.com/gazconsumer/gazconsumer/bench/gen,scaffold=internal,scaffold_main=cmd \
   gazconsumer/bench/v1/sums.proto

@@ -350,7 +350,9 @@ func newTypeChecker(t testing.TB) *typeChecker {
 		"google.golang.org/protobuf/encoding/protojson", "google.golang.org/protobuf/encoding/protowire",
 		"google.golang.org/protobuf/types/known/timestamppb", "google.golang.org/protobuf/types/known/emptypb",
 		"google.golang.org/protobuf/types/gofeaturespb", "google.golang.org/protobuf/proto",
-		"bufio", "errors", "fmt", "io", "reflect", "sync", "testing", "time",
+		"github.com/planetscale/vtprotobuf/protohelpers",
+		"github.com/planetscale/vtprotobuf/types/known/timestamppb", "github.com/planetscale/vtprotobuf/types/known/emptypb",
+		"bufio", "encoding/binary", "errors", "fmt", "io", "math", "reflect", "sync", "testing", "time", "unicode/utf8", "unsafe",
 	} {
 		fmt.Fprintf(&deps, "\t_ %q\n", p)
 	}

@@ -23,6 +23,14 @@
 // to CMD/s/main.go: a main package serving the consumer with the handlers of
 // DIR/s through runtime/service, configured by Gazette's consumer flags. The
 // import path of DIR/s is found from the go.mod at or above DIR.
+//
+// By default the plugin also writes, for each NAME.proto of the proto2 or
+// proto3 syntax whose messages have the open or hybrid API, the fast codecs
+// of vtprotobuf's generator (github.com/planetscale/vtprotobuf) into
+// NAME_vtproto.pb.go, which package runtime/codec uses in place of
+// protobuf's reflection to decode journal messages and encode and decode
+// table rows. With codecs=none it doesn't: give that option when running
+// protoc-gen-go-vtproto too (both would write NAME_vtproto.pb.go).
 package main
 
 import (
@@ -39,6 +47,7 @@ func main() {
 	var opts gengc.Options
 	flags.StringVar(&opts.ScaffoldDir, "scaffold", "", "directory of handler stubs, written once")
 	flags.StringVar(&opts.ScaffoldMainDir, "scaffold_main", "", "directory of consumer commands, written once")
+	flags.StringVar(&opts.Codecs, "codecs", gengc.CodecsVTProto, "fast codecs of messages: vtproto (vtprotobuf's generator) or none")
 	protogen.Options{ParamFunc: flags.Set}.Run(func(gen *protogen.Plugin) error {
 		gen.SupportedFeatures = uint64(pluginpb.CodeGeneratorResponse_FEATURE_PROTO3_OPTIONAL | pluginpb.CodeGeneratorResponse_FEATURE_SUPPORTS_EDITIONS)
 		gen.SupportedEditionsMinimum = gengc.EditionMinimum

@@ -35,7 +35,8 @@ var (
 			"msg", "kv", "spec", "tx", "handler", "stores", "journals", "reset", "descriptor", "name", "id", "value", "count", "at",
 			"day", "kind", "level", "shard", "store", "envelope", "publish", "txn", "key", "table", "state", "size_cache",
 			"unknown_fields", "uuid2", "default", "nil"},
-		{"marshal_to", "get_uuid", "proto_size", "unmarshal", "new_acknowledgement", "set_uuid"},
+		{"marshal_to", "get_uuid", "proto_size", "unmarshal", "new_acknowledgement", "set_uuid",
+			"SizeVT", "MarshalVT", "UnmarshalVT", "MarshalToSizedBufferVT"},
 	}
 	randomServiceNames = [2][]string{
 		{"Counter", "Runtime", "Store", "Harness", "Watcher", "counter", "Event", "Ledger", "Default", "String"},
@@ -43,12 +44,15 @@ var (
 	}
 	randomDirs = []string{"store", "runtime", "table", "message", "msg", "fmt", "codec", "keyenc", "io", "time", "protocol",
 		"testing", "errors", "h", "t", "x", "handler", "spec", "kv", "consumertest", "v1", "api", "pb", "pc", "labels", "bufio",
-		"protojson", "protowire", "timestamppb", "gazconsumerv1", "runtimetest", "stores", "journals", "producer", "p"}
+		"protojson", "protowire", "timestamppb", "gazconsumerv1", "runtimetest", "stores", "journals", "producer", "p",
+		"protohelpers", "binary", "utf8", "math", "unsafe", "protoimpl"}
 	// randomKeyKinds are the types of key fields.
 	randomKeyKinds = []string{"int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32",
 		"sfixed64", "bool", "string", "bytes", "ENUM", "google.protobuf.Timestamp"}
 	// randomValueKinds are the types of other fields.
-	randomValueKinds = []string{"double", "float", "string", "int64", "repeated string", "map<string, int64>", "bytes", "ENUM"}
+	randomValueKinds = []string{"double", "float", "string", "int64", "repeated string", "map<string, int64>", "bytes", "ENUM",
+		"repeated int32", "repeated double", "sint32", "fixed32", "sfixed64", "bool", "uint32", "map<int32, bytes>",
+		"google.protobuf.Timestamp", "repeated google.protobuf.Timestamp"}
 )
 
 // pick returns a name of pool: one that clashes, one time in clashOdds.
@@ -232,7 +236,7 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 			if kind == "ENUM" && rf.enum == "" {
 				kind = "int32"
 			}
-			if rf.syntax == "proto2" && kind == "map<string, int64>" {
+			if rf.syntax == "proto2" && strings.HasPrefix(kind, "map<") {
 				kind = "repeated string"
 			}
 			decls = append(decls, rf.field(r, kind, fname, n, false))

@@ -102,8 +102,8 @@ func main() {
 	flag.IntVar(&custom.keyLen, "keylen", 0, "bytes of each key of the workload \"custom\" (0: as short as they come, 10); a row of the state is about as long")
 	var workloadsFlag = flag.String("workloads", "small,large,wide", "throughput workloads to measure, in order: "+workloadNames()+
 		", or custom (set by -messages, -partitions, -keys and -keylen; setting any of those alone measures custom only)")
-	var sidesFlag = flag.String("sides", "ours,ours-vt,anchor", "consumers to measure beside the raw read: ours (the quick start's defaults: no vtproto), ours-vt (with vtproto's codecs), ours-agg (aggregating, no vtproto), anchor")
-	var buildsFlag = flag.String("build", "", "more sides: NAME=PATH,... runs the summer command at PATH (e.g. a build of another commit, without vtproto) as the side NAME, as ours is run, to compare builds side by side")
+	var sidesFlag = flag.String("sides", "ours,ours-reflect,anchor", "consumers to measure beside the raw read: ours (the quick start's defaults, with the codecs protoc-gen-gazconsumer generates), ours-reflect (without them: protobuf's reflection, as with codecs=none), ours-agg (aggregating), anchor")
+	var buildsFlag = flag.String("build", "", "more sides: NAME=PATH,... runs the summer command at PATH (e.g. a build of another commit) as the side NAME, as ours is run, to compare builds side by side")
 	flag.IntVar(&c.reps, "reps", 5, "repetitions of each measure; medians are reported")
 	flag.StringVar(&state, "state", "1GiB", "state of the recovery measure's store (e.g. 64MiB, 1GiB)")
 	flag.IntVar(&c.valueLen, "value", 1024, "bytes of each value of the recovery measure's store")
@@ -197,11 +197,11 @@ func fatal(err error) {
 }
 
 // Sides of the consumer measures: ours built as the quick start builds it
-// (no vtproto: runtime/codec's reflection codec), with vtproto's codecs,
-// and aggregating in memory as the anchor does; and the anchor. Sides of
-// the recovery measure.
+// (with the codecs protoc-gen-gazconsumer generates), without them
+// (runtime/codec's reflection codec), and aggregating in memory as the
+// anchor does; and the anchor. Sides of the recovery measure.
 var (
-	allConsumerSides = []string{"ours", "ours-vt", "ours-agg", "anchor"}
+	allConsumerSides = []string{"ours", "ours-reflect", "ours-agg", "anchor"}
 	sides            = []string{"ours", "anchor"}
 )
 
@@ -380,9 +380,9 @@ const (
 var sideLabels = map[string]string{
 	"raw":      "raw read+decode (the limit)",
 	"anchor":   "anchor: Gazette consumer+rocksdb",
-	"ours":     "ours: defaults (no vtproto)",
-	"ours-vt":  "ours-vt: with vtproto codecs",
-	"ours-agg": "ours-agg: aggregating, no vtproto",
+	"ours":         "ours: defaults",
+	"ours-reflect": "ours-reflect: codecs=none",
+	"ours-agg":     "ours-agg: aggregating",
 }
 
 func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]matrixRow, error) {
@@ -600,13 +600,14 @@ func consume(ctx context.Context, c config, env stackEnv, r workload.Run, heads 
 			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
 			"--consumer.host", "127.0.0.1", "--consumer.port", port, "--consumer.id", r.String(),
 			"--consumer.state-dir", state, "--log.level", "warn")
-	case side == "ours" || side == "ours-vt" || side == "ours-agg":
-		// bin/summer is built as generated, with vtproto's codecs; bin/summer-novt
+	case side == "ours" || side == "ours-reflect" || side == "ours-agg":
+		// bin/summer is built as generated, with the codecs of
+		// protoc-gen-gazconsumer (vtprotobuf's generator); bin/summer-novt
 		// with the tag gazconsumer_novtproto, which has runtime/codec ignore
-		// them, as for a consumer generated without vtproto (the quick start).
-		var bin = "summer-novt"
-		if r.Side == "ours-vt" {
-			bin = "summer"
+		// them, as for a consumer generated with codecs=none.
+		var bin = "summer"
+		if r.Side == "ours-reflect" {
+			bin = "summer-novt"
 		}
 		cmd = exec.Command(filepath.Join(c.bin, bin),
 			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,

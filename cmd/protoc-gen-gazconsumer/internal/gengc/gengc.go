@@ -67,6 +67,19 @@ type Options struct {
 	// set too), unless that file exists. The import path of the handlers is
 	// found from the go.mod at or above ScaffoldDir.
 	ScaffoldMainDir string
+	// Codecs is how the messages of the request's files are encoded:
+	// CodecsVTProto (the default, when empty) generates fast codecs with
+	// vtprotobuf's generator, into NAME_vtproto.pb.go beside each
+	// NAME.proto; CodecsNone generates none (for a user who runs
+	// protoc-gen-go-vtproto, or wants protobuf's reflection).
+	Codecs string
+}
+
+// output is a generated file: its name, Go package and content.
+type output struct {
+	name string
+	path protogen.GoImportPath
+	src  []byte
 }
 
 // Generate generates the files of the request held by gen. It returns an
@@ -75,6 +88,9 @@ type Options struct {
 // generated file, and no scaffold is written. Its output depends on the
 // files of the request, not on their order.
 func Generate(gen *protogen.Plugin, opts Options) error {
+	if opts.Codecs != "" && opts.Codecs != CodecsVTProto && opts.Codecs != CodecsNone {
+		return fmt.Errorf("option codecs=%s: want %s or %s", opts.Codecs, CodecsVTProto, CodecsNone)
+	}
 	md, err := buildModel(gen)
 	if err != nil {
 		return err
@@ -90,11 +106,6 @@ func Generate(gen *protogen.Plugin, opts Options) error {
 		}
 	}
 
-	type output struct {
-		name string
-		path protogen.GoImportPath
-		src  []byte
-	}
 	var outputs []output
 	newMessage := map[protogen.GoImportPath]bool{}
 	for _, fm := range md.files {
@@ -143,6 +154,13 @@ func Generate(gen *protogen.Plugin, opts Options) error {
 			name := path.Join(path.Dir(fm.file.GeneratedFilenamePrefix), h.pkg, HarnessFile)
 			outputs = append(outputs, output{name, h.path, src})
 		}
+	}
+	if opts.Codecs != CodecsNone {
+		codecs, err := genCodecs(gen)
+		if err != nil {
+			return err
+		}
+		outputs = append(outputs, codecs...)
 	}
 	// Only now that every file rendered are they handed to gen, so that a
 	// failure writes nothing.
