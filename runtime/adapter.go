@@ -62,19 +62,38 @@ func NewMessageTypes(of string, types ...MessageType) MessageTypes {
 // names no type of the set, or if the journal's "content-type" label is not
 // the type's framing.
 func (t MessageTypes) New(spec *pb.JournalSpec) (message.Message, error) {
+	var mt, err = t.typeOf(spec)
+	if err != nil {
+		return nil, err
+	}
+	return mt.New(), nil
+}
+
+// Constructor returns the constructor of the messages of the journal, or
+// the error New would return.
+func (t MessageTypes) Constructor(spec *pb.JournalSpec) (func() message.Message, error) {
+	var mt, err = t.typeOf(spec)
+	if err != nil {
+		return nil, err
+	}
+	return mt.New, nil
+}
+
+// typeOf returns the type of the messages of the journal.
+func (t MessageTypes) typeOf(spec *pb.JournalSpec) (MessageType, error) {
 	var name = spec.LabelSet.ValueOf(labels.MessageType)
 	var mt, ok = t.types[name]
 	switch {
 	case name == "":
-		return nil, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
+		return mt, fmt.Errorf("journal %s has no label %s", spec.Name, labels.MessageType)
 	case !ok:
-		return nil, fmt.Errorf("journal %s: label %s=%q names no journal message of %s", spec.Name, labels.MessageType, name, t.of)
+		return mt, fmt.Errorf("journal %s: label %s=%q names no journal message of %s", spec.Name, labels.MessageType, name, t.of)
 	}
 	if ct := spec.LabelSet.ValueOf(labels.ContentType); ct != mt.ContentType {
-		return nil, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q",
+		return mt, fmt.Errorf("journal %s: label %s=%q, but messages of type %s are framed as %q",
 			spec.Name, labels.ContentType, ct, name, mt.ContentType)
 	}
-	return mt.New(), nil
+	return mt, nil
 }
 
 // Txn is what the transaction of every generated consumer holds: its
@@ -300,6 +319,12 @@ func (a *Adapter[H, T]) notKV(store Store) error {
 // "app.gazette.dev/message-type" label, among those the consumer reads.
 func (a *Adapter[H, T]) NewMessage(spec *pb.JournalSpec) (message.Message, error) {
 	return a.types.New(spec)
+}
+
+// MessageConstructor returns the constructor of the journal's messages
+// (see runtime.MessageConstructor).
+func (a *Adapter[H, T]) MessageConstructor(spec *pb.JournalSpec) (func() message.Message, error) {
+	return a.types.Constructor(spec)
 }
 
 // newTxn returns a new transaction of store.

@@ -124,6 +124,17 @@ type Application interface {
 	FinalizeTxn(_ Shard, _ Store, pub *message.Publisher) error
 }
 
+// MessageConstructor is implemented by an Application whose messages of a
+// journal are all of one type, which the journal's spec tells (as
+// runtime.Adapter's are): the service then resolves a journal's
+// constructor once, as it starts reading the journal, rather than calling
+// NewMessage for every message it reads.
+type MessageConstructor interface {
+	// MessageConstructor returns the constructor of the journal's messages,
+	// or the error NewMessage would return.
+	MessageConstructor(*pb.JournalSpec) (func() message.Message, error)
+}
+
 // BeginFinisher is an optional interface of an Application told when each
 // transaction begins and finishes.
 type BeginFinisher interface {

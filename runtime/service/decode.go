@@ -14,6 +14,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -187,11 +188,13 @@ type sourceIter struct {
 	rr      *client.RetryReader
 	br      *bufio.Reader
 	newMsg  message.NewMessageFunc
+	resolve func(*pb.JournalSpec) (func() message.Message, error) // Of the application, if it has one.
 	maxSize int
 
 	spec      *pb.JournalSpec // Fetched on the first read.
 	fixed     bool            // The journal's framing is protobuf fixed frames.
 	unmarshal message.UnmarshalFunc
+	construct func() message.Message // Of the journal's messages, if the application resolves it once.
 
 	end pb.Offset // Of the last envelope read.
 	// wrap is the lenient wrapper of the message being read, reused: next
@@ -201,6 +204,17 @@ type sourceIter struct {
 
 func newSourceIter(rr *client.RetryReader, newMsg message.NewMessageFunc, maxSize int) *sourceIter {
 	return &sourceIter{rr: rr, br: bufio.NewReader(rr), newMsg: newMsg, maxSize: maxSize, end: rr.Offset()}
+}
+
+// newAppSourceIter returns an iterator of rr's journal, whose messages app
+// makes: through the constructor it resolves once for the journal, if it
+// is a runtime.MessageConstructor.
+func newAppSourceIter(rr *client.RetryReader, app runtime.Application, maxSize int) *sourceIter {
+	var s = newSourceIter(rr, app.NewMessage, maxSize)
+	if mc, ok := app.(runtime.MessageConstructor); ok {
+		s.resolve = mc.MessageConstructor
+	}
+	return s
 }
 
 // init fetches the journal's spec and chooses its framing.
@@ -216,6 +230,11 @@ func (s *sourceIter) init() error {
 	}
 	spec.Name = s.rr.Journal() // With any metadata path segment, as Gazette's iterators.
 	s.spec, s.fixed, s.unmarshal = spec, ct == labels.ContentType_ProtoFixed, framing.NewUnmarshalFunc(s.br)
+	if s.resolve != nil {
+		if s.construct, err = s.resolve(spec); err != nil {
+			return err // Naming the journal.
+		}
+	}
 	return nil
 }
 
@@ -236,8 +255,10 @@ func (s *sourceIter) next() (env message.Envelope, undecodable *DecodeError, err
 					&DecodeError{Journal: s.spec.Name, Begin: begin, End: s.end, Content: content, Err: cause}, nil
 			}
 		}
-		var m, err = s.newMsg(s.spec)
-		if err != nil {
+		var m message.Message
+		if s.construct != nil {
+			m = s.construct()
+		} else if m, err = s.newMsg(s.spec); err != nil {
 			return env, nil, fmt.Errorf("journal %s offset %d: %w", s.spec.Name, begin, err)
 		}
 		s.wrap = lenient{Message: m}

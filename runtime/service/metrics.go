@@ -95,19 +95,27 @@ func forgetRecovery(id pc.ShardID) {
 }
 
 // lagReporter sets the read lag gauge of a source of a shard as it changes,
-// at most every lagReportInterval unless the lag drops to zero.
+// at most every lagReportInterval unless the lag drops to zero. The write
+// head, which the lag is measured from, is learned with each read response:
+// within one, the lag changes only as messages are read, and the clock is
+// read (for the interval) only on the first message of a response, or as
+// the lag reaches zero.
 type lagReporter struct {
 	shard, journal string
 	last           int64
+	response       pb.Offset // Offset of the read response of the last check.
 	at             time.Time
 }
 
 const lagReportInterval = 100 * time.Millisecond
 
-func (r *lagReporter) report(lag int64) {
-	if lag == r.last {
+// report reports the lag of a message read from the response whose content
+// begins at offset response.
+func (r *lagReporter) report(lag int64, response pb.Offset) {
+	if lag == r.last || lag != 0 && response == r.response {
 		return
 	}
+	r.response = response
 	var now = time.Now()
 	if lag != 0 && now.Sub(r.at) < lagReportInterval {
 		return

@@ -333,9 +333,9 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		Publisher: message.NewPublisher(s.ajc, nil),
 		Sequencer: message.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), ringSize),
 		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
-			return newSourceIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
+			return newAppSourceIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
 				Journal: journal, Offset: begin, EndOffset: end, Block: true,
-			}), s.svc.cfg.App.NewMessage, maxSize)
+			}), s.svc.cfg.App, maxSize)
 		},
 		Pending: func() client.OpFutures { return s.ajc.PendingExcept(recLog) },
 		Clock:   wallClock{},
@@ -367,8 +367,8 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 	for _, src := range spec.Sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
-		var it = newSourceIter(rr, s.svc.cfg.App.NewMessage, maxSize)
-		var lag = lagReporter{shard: spec.Id.String(), journal: src.Journal.String(), last: -1}
+		var it = newAppSourceIter(rr, s.svc.cfg.App, maxSize)
+		var lag = lagReporter{shard: spec.Id.String(), journal: src.Journal.String(), last: -1, response: -1}
 
 		wg.Add(1)
 		go func() {
@@ -377,7 +377,7 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 				var env, undecodable, err = it.next()
 				if err == nil {
 					// The reader's last response tells the journal's write head.
-					lag.report(max(0, rr.Reader.Response.WriteHead-env.End))
+					lag.report(max(0, rr.Reader.Response.WriteHead-env.End), rr.Reader.Response.Offset)
 				} else {
 					if ctx.Err() != nil {
 						return
