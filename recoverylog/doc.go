@@ -17,6 +17,14 @@
 // costs about the size of the live state rather than of the log; Prunable
 // tells which fragments no generation of hints needs.
 //
+// A broker may commit an append whose acknowledgement is then lost, so that
+// the journal client appends it again and the log holds it twice, back to
+// back. Players skip the copy, whose ops repeat seqs already played. A
+// Recorder checks that each append commits where it expects, reads the log
+// to recognize such copies of its own appends before an unexpected commit,
+// and moves the offsets of its later ops and live segments past them; bytes
+// of another writer fail it.
+//
 // A Player either tails the log as a hot standby, or finishes at the write
 // head and appends a Fence op which also sets the journal's AuthorRegister.
 // Every append of a Recorder checks that register, so the broker rejects the

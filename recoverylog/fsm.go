@@ -19,7 +19,9 @@ type Fnode uint64
 // ErrNotFollowing is returned by FSM.Apply for an op which does not continue
 // the log's valid history: its seq or checksum don't follow the previous valid
 // op, or its author isn't the history's current author. Such ops belong to a
-// dead branch of a fork (a deposed or foreign writer) and are skipped.
+// dead branch of a fork (a deposed or foreign writer), or are copies of ops
+// already applied (an append which a broker committed again after its
+// acknowledgement was lost), and are skipped.
 var ErrNotFollowing = errors.New("op does not follow the log's valid history")
 
 // segmentGap is the most bytes of other ops that may lie between two ops of
@@ -365,6 +367,34 @@ func mergeClosest(segs []*Segment) []*Segment {
 	}
 	segs[best-1].LastSeq, segs[best-1].EndOffset = segs[best].LastSeq, segs[best].EndOffset
 	return slices.Delete(segs, best, best+1)
+}
+
+// shiftOffsets moves the log offsets of ops framed at or after s.at by s.by
+// bytes, as a Recorder does on learning that the log holds bytes there which
+// it didn't expect: copies of its own append, whose ops players skip as they
+// repeat seqs already played. A segment spanning s.at comes to span them.
+func (f *FSM) shiftOffsets(s offsetShift) {
+	for _, n := range f.nodes {
+		for _, seg := range n.segments {
+			shiftSegment(seg, s)
+		}
+	}
+	f.nextOffset = s.begin(f.nextOffset)
+}
+
+// shiftHints moves the offsets of h as FSM.shiftOffsets does those of the
+// FSM which h summarizes.
+func shiftHints(h *Hints, s offsetShift) {
+	for _, ln := range h.LiveNodes {
+		for _, seg := range ln.Segments {
+			shiftSegment(seg, s)
+		}
+	}
+	h.NextOffset = s.begin(h.NextOffset)
+}
+
+func shiftSegment(seg *Segment, s offsetShift) {
+	seg.FirstOffset, seg.EndOffset = s.begin(seg.FirstOffset), s.end(seg.EndOffset)
 }
 
 func cloneSegment(s *Segment) *Segment {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -13,7 +15,13 @@ import (
 // applyAll decodes and applies the frames of log[from:to] to fsm, until the
 // end or the first invalid frame or op.
 func applyAll(fsm *FSM, log []byte, from, to int64) error {
-	var dec = newDecoder(bytes.NewReader(log[from:to]), from, to-from)
+	return applyAt(fsm, log[from:to], from)
+}
+
+// applyAt decodes and applies the frames of b, which begin at log offset
+// at, to fsm, until the end or the first invalid frame or op.
+func applyAt(fsm *FSM, b []byte, at int64) error {
+	var dec = newDecoder(bytes.NewReader(b), at, int64(len(b)))
 	var f frame
 	for {
 		if err := dec.next(&f); err == io.EOF {
@@ -43,6 +51,7 @@ func FuzzFSM(f *testing.F) {
 	c.write(f, 4, 10, "bb")
 	c.add(f, &Op{Kind: &Op_Unlink{Unlink: &Unlink{Fnode: 4, Path: "b"}}}, nil)
 	f.Add(c.take())
+	f.Add(duplicatedLog(f))
 	f.Add([]byte("garbage"))
 	f.Add([]byte{})
 
@@ -85,14 +94,41 @@ func checkHintedReplay(t *testing.T, log []byte) {
 	}
 }
 
+// duplicatedLog returns a log in which appends of ops are committed more
+// than once, back to back, as after lost acknowledgements: the copies repeat
+// seqs already played, and are skipped.
+func duplicatedLog(t testing.TB) []byte {
+	var c = &chain{seq: 1, author: 0xA}
+	c.add(t, fence(), nil)
+	c.add(t, create("a"), nil) // Fnode 2.
+	c.write(t, 2, 0, "hello")
+	var appended = c.take()
+	var log = append(bytes.Clone(appended), appended...)
+	c.write(t, 2, 5, " world")
+	c.add(t, create("b"), nil) // Fnode 5.
+	appended = c.take()
+	log = append(log, appended...)
+	log = append(log, appended...)
+	log = append(log, appended...)
+	c.write(t, 5, 0, "b")
+	return append(log, c.take()...)
+}
+
 // FuzzFSMOps builds logs of well-framed ops, chained or forked, from
-// arbitrary program bytes, and checks replay from their hints.
+// arbitrary program bytes, and checks replay from their hints. Appends may
+// be committed more than once, back to back, as after lost
+// acknowledgements. Beside an FSM of the log, it models a Recorder's: one
+// which applies main's ops at the offsets it expects, then moves them past
+// the bytes it finds the log holds before them (copies, and other writers'
+// ops), and checks that its hints replay the log too.
 func FuzzFSMOps(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	f.Add([]byte{0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 7, 7, 7, 8, 9, 1, 1, 0, 0})
 	f.Add(bytes.Repeat([]byte{0, 17, 1, 33, 1, 200, 4, 3}, 40))
 	// Rebases, complete and not, among writes, links and unlinks.
 	f.Add([]byte{0, 0, 1, 9, 0, 1, 2, 5, 0x40, 0, 1, 7, 3, 4, 0x40, 1, 0x40, 4, 2, 8, 4, 0, 0x40, 0, 1, 1})
+	// Appends committed twice (0x20) and three times (0x30), forks' too.
+	f.Add([]byte{0, 0, 0x21, 3, 0x20, 1, 1, 7, 0x32, 9, 0x66, 0, 6, 5, 1, 3, 0x81, 4, 0xa1, 4, 0x21, 2, 4, 0, 0x35, 1, 0x61, 0, 0, 1, 0x22, 2})
 
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		var paths = []string{"a", "b", "d/c", "d/e"}
@@ -103,6 +139,53 @@ func FuzzFSMOps(f *testing.F) {
 		var fsm = NewFSM() // Tracks main, to aim ops at live nodes.
 		if err := applyAll(fsm, log, 0, int64(len(log))); err != nil {
 			t.Fatal(err)
+		}
+		// valid plays the whole log as a player does, while it's valid.
+		// rec models the FSM of main's Recorder, while main's ops are
+		// valid: another writer's fence deposes it.
+		var valid, rec = NewFSM(), NewFSM()
+		if err := applyAll(valid, log, 0, int64(len(log))); err != nil {
+			t.Fatal(err)
+		} else if err = applyAll(rec, log, 0, int64(len(log))); err != nil {
+			t.Fatal(err)
+		}
+		var play = func(from int64) {
+			if valid != nil && applyAll(valid, log, from, int64(len(log))) != nil {
+				valid, rec = nil, nil
+			}
+		}
+		var recorded = func() bool {
+			return valid != nil && rec != nil && valid.NextSeq() == rec.NextSeq() && valid.NextChecksum() == rec.NextChecksum()
+		}
+		// record applies main's ops of chunk, which the log holds at at.
+		var record = func(chunk []byte, at int64) {
+			play(at)
+			if rec == nil {
+				return
+			} else if valid.NextSeq() != fsm.NextSeq() || valid.NextChecksum() != fsm.NextChecksum() {
+				rec = nil // Deposed: its ops no longer play.
+				return
+			}
+			var expected = rec.NextOffset()
+			if err := applyAt(rec, chunk, expected); err != nil {
+				t.Fatalf("recording ops the FSM applied: %v", err)
+			} else if rec.NextSeq() != fsm.NextSeq() {
+				t.Fatalf("recorded through seq %d, but the FSM through %d", rec.NextSeq(), fsm.NextSeq())
+			}
+			if at > expected {
+				rec.shiftOffsets(offsetShift{at: expected, by: at - expected})
+			}
+		}
+		// duplicate commits chunk again, if code says so.
+		var duplicate = func(code byte, chunk []byte) {
+			if code&0x20 == 0 {
+				return
+			}
+			for range 1 + int(code>>4&1) {
+				var at = int64(len(log))
+				log = append(log, chunk...)
+				play(at)
+			}
 		}
 		var live = func(b byte) (uint64, string) {
 			for p := range len(paths) {
@@ -135,11 +218,13 @@ func FuzzFSMOps(f *testing.F) {
 					}
 					main.write(t, fn, off, string(bytes.Repeat([]byte{arg}, int(min(3000, size-off)))))
 				}
-				var at = int64(len(log))
-				log = append(log, main.take()...)
+				var at, chunk = int64(len(log)), main.take()
+				log = append(log, chunk...)
 				if err := applyAll(fsm, log, at, int64(len(log))); err != nil {
 					t.Fatalf("rebase of live node %d: %v", fn, err)
 				}
+				record(chunk, at)
+				duplicate(code, chunk)
 				continue
 			}
 			switch code & 0x7 {
@@ -167,11 +252,85 @@ func FuzzFSMOps(f *testing.F) {
 					// Semantically invalid: drop the op and rewind main's chain.
 					log = log[:at]
 					main.seq, main.checksum = fsm.NextSeq(), fsm.NextChecksum()
+					continue
 				}
+				record(next, at)
+			} else {
+				play(at)
 			}
+			duplicate(code, next)
 		}
 		checkHintedReplay(t, log)
+		if recorded() {
+			checkRecorderHints(t, log, rec.Hints("fuzz"))
+		}
 	})
+}
+
+// validOps returns where log holds each op of its valid history.
+func validOps(log []byte) map[uint64]logRange {
+	var fsm, ops = NewFSM(), make(map[uint64]logRange)
+	var dec = newDecoder(bytes.NewReader(log), 0, int64(len(log)))
+	var f frame
+	for dec.next(&f) == nil {
+		if _, err := fsm.Apply(f.op, f.opBytes, f.begin, f.end); err == nil {
+			ops[f.op.Seq] = logRange{f.begin, f.end}
+		} else if !errors.Is(err, ErrNotFollowing) {
+			break
+		}
+	}
+	return ops
+}
+
+// checkRecorderHints fails t unless h, the hints of a Recorder of log's
+// valid history, describe its end and live nodes as the FSM of the whole log
+// does, and replay from log's hinted segments and the log after them. Copies of appends lie after
+// the ones they copy, which hold the ops that the segments of h bound.
+func checkRecorderHints(t *testing.T, log []byte, h *Hints) {
+	if err := validateHints(h); err != nil {
+		t.Fatalf("recorder made invalid hints: %v", err)
+	}
+	var full = NewFSM()
+	if err := applyAll(full, log, 0, int64(len(log))); err != nil {
+		t.Fatal(err)
+	}
+	// The recorder may end past bytes it skips after its last op.
+	var want = full.Hints("fuzz")
+	if h.NextSeq != want.NextSeq || h.NextChecksum != want.NextChecksum || h.NextOffset < want.NextOffset ||
+		h.NextOffset > int64(len(log)) || h.Author != want.Author || !maps.EqualFunc(h.Properties, want.Properties, bytes.Equal) {
+		t.Fatalf("recorder's hints end at seq %d checksum %d offset %d author %d with properties %v; want %d %d %d %d %v",
+			h.NextSeq, h.NextChecksum, h.NextOffset, h.Author, h.Properties,
+			want.NextSeq, want.NextChecksum, want.NextOffset, want.Author, want.Properties)
+	} else if len(h.LiveNodes) != len(want.LiveNodes) {
+		t.Fatalf("recorder's hints have %d live nodes; want %d", len(h.LiveNodes), len(want.LiveNodes))
+	}
+	var ops = validOps(log)
+	for i, ln := range h.LiveNodes {
+		if w := want.LiveNodes[i]; ln.Fnode != w.Fnode || ln.Size != w.Size || !slices.Equal(ln.Links, w.Links) {
+			t.Fatalf("recorder's live node %v; want %v", ln, w)
+		}
+		for _, s := range ln.Segments {
+			if ops[s.FirstSeq].begin != s.FirstOffset || ops[s.LastSeq].end != s.EndOffset {
+				t.Fatalf("recorder's segment %v of node %d, but the log holds op %d at %v and op %d at %v",
+					s, ln.Fnode, s.FirstSeq, ops[s.FirstSeq], s.LastSeq, ops[s.LastSeq])
+			}
+		}
+	}
+	var hinted = NewFSM()
+	hinted.beginHinted(h)
+	for _, r := range hintedRanges(h) {
+		hinted.resetChain(r.FirstSeq, r.FirstChecksum, r.FirstOffset, Author(r.Author))
+		if err := applyAll(hinted, log, r.FirstOffset, r.EndOffset); err != nil {
+			t.Fatalf("replaying recorder's hinted range %v: %v", r, err)
+		} else if hinted.NextSeq() <= r.LastSeq {
+			t.Fatalf("replaying recorder's hinted range %v ended at seq %d", r, hinted.NextSeq())
+		}
+	}
+	if err := hinted.endHinted(h); err != nil {
+		t.Fatalf("replaying recorder's hints: %v", err)
+	} else if err = applyAll(hinted, log, h.NextOffset, int64(len(log))); err != nil || hinted.NextSeq() != h.NextSeq {
+		t.Fatalf("replaying the log after the recorder's hints: %v; ended at seq %d, not %d", err, hinted.NextSeq(), h.NextSeq)
+	}
 }
 
 // Interleaved writes of a WAL and a table file keep the WAL's segments

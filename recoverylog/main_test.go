@@ -46,17 +46,20 @@ func needStack(t testing.TB) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var err error
-	if stack, err = devstacktest.Start(ctx, devstacktest.Journals("logs", 16, 65536)); err != nil {
+	if stack, err = devstacktest.Start(ctx, devstacktest.Journals("logs", numJournals, 65536)); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// numJournals is how many test journals the stack has.
+const numJournals = 32
 
 var nextJournal = 0
 
 // newLog returns a fresh journal of the stack.
 func newLog(t testing.TB) pb.Journal {
 	needStack(t)
-	if nextJournal == 16 {
+	if nextJournal == numJournals {
 		t.Fatal("out of test journals")
 	}
 	nextJournal++

@@ -382,7 +382,7 @@ func (p *Player) play(f *frame) error {
 	var effect, err = p.fsm.Apply(f.op, f.opBytes, f.begin, f.end)
 	if errors.Is(err, ErrNotFollowing) {
 		playedOps.WithLabelValues("skipped").Inc()
-		slog.Debug("skipping op of a dead branch", "journal", p.journal, "offset", f.begin,
+		slog.Debug("skipping op of a dead branch, or a copy of an op already played", "journal", p.journal, "offset", f.begin,
 			"seq", f.op.Seq, "author", Author(f.op.Author), "wantSeq", p.fsm.NextSeq())
 		return nil
 	} else if err != nil {

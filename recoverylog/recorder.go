@@ -1,10 +1,13 @@
 package recoverylog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +30,17 @@ import (
 // Every append checks the log's AuthorRegister, so once another Player fences
 // the log, the broker rejects this Recorder's appends and it fails with an
 // error wrapping client.ErrRegisterMismatch.
+//
+// Ops are framed with the log offsets at which the Recorder expects them to
+// commit, and it checks each append's commit against them, in order. Should
+// an append commit elsewhere, the log holds bytes which the Recorder didn't
+// expect. If they are a copy of its own append (a broker committed the
+// append, its acknowledgement was lost, and the journal client appended it
+// again), players skip the copy, as its ops repeat seqs already played: the
+// Recorder then moves the offsets of its later ops and of its live segments
+// past the copy, logs a warning, and records on. Any other bytes are another
+// writer's, which invalidate its offsets: it fails with an error wrapping
+// ErrCorrupt.
 type Recorder struct {
 	journal pb.Journal
 	dir     string
@@ -34,15 +48,39 @@ type Recorder struct {
 	ajc     client.AsyncJournalClient
 	req     pb.AppendRequest
 
-	mu     sync.Mutex
-	fsm    *FSM
-	open   map[Fnode]bool                // Handles returned by NewWritableFile and not yet closed.
-	buf    []byte                        // Frames not yet handed to the journal client.
-	offset int64                         // Log offset of the next op.
-	last   *client.AsyncAppend           // Append of the last op.
-	ends   map[*client.AsyncAppend]int64 // Log offset each append must commit through.
-	err    error                         // Sticky failure.
+	// checking is a semaphore held by the one goroutine which checks
+	// commits of appends, which may read the log with mu released. It is
+	// acquired before mu.
+	checking chan struct{}
+
+	mu      sync.Mutex
+	fsm     *FSM
+	open    map[Fnode]bool      // Handles returned by NewWritableFile and not yet closed.
+	buf     []byte              // Frames not yet handed to the journal client.
+	offset  int64               // Log offset of the next op.
+	last    *client.AsyncAppend // Append of the last op.
+	pending []pendingAppend     // Appends whose commits are not yet checked, in log order.
+	checked logRange            // Where the last checked non-empty append committed.
+	shifts  []offsetShift       // Copies of appends found in the log, in order.
+	err     error               // Sticky failure.
 }
+
+// pendingAppend is an append handed to the journal client, and the log
+// offsets at which the recorder expects it to commit.
+type pendingAppend struct {
+	aa   *client.AsyncAppend
+	span logRange
+}
+
+// logRange is the log's bytes [begin, end).
+type logRange struct{ begin, end int64 }
+
+func (r logRange) len() int64 { return r.end - r.begin }
+
+// offsetShift tells that the log holds by bytes, of which the recorder
+// didn't know when it framed its ops, at offset at: the ops it framed at or
+// after at are by bytes further.
+type offsetShift struct{ at, by int64 }
 
 // NewRecorder returns a Recorder which continues the log's history from fsm,
 // as returned by a Player which fenced journal for author. Paths given to its
@@ -52,15 +90,15 @@ func NewRecorder(journal pb.Journal, fsm *FSM, author Author, dir string, ajc cl
 		return nil, fmt.Errorf("recording %s: the log's author is %s, not %s (play and fence it first)", journal, fsm.Author(), author)
 	}
 	return &Recorder{
-		journal: journal,
-		dir:     filepath.Clean(dir),
-		author:  author,
-		ajc:     ajc,
-		req:     pb.AppendRequest{Journal: journal, CheckRegisters: checkAuthor(author)},
-		fsm:     fsm,
-		open:    make(map[Fnode]bool),
-		offset:  fsm.NextOffset(),
-		ends:    make(map[*client.AsyncAppend]int64),
+		journal:  journal,
+		dir:      filepath.Clean(dir),
+		author:   author,
+		ajc:      ajc,
+		req:      pb.AppendRequest{Journal: journal, CheckRegisters: checkAuthor(author)},
+		checking: make(chan struct{}, 1),
+		fsm:      fsm,
+		open:     make(map[Fnode]bool),
+		offset:   fsm.NextOffset(),
 	}, nil
 }
 
@@ -146,15 +184,42 @@ func (r *Recorder) flushLocked(waitFor client.OpFutures) error {
 	} else {
 		r.buf = r.buf[:0]
 	}
-	if aa != r.last && len(r.ends) > 64 {
-		r.pruneEnds() // Bound the map, should no one await appends for a while.
+	if l := len(r.pending); l != 0 && r.pending[l-1].aa == aa {
+		r.pending[l-1].span.end = r.offset // Batched with the previous flush, in one RPC.
+	} else {
+		r.pending = append(r.pending, pendingAppend{aa: aa, span: logRange{begin, r.offset}})
 	}
-	r.last, r.ends[aa] = aa, r.offset
+	r.last = aa
+	// Drop the appends which committed meanwhile where expected, so that
+	// pending stays short should no one await appends for a while.
+	for len(r.pending) != 0 && committedAsExpected(r.pending[0]) {
+		r.checkedLocked(r.pending[0].span)
+	}
 	return nil
 }
 
-// await waits for aa to commit, and checks that it committed through the
-// offset the recorder expects: otherwise, another writer appended to the log.
+// committedAsExpected reports whether p is done, and committed without
+// error at the offsets the recorder expects.
+func committedAsExpected(p pendingAppend) bool {
+	if !isDone(p.aa) || p.aa.Err() != nil {
+		return false
+	}
+	var commit = p.aa.Response().Commit
+	return commit == nil || commit.Begin == p.span.begin && commit.End == p.span.end
+}
+
+func isDone(aa *client.AsyncAppend) bool {
+	select {
+	case <-aa.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// await waits for aa to commit, and checks the commits of the appends
+// through it, in order: each must be where the recorder expects it, or
+// follow a copy of the recorder's own append.
 func (r *Recorder) await(ctx context.Context, aa *client.AsyncAppend) error {
 	if aa == nil {
 		return nil
@@ -164,36 +229,194 @@ func (r *Recorder) await(ctx context.Context, aa *client.AsyncAppend) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	select {
+	case r.checking <- struct{}{}:
+		defer func() { <-r.checking }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	// An entry pruned already was checked by its await, or is covered by the
-	// check of a later append: offsets accumulate.
-	var want, ok = r.ends[aa]
-	r.pruneEnds()
-	var err = aa.Err()
-	if err == nil && ok && aa.Response().Commit != nil && aa.Response().Commit.End != want {
-		err = fmt.Errorf("%w: log was appended to by another writer: commit ends at %d, not %d",
-			ErrCorrupt, aa.Response().Commit.End, want)
-	}
-	if err != nil && r.err == nil {
-		r.err = fmt.Errorf("recording %s: %w", r.journal, err)
+	// Appends complete in order: those before aa are done too. Once aa is
+	// checked, or if it was checked already, only later appends remain.
+	for r.err == nil && len(r.pending) != 0 && isDone(r.pending[0].aa) {
+		var p = r.pending[0]
+		if err := r.checkLocked(ctx, p); err != nil {
+			return err // The context's error: p remains to be checked.
+		} else if p.aa == aa {
+			break
+		}
 	}
 	return r.err
 }
 
-// pruneEnds forgets the expected ends of completed appends but the last.
+// checkLocked checks the commit of p, the first pending append, which is
+// done, and removes it from pending. An append which failed, or committed
+// where the recorder did not expect it other than just after copies of its
+// own append, sets the recorder's sticky error. To recognize such copies, it
+// reads the log with r.mu released (r.checking must be held). It returns
+// ctx's error, leaving p pending, if ctx ends first. r.mu must be held.
+func (r *Recorder) checkLocked(ctx context.Context, p pendingAppend) error {
+	if err := p.aa.Err(); err != nil {
+		r.failLocked(fmt.Errorf("offset %d: %w", p.span.begin, err))
+		return nil
+	} else if committedAsExpected(p) {
+		r.checkedLocked(p.span)
+		return nil
+	}
+	var commit = p.aa.Response().Commit
+	var got, prev = logRange{commit.Begin, commit.End}, r.checked
+	r.mu.Unlock()
+	var shift, copies, err = r.recognizeCopies(ctx, p.span, got, prev)
+	r.mu.Lock()
+
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	} else if err != nil {
+		r.failLocked(err)
+		return nil
+	}
+	slog.Warn("recovery log: an append of the recorder is in the log more than once (its acknowledgement was lost, and it was appended again); players skip the copies",
+		"journal", r.journal, "expectedBegin", p.span.begin, "commitBegin", got.begin, "commitEnd", got.end,
+		"copiesBegin", shift.at, "copiesEnd", shift.at+shift.by,
+		"copiesOfPreviousAppend", copies.ofPrevious, "copiesOfThisAppend", copies.ofItself)
+	duplicatedBytes.Add(float64(shift.by))
+	r.shiftLocked(shift)
+	r.checkedLocked(got)
+	return nil
+}
+
+// checkedLocked removes the first pending append, which committed at span.
 // r.mu must be held.
-func (r *Recorder) pruneEnds() {
-	for aa := range r.ends {
-		select {
-		case <-aa.Done():
-			if aa != r.last {
-				delete(r.ends, aa)
+func (r *Recorder) checkedLocked(span logRange) {
+	r.pending[0] = pendingAppend{}
+	r.pending = r.pending[1:]
+	if span.len() != 0 {
+		r.checked = span
+	}
+}
+
+// failLocked sets the recorder's sticky error, if it has none.
+// r.mu must be held.
+func (r *Recorder) failLocked(err error) {
+	if r.err == nil {
+		r.err = fmt.Errorf("recording %s: %w", r.journal, err)
+	}
+}
+
+// recognizeCopies tells whether an append which the recorder expected at
+// want, but which committed at got, follows copies of the recorder's own
+// appends, and returns where the copies lie and how many there are. The
+// copies must fill the log from want on: first any of prev, the append which
+// committed just before want (appended again after it committed), then any
+// of this append (which the broker committed, and committed again when the
+// journal client retried it after losing the acknowledgement). It reads the
+// log to check that they hold the same bytes. Otherwise, another writer
+// appended to the log, and it returns an error wrapping ErrCorrupt.
+func (r *Recorder) recognizeCopies(ctx context.Context, want, got, prev logRange) (offsetShift, copyCounts, error) {
+	var gap = got.begin - want.begin
+	var foreign = func(why string) error {
+		return fmt.Errorf("%w: log was appended to by another writer: the append expected at [%d, %d) committed at [%d, %d): %s",
+			ErrCorrupt, want.begin, want.end, got.begin, got.end, why)
+	}
+	if got.len() != want.len() {
+		return offsetShift{}, copyCounts{}, foreign("of another length")
+	} else if gap < 0 {
+		return offsetShift{}, copyCounts{}, foreign("before the end of the recorder's appends")
+	}
+	var n copyCounts
+	var at = want.begin // Where the copies checked so far end.
+	if prev.len() != 0 && prev.end == want.begin {
+		for at+prev.len() <= got.begin {
+			if same, err := r.sameBytes(ctx, at-prev.len(), at, prev.len()); err != nil {
+				return offsetShift{}, copyCounts{}, err
+			} else if !same {
+				break
 			}
-		default:
+			at += prev.len()
+			n.ofPrevious++
 		}
 	}
+	// The rest must be copies of this append, if the log from at on repeats
+	// with the append's length as period through its commit.
+	if rest := got.begin - at; rest != 0 {
+		if want.len() == 0 || rest%want.len() != 0 {
+			return offsetShift{}, copyCounts{}, foreign(fmt.Sprintf("%d bytes at %d are no copies of the recorder's appends", rest, at))
+		} else if same, err := r.sameBytes(ctx, at, at+want.len(), rest); err != nil {
+			return offsetShift{}, copyCounts{}, err
+		} else if !same {
+			return offsetShift{}, copyCounts{}, foreign(fmt.Sprintf("%d bytes at %d differ from the recorder's appends", rest, at))
+		}
+		n.ofItself = int(rest / want.len())
+	}
+	return offsetShift{at: want.begin, by: gap}, n, nil
+}
+
+// copyCounts counts the copies of appends which recognizeCopies found.
+type copyCounts struct {
+	ofPrevious int // Of the append before.
+	ofItself   int // Of the append which committed after them.
+}
+
+// sameBytes reports whether the log's n bytes at a and at b are the same.
+func (r *Recorder) sameBytes(ctx context.Context, a, b, n int64) (_ bool, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("reading the log to compare its %d bytes at %d and at %d: %w", n, a, b, err)
+		}
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var open = func(offset int64) io.Reader {
+		return client.NewRetryReader(ctx, r.ajc, pb.ReadRequest{Journal: r.journal, Offset: offset, EndOffset: offset + n})
+	}
+	var ra, rb = open(a), open(b)
+	var ba, bb = make([]byte, min(n, 64<<10)), make([]byte, min(n, 64<<10))
+	for off := int64(0); off < n; {
+		var k = min(int64(len(ba)), n-off)
+		if _, err := io.ReadFull(ra, ba[:k]); err != nil {
+			return false, fmt.Errorf("offset %d: %w", a+off, err)
+		} else if _, err = io.ReadFull(rb, bb[:k]); err != nil {
+			return false, fmt.Errorf("offset %d: %w", b+off, err)
+		} else if !bytes.Equal(ba[:k], bb[:k]) {
+			return false, nil
+		}
+		off += k
+	}
+	return true, nil
+}
+
+// shiftLocked moves the offsets of the recorder's ops, of its live
+// segments, and of its pending appends, past bytes the log holds at s.at.
+// r.mu must be held.
+func (r *Recorder) shiftLocked(s offsetShift) {
+	r.fsm.shiftOffsets(s)
+	r.offset = s.begin(r.offset)
+	for i := range r.pending {
+		// Pending appends all begin at or after the copies, and move whole.
+		if r.pending[i].span.begin >= s.at {
+			r.pending[i].span.begin += s.by
+			r.pending[i].span.end += s.by
+		}
+	}
+	r.shifts = append(r.shifts, s)
+}
+
+// begin returns where an op, or a range of the log, framed at offset x lies.
+func (s offsetShift) begin(x int64) int64 {
+	if x >= s.at {
+		return x + s.by
+	}
+	return x
+}
+
+// end returns where a non-empty range of the log framed to end at x ends.
+func (s offsetShift) end(x int64) int64 {
+	if x > s.at {
+		return x + s.by
+	}
+	return x
 }
 
 // NewWritableFile records the creation of an empty file at name, replacing
@@ -408,12 +631,18 @@ func (r *Recorder) Barrier(waitFor client.OpFutures) client.OpFuture {
 func (r *Recorder) Hints(ctx context.Context) (*Hints, error) {
 	r.mu.Lock()
 	var err = r.flushLocked(nil)
-	var h, aa = r.fsm.Hints(r.journal.String()), r.last
+	var h, aa, shifts = r.fsm.Hints(r.journal.String()), r.last, len(r.shifts)
 	r.mu.Unlock()
 	if err != nil {
 		return nil, err
 	} else if err = r.await(ctx, aa); err != nil {
 		return nil, err
 	}
+	// Copies of appends found meanwhile moved ops which h holds.
+	r.mu.Lock()
+	for _, s := range r.shifts[shifts:] {
+		shiftHints(h, s)
+	}
+	r.mu.Unlock()
 	return h, nil
 }
