@@ -165,7 +165,8 @@ func (b *base) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, erro
 		if e.Deleted {
 			next.Delete(row{key: e.Key})
 		} else {
-			next.ReplaceOrInsert(row{key: e.Key, value: e.Value})
+			// Copies: the entry's bytes share the overlay's slabs.
+			next.ReplaceOrInsert(row{key: bytes.Clone(e.Key), value: bytes.Clone(e.Value)})
 		}
 		return true
 	})

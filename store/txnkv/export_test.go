@@ -14,3 +14,11 @@ func Written(s *Store) bool {
 	}
 	return false
 }
+
+// CollideKeys has overlays hash keys to the length of the key modulo n, so
+// that most keys collide, until the returned func restores the hash.
+func CollideKeys(n int) (restore func()) {
+	var prev = hashKey
+	hashKey = func(key []byte) uint64 { return uint64(len(key) % n) }
+	return func() { hashKey = prev }
+}

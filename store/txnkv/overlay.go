@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"hash/maphash"
 	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/google/btree"
 )
 
 // Overlay holds the writes of one transaction until its store writes them
-// in one batch. It keeps its entries in chunks that never move, and a map of
-// them by key, for Puts and Gets. Entries are put in key order, for scans
-// and batches, only when they're first read in order: a transaction which
+// in one batch. It keeps its entries in chunks that never move, their keys
+// and values in slabs of bytes, and finds them by key through a map from a
+// hash of the key to the entry's place, which holds no pointers for the
+// garbage collector to trace. Entries are put in key order, for scans and
+// batches, only when they're first read in order: a transaction which
 // scans its own writes indexes them in a B-tree as it does (an entry enters
 // the index once, however often it's rewritten; RocksDB's own indexed
 // batch, WriteBatchWithIndex, decodes a record of its batch on every
@@ -27,12 +29,14 @@ import (
 // when Freeze ends its writes; after that it is only read, possibly
 // concurrently.
 type Overlay struct {
-	rows    map[string]*Entry
-	chunks  [][]Entry             // The entries, in the order their keys were first written.
-	index   *btree.BTreeG[*Entry] // Entries in key order, but the last unindexed; nil until first needed.
-	entries int                   // Count of entries in chunks.
-	indexed int                   // Count of the first entries of chunks in index.
-	bytes   int                   // Of the keys and values of the entries.
+	rows     map[uint64]int32      // Index of the entry of the hash of a key.
+	collided map[string]int32      // Index of the entry of a key whose hash another key's entry has in rows.
+	chunks   [][]Entry             // The entries, in the order their keys were first written.
+	slab     []byte                // Where the bytes of the next entries go.
+	index    *btree.BTreeG[*Entry] // Entries in key order, but the last unindexed; nil until first needed.
+	entries  int                   // Count of entries in chunks.
+	indexed  int                   // Count of the first entries of chunks in index.
+	bytes    int                   // Of the keys and values of the entries.
 
 	frozen bool
 	sortMu sync.Once // Sorts sorted, once frozen, if index is nil.
@@ -41,7 +45,9 @@ type Overlay struct {
 
 // Entry is a key written by a transaction: its value, or its deletion. Its
 // Key is never modified, nor its Value once the overlay is frozen, so that
-// they may be retained from then on.
+// they may be read from then on, as long as the overlay is. Their bytes
+// share slabs with other entries': a reader which keeps them longer copies
+// them.
 type Entry struct {
 	Key, Value []byte
 	Deleted    bool
@@ -51,6 +57,20 @@ type Entry struct {
 // grow, so entries never move and the map and index can point to them.
 const entryChunk = 256
 
+// Slabs of an overlay's bytes, and the largest entry allocated from them
+// (larger ones have bytes of their own).
+const (
+	slabBytes    = 16 << 10
+	maxSlabEntry = slabBytes / 8
+)
+
+// overlaySeed seeds the hashes of overlays' keys.
+var overlaySeed = maphash.MakeSeed()
+
+// hashKey hashes a key of an overlay. Tests replace it, to make keys
+// collide.
+var hashKey = func(key []byte) uint64 { return maphash.Bytes(overlaySeed, key) }
+
 // overlayFreeList recycles the index nodes of released overlays.
 var overlayFreeList = btree.NewFreeListG[*Entry](1024)
 
@@ -58,7 +78,7 @@ func entryLess(a, b *Entry) bool { return bytes.Compare(a.Key, b.Key) < 0 }
 
 // NewOverlay returns an empty Overlay.
 func NewOverlay() *Overlay {
-	return &Overlay{rows: make(map[string]*Entry)}
+	return &Overlay{rows: make(map[uint64]int32)}
 }
 
 // Put records key as set to value. It copies both.
@@ -67,8 +87,27 @@ func (o *Overlay) Put(key, value []byte) { o.write(key, value, false) }
 // Delete records key as deleted. It copies key.
 func (o *Overlay) Delete(key []byte) { o.write(key, nil, true) }
 
+// entry returns the entry at index i.
+func (o *Overlay) entry(i int32) *Entry { return &o.chunks[i/entryChunk][i%entryChunk] }
+
+// find returns the entry of key and true, or the hash of key, whether rows
+// holds an entry of another key of that hash, and false.
+func (o *Overlay) find(key []byte) (e *Entry, h uint64, taken, ok bool) {
+	h = hashKey(key)
+	var i int32
+	if i, taken = o.rows[h]; !taken {
+		return nil, h, false, false
+	} else if e = o.entry(i); bytes.Equal(e.Key, key) {
+		return e, h, true, true
+	} else if i, ok = o.collided[string(key)]; ok {
+		return o.entry(i), h, true, true
+	}
+	return nil, h, true, false
+}
+
 func (o *Overlay) write(key, value []byte, deleted bool) {
-	if e := o.rows[string(key)]; e != nil {
+	var e, h, taken, ok = o.find(key)
+	if ok {
 		// Rewritten: the entry keeps its key, and its place in the index,
 		// and its value's bytes if they have room: until the overlay is
 		// frozen, nothing retains them (a value Get returns is valid until
@@ -77,7 +116,7 @@ func (o *Overlay) write(key, value []byte, deleted bool) {
 		e.Value, e.Deleted = append(e.Value[:0], value...), deleted
 		return
 	}
-	var b = make([]byte, len(key)+len(value))
+	var b = o.alloc(len(key) + len(value))
 	copy(b, key)
 	copy(b[len(key):], value)
 
@@ -85,17 +124,38 @@ func (o *Overlay) write(key, value []byte, deleted bool) {
 		o.chunks = append(o.chunks, make([]Entry, 0, entryChunk))
 	}
 	var c = &o.chunks[len(o.chunks)-1]
-	*c = append(*c, Entry{Key: b[:len(key):len(key)], Value: b[len(key):], Deleted: deleted})
-	var e = &(*c)[len(*c)-1]
-	// The entry's key is never modified: the map's key string shares it.
-	o.rows[unsafe.String(unsafe.SliceData(e.Key), len(e.Key))] = e
+	// Both slices end where the entry's bytes do: a longer rewrite of the
+	// value moves it rather than write over another entry's bytes.
+	*c = append(*c, Entry{Key: b[:len(key):len(key)], Value: b[len(key):len(b):len(b)], Deleted: deleted})
+	var i = int32(o.entries)
+	if !taken {
+		o.rows[h] = i
+	} else {
+		if o.collided == nil {
+			o.collided = make(map[string]int32)
+		}
+		o.collided[string(key)] = i
+	}
 	o.entries++
 	o.bytes += len(key) + len(value)
 }
 
+// alloc returns n bytes for an entry.
+func (o *Overlay) alloc(n int) []byte {
+	if n > maxSlabEntry {
+		return make([]byte, n)
+	}
+	if len(o.slab)+n > cap(o.slab) {
+		o.slab = make([]byte, 0, slabBytes)
+	}
+	var b = o.slab[len(o.slab) : len(o.slab)+n : len(o.slab)+n]
+	o.slab = o.slab[:len(o.slab)+n]
+	return b
+}
+
 // Get returns the entry of key, if the overlay has one.
 func (o *Overlay) Get(key []byte) (Entry, bool) {
-	if e := o.rows[string(key)]; e != nil {
+	if e, _, _, ok := o.find(key); ok {
 		return *e, true
 	}
 	return Entry{}, false

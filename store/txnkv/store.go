@@ -57,10 +57,10 @@ type Base interface {
 	// applied, or nil if there was none.
 	Checkpoint() ([]byte, error)
 	// Write applies the writes of w, in one atomic batch with checkpoint
-	// stored under CheckpointKey. It may retain the keys and values of w's
-	// entries, which are never modified. It returns once reads of the Base
-	// see the batch, with a future which resolves once the batch is
-	// durable.
+	// stored under CheckpointKey. The keys and values of w's entries are
+	// never modified; they share w's slabs of bytes, so that a Base which
+	// keeps them copies them. It returns once reads of the Base see the
+	// batch, with a future which resolves once the batch is durable.
 	Write(w *Overlay, checkpoint []byte) (durable client.OpFuture, err error)
 	// Settled tells the Base that reads no longer consult w, which Write
 	// applied, and will consult the Base for its keys from now on.

@@ -21,8 +21,11 @@ func TestOverlay(t *testing.T) {
 	// Scans as it's written index the overlay in a B-tree; a frozen one
 	// never scanned before sorts its entries at its first scan, which
 	// several goroutines may make at once.
-	for _, mode := range []string{"scanned while written", "frozen unscanned", "frozen after a scan"} {
+	for _, mode := range []string{"scanned while written", "frozen unscanned", "frozen after a scan", "colliding"} {
 		t.Run(mode, func(t *testing.T) {
+			if mode == "colliding" {
+				defer txnkv.CollideKeys(3)()
+			}
 			var o = txnkv.NewOverlay()
 			defer o.Release()
 			var model = map[string]string{} // Deleted keys map to "<deleted>".
@@ -252,13 +255,19 @@ func FuzzOverlayOrder(f *testing.F) {
 			var n = min(int(program[0]), len(program)-1)
 			keys, program = append(keys, program[1:1+n]), program[1+n:]
 		}
+		if len(program)%2 == 1 {
+			defer txnkv.CollideKeys(4)() // Keys' hashes collide.
+		}
 		var frozen, indexed = txnkv.NewOverlay(), txnkv.NewOverlay()
 		defer frozen.Release()
 		defer indexed.Release()
 		var want []string
+		var model = map[string]string{}
 		for i, k := range keys {
-			frozen.Put(k, nil)
-			indexed.Put(k, nil)
+			var v = fmt.Sprint(i)
+			frozen.Put(k, []byte(v))
+			indexed.Put(k, []byte(v))
+			model[string(k)] = v
 			if i%3 == 0 {
 				indexed.Ascend(nil, nil, func(txnkv.Entry) bool { return true })
 			}
@@ -268,6 +277,16 @@ func FuzzOverlayOrder(f *testing.F) {
 		}
 		slices.Sort(want)
 		frozen.Freeze()
+		for k, v := range model {
+			for _, o := range []*txnkv.Overlay{frozen, indexed} {
+				if e, ok := o.Get([]byte(k)); !ok || string(e.Value) != v {
+					t.Fatalf("Get(%q) = %q %v, want %q", k, e.Value, ok, v)
+				}
+			}
+		}
+		if _, ok := frozen.Get([]byte("\xffabsent")); ok && model["\xffabsent"] == "" {
+			t.Fatal("Get of an absent key found it")
+		}
 		for _, o := range []*txnkv.Overlay{frozen, indexed} {
 			var got []string
 			o.Ascend(nil, nil, func(e txnkv.Entry) bool { got = append(got, string(e.Key)); return true })
