@@ -73,6 +73,16 @@ func Unmarshal(b []byte, m proto.Message) error {
 	return proto.Unmarshal(b, m)
 }
 
+// UnmarshalNew decodes b into m, which must be zero-valued, as a message
+// just made is: unlike Unmarshal, it doesn't reset m first (which costs as
+// much as decoding a small message). M does not retain b.
+func UnmarshalNew(b []byte, m proto.Message) error {
+	if vt, ok := asVT(m); ok {
+		return vt.UnmarshalVT(b)
+	}
+	return proto.UnmarshalOptions{Merge: true}.Unmarshal(b, m)
+}
+
 // StripFields removes from the encoding b every field numbered in nums, in
 // place, and returns what remains. Generated tables store rows without
 // their key fields, which the row's key holds already.

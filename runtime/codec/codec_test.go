@@ -119,6 +119,12 @@ func FuzzCodecsAgree(f *testing.F) {
 		if (errA == nil) != (errB == nil) || (errA == nil && a.Value != b.Value) {
 			t.Fatalf("decodings differ: %q %v and %q %v", a.Value, errA, b.Value, errB)
 		}
+		// Into new messages, without a reset, both decode alike too.
+		var c, d = &vtString{StringValue: new(wrapperspb.StringValue)}, new(wrapperspb.StringValue)
+		var errC, errD = UnmarshalNew(viaVT[len(prefix):], c), UnmarshalNew(viaProto[len(prefix):], d)
+		if (errC == nil) != (errA == nil) || (errD == nil) != (errB == nil) || (errC == nil && c.Value != a.Value) || (errD == nil && d.Value != b.Value) {
+			t.Fatalf("decodings into new messages differ: %q %v and %q %v", c.Value, errC, d.Value, errD)
+		}
 	})
 }
 

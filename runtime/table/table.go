@@ -107,7 +107,7 @@ func (s *Schema[K, R]) AppendKey(b []byte, key K, fields int) []byte {
 func (s *Schema[K, R]) Row(key, value []byte) (R, error) {
 	var zero R
 	var row = s.newRow()
-	if err := codec.Unmarshal(value, row); err != nil {
+	if err := codec.UnmarshalNew(value, row); err != nil {
 		return zero, fmt.Errorf("%sdecoding row of key %x: %w", s.errs, key, err)
 	}
 	if s.def.Restore == nil {
@@ -174,7 +174,7 @@ func (t Table[K, R]) Get(key K) (R, bool, error) {
 		return zero, false, nil
 	}
 	var row = t.s.newRow()
-	if err = codec.Unmarshal(v, row); err != nil {
+	if err = codec.UnmarshalNew(v, row); err != nil {
 		return zero, false, fmt.Errorf("%sdecoding row %v: %w", t.s.errs, key, err)
 	}
 	if t.s.def.Restore != nil {
@@ -254,7 +254,7 @@ func (t Table[K, R]) scan(start, end []byte, fn func(R) bool) error {
 	var derr error
 	var err = t.kv.Scan(start, end, func(k, v []byte) bool {
 		var row = t.s.newRow()
-		if derr = codec.Unmarshal(v, row); derr != nil {
+		if derr = codec.UnmarshalNew(v, row); derr != nil {
 			derr = fmt.Errorf("decoding row of key %x: %w", k, derr)
 			return false
 		}
