@@ -39,6 +39,7 @@ type Overlay struct {
 	bytes    int                   // Of the keys and values of the entries.
 
 	frozen bool
+	filter []uint64  // Bits of the hashes of the keys of a frozen overlay: see Freeze.
 	sortMu sync.Once // Sorts sorted, once frozen, if index is nil.
 	sorted []*Entry  // Entries in key order, of a frozen overlay without an index.
 }
@@ -94,15 +95,24 @@ func (o *Overlay) entry(i int32) *Entry { return &o.chunks[i/entryChunk][i%entry
 // holds an entry of another key of that hash, and false.
 func (o *Overlay) find(key []byte) (e *Entry, h uint64, taken, ok bool) {
 	h = hashKey(key)
+	e, taken, ok = o.findHashed(key, h)
+	return e, h, taken, ok
+}
+
+// findHashed is find of key, whose hash is h.
+func (o *Overlay) findHashed(key []byte, h uint64) (e *Entry, taken, ok bool) {
+	if o.filter != nil && !o.mayHave(h) {
+		return nil, false, false
+	}
 	var i int32
 	if i, taken = o.rows[h]; !taken {
-		return nil, h, false, false
+		return nil, false, false
 	} else if e = o.entry(i); bytes.Equal(e.Key, key) {
-		return e, h, true, true
+		return e, true, true
 	} else if i, ok = o.collided[string(key)]; ok {
-		return o.entry(i), h, true, true
+		return o.entry(i), true, true
 	}
-	return nil, h, true, false
+	return nil, true, false
 }
 
 func (o *Overlay) write(key, value []byte, deleted bool) {
@@ -154,11 +164,35 @@ func (o *Overlay) alloc(n int) []byte {
 }
 
 // Get returns the entry of key, if the overlay has one.
-func (o *Overlay) Get(key []byte) (Entry, bool) {
-	if e, _, _, ok := o.find(key); ok {
+func (o *Overlay) Get(key []byte) (Entry, bool) { return o.GetHashed(key, HashKey(key)) }
+
+// HashKey returns the hash of key by which overlays find it: a caller
+// looking key up in several overlays hashes it once, for GetHashed.
+func HashKey(key []byte) uint64 { return hashKey(key) }
+
+// GetHashed returns the entry of key, whose hash is h (see HashKey), if the
+// overlay has one.
+func (o *Overlay) GetHashed(key []byte, h uint64) (Entry, bool) {
+	if e, _, ok := o.findHashed(key, h); ok {
 		return *e, true
 	}
 	return Entry{}, false
+}
+
+// minFiltered is the fewest entries a frozen overlay has a filter of.
+const minFiltered = 1024
+
+// mayHave reports whether the frozen overlay may have a key of hash h: a
+// Bloom filter of two bits a key, eight bits a key in all, which answers
+// a lookup of most keys the overlay doesn't have from memory a sixteenth
+// of its map's, which a lookup of a large overlay would mostly miss in
+// the processor's caches (a store's reads look every key up in its
+// transaction's overlay and its commit's, and most keys of a large key
+// space are in neither).
+func (o *Overlay) mayHave(h uint64) bool {
+	var mask = uint64(len(o.filter))*64 - 1
+	var a, b = h & mask, (h >> 32) & mask
+	return o.filter[a/64]&(1<<(a%64)) != 0 && o.filter[b/64]&(1<<(b%64)) != 0
 }
 
 // Len is the number of keys written.
@@ -185,6 +219,22 @@ func (o *Overlay) Freeze() {
 	o.frozen = true
 	if o.index != nil {
 		o.indexUnindexed()
+	}
+	if o.entries >= minFiltered {
+		// A power of two of words, at least eight bits an entry.
+		var words = 1
+		for words*64 < 8*o.entries {
+			words *= 2
+		}
+		var filter = make([]uint64, words)
+		var mask = uint64(words)*64 - 1
+		for h := range o.rows {
+			// Keys of collided share a hash of rows: their bits are set.
+			var a, b = h & mask, (h >> 32) & mask
+			filter[a/64] |= 1 << (a % 64)
+			filter[b/64] |= 1 << (b % 64)
+		}
+		o.filter = filter
 	}
 }
 

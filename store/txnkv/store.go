@@ -357,12 +357,13 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	if err := s.settle(); err != nil {
 		return nil, false, err
 	}
-	if e, ok := s.txn.Get(key); ok {
+	var h = HashKey(key)
+	if e, ok := s.txn.GetHashed(key, h); ok {
 		return e.Value, !e.Deleted, nil
 	} else if s.pending != nil {
 		// A commit still in flight, whose writes may or may not be in the
 		// Base yet: they're the same in either place.
-		if e, ok = s.pending.writes.Get(key); ok {
+		if e, ok = s.pending.writes.GetHashed(key, h); ok {
 			return e.Value, !e.Deleted, nil
 		}
 	}

@@ -296,3 +296,32 @@ func FuzzOverlayOrder(f *testing.F) {
 		}
 	})
 }
+
+// A frozen overlay of many entries answers lookups through a filter of
+// their hashes first: it finds every key it has, by Get and GetHashed,
+// and none it hasn't, with keys' hashes colliding or not.
+func TestFrozenOverlayFilter(t *testing.T) {
+	for _, colliding := range []bool{false, true} {
+		t.Run(fmt.Sprintf("colliding=%v", colliding), func(t *testing.T) {
+			if colliding {
+				defer txnkv.CollideKeys(97)()
+			}
+			var o = txnkv.NewOverlay()
+			defer o.Release()
+			for i := range 5000 {
+				o.Put(fmt.Appendf(nil, "key-%d", i*2), fmt.Appendf(nil, "%d", i))
+			}
+			o.Freeze()
+			for i := range 10000 {
+				var key = fmt.Appendf(nil, "key-%d", i)
+				var e, ok = o.Get(key)
+				var e2, ok2 = o.GetHashed(key, txnkv.HashKey(key))
+				if want := i%2 == 0; ok != want || ok2 != want {
+					t.Fatalf("Get(%s): found %v (hashed: %v), want %v", key, ok, ok2, want)
+				} else if ok && (string(e.Value) != fmt.Sprint(i/2) || string(e2.Value) != string(e.Value)) {
+					t.Fatalf("Get(%s) = %q (hashed: %q), want %d", key, e.Value, e2.Value, i/2)
+				}
+			}
+		})
+	}
+}
