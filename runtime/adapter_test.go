@@ -198,6 +198,18 @@ func TestAdapterNewMessage(t *testing.T) {
 		if _, err := a.NewMessage(spec); err == nil || err.Error() != tc.want {
 			t.Errorf("NewMessage(%v) = %v, want error %q", tc.labels, err, tc.want)
 		}
+		// The constructor the service resolves once a journal fails alike.
+		if _, err := a.MessageConstructor(spec); err == nil || err.Error() != tc.want {
+			t.Errorf("MessageConstructor(%v) = %v, want error %q", tc.labels, err, tc.want)
+		}
+	}
+	spec.LabelSet = pb.MustLabelSet(labels.ContentType, labels.ContentType_JSONLines, labels.MessageType, "test.Order")
+	if newOrder, err := a.MessageConstructor(spec); err != nil {
+		t.Fatal(err)
+	} else if m1, m2 := newOrder(), newOrder(); m1 == m2 {
+		t.Fatal("MessageConstructor's constructor returned one message twice")
+	} else if _, ok := m1.(*order); !ok {
+		t.Fatalf("MessageConstructor's constructor made a %T, want *order", m1)
 	}
 	if got := a.StoreKind().String(); got != "STORE_KIND_ROCKSDB" {
 		t.Errorf("StoreKind = %s, want the default STORE_KIND_ROCKSDB", got)
