@@ -3,6 +3,7 @@ package rocks
 import (
 	"bytes"
 	"hash/maphash"
+	"math"
 	"slices"
 
 	"github.com/gazconsumer/gazconsumer/store/txnkv"
@@ -130,9 +131,8 @@ func (c *rowCache) get(key []byte) (cachedRow, bool) {
 	if i < 0 {
 		return cachedRow{}, false
 	}
-	// Move it to the current generation. Values of the previous one stay
-	// in its arena until it's dropped: copy from a row value, not a slice
-	// of the arena which add may grow.
+	// Move it to the current generation: r's bytes stay in the previous
+	// generation's arena, which add copies them from.
 	var r = c.prev.row(i)
 	delete(c.prev.slots, h)
 	if g := c.generationFor(len(key) + len(r.value) + rowOverhead); g != nil {
@@ -147,8 +147,8 @@ func (c *rowCache) get(key []byte) (cachedRow, bool) {
 // generationFor returns the current generation with room for n more bytes,
 // starting a new one if need be, or nil if n is larger than a generation.
 func (c *rowCache) generationFor(n int) *generation {
-	if n > c.half {
-		return nil
+	if n > c.half || n > math.MaxInt32 {
+		return nil // Slots hold lengths as int32s.
 	}
 	if c.cur.bytes+n > c.half {
 		c.prev.reset()
