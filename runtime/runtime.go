@@ -128,7 +128,10 @@ type Application interface {
 // journal are all of one type, which the journal's spec tells (as
 // runtime.Adapter's are): the service then resolves a journal's
 // constructor once, as it starts reading the journal, rather than calling
-// NewMessage for every message it reads.
+// NewMessage for every message it reads. The messages it makes must be
+// protobuf messages which decode as codec.Unmarshal decodes them (as
+// generated journal messages do): the service decodes each, new, with
+// codec.UnmarshalNew.
 type MessageConstructor interface {
 	// MessageConstructor returns the constructor of the journal's messages,
 	// or the error NewMessage would return.

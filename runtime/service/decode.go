@@ -15,12 +15,14 @@ import (
 	"strconv"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/codec"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/labels"
 	"go.gazette.dev/core/message"
+	"google.golang.org/protobuf/proto"
 )
 
 // Shard labels choosing what a shard does with a source message that fails
@@ -261,7 +263,7 @@ func (s *sourceIter) next() (env message.Envelope, undecodable *DecodeError, err
 		} else if m, err = s.newMsg(s.spec); err != nil {
 			return env, nil, fmt.Errorf("journal %s offset %d: %w", s.spec.Name, begin, err)
 		}
-		s.wrap = lenient{Message: m}
+		s.wrap = lenient{Message: m, fresh: s.construct != nil}
 		err = s.unmarshal(&s.wrap)
 		var parseErr *csv.ParseError
 		switch {
@@ -368,6 +370,10 @@ type lenient struct {
 	message.Message
 	content []byte
 	err     error
+	// fresh tells that Message is a new protobuf message of a
+	// runtime.MessageConstructor, which decodes as codec.Unmarshal does:
+	// it's decoded without a reset first (codec.UnmarshalNew).
+	fresh bool
 }
 
 func (l *lenient) fail(content []byte, err error) {
@@ -376,6 +382,12 @@ func (l *lenient) fail(content []byte, err error) {
 
 // Unmarshal decodes a protobuf frame (message.ProtoFrameable).
 func (l *lenient) Unmarshal(b []byte) error {
+	if pm, ok := l.Message.(proto.Message); ok && l.fresh {
+		if err := codec.UnmarshalNew(b, pm); err != nil {
+			l.fail(b, err)
+		}
+		return nil
+	}
 	var pf, ok = l.Message.(message.ProtoFrameable)
 	if !ok {
 		return fmt.Errorf("%T is not a message.ProtoFrameable", l.Message)
