@@ -378,8 +378,8 @@ const (
 )
 
 var sideLabels = map[string]string{
-	"raw":      "raw read+decode (the limit)",
-	"anchor":   "anchor: Gazette consumer+rocksdb",
+	"raw":          "raw read+decode (the limit)",
+	"anchor":       "anchor: Gazette consumer+rocksdb",
 	"ours":         "ours: defaults",
 	"ours-reflect": "ours-reflect: codecs=none",
 	"ours-agg":     "ours-agg: aggregating",
@@ -447,7 +447,7 @@ func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]
 			rateVsRaw: spreadOf(ratios(got["raw"], got[m], seconds)),
 			cpuVsRaw:  spreadOf(ratios(got[m], got["raw"], cpuSeconds)),
 		}
-		fmt.Printf("  %-8s msgs/s against raw: %s", m, r.rateVsRaw)
+		fmt.Printf("  %-12s msgs/s against raw: %s", m, r.rateVsRaw)
 		if slices.Contains(c.sides, "anchor") {
 			r.rateVsAnchor = spreadOf(ratios(got["anchor"], got[m], seconds))
 			r.cpuVsAnchor = spreadOf(ratios(got[m], got["anchor"], cpuSeconds))
@@ -458,7 +458,7 @@ func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]
 		rows = append(rows, r)
 	}
 	if slices.Contains(c.sides, "anchor") {
-		fmt.Printf("  anchor   msgs/s against raw: %s; cpu a msg against raw: %s\n",
+		fmt.Printf("  anchor       msgs/s against raw: %s; cpu a msg against raw: %s\n",
 			spreadOf(ratios(got["raw"], got["anchor"], seconds)), spreadOf(ratios(got["anchor"], got["raw"], cpuSeconds)))
 	}
 	return rows, nil
@@ -467,7 +467,7 @@ func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]
 // printMatrix prints the summary of every workload, against the goals.
 func printMatrix(c config, rows []matrixRow) {
 	fmt.Printf("\nmatrix: medians of %d repetitions (range); ratios taken within each repetition\n", c.reps)
-	fmt.Printf("  %-8s %-9s %9s %8s %21s %21s %21s %21s\n", "workload", "side", "msgs/s", "cpu s/M",
+	fmt.Printf("  %-8s %-12s %9s %8s %21s %21s %21s %21s\n", "workload", "side", "msgs/s", "cpu s/M",
 		"msgs/s ours/anchor", "cpu ours/anchor", "msgs/s ours/raw", "cpu ours/raw")
 	var mark = func(ok bool) string {
 		if ok {
@@ -476,7 +476,7 @@ func printMatrix(c config, rows []matrixRow) {
 		return "!"
 	}
 	for _, r := range rows {
-		fmt.Printf("  %-8s %-9s %9.0f %8.2f %20s%s %20s%s %20s  %20s%s\n", r.workload, r.side, r.rate, r.cpuPerM,
+		fmt.Printf("  %-8s %-12s %9.0f %8.2f %20s%s %20s%s %20s  %20s%s\n", r.workload, r.side, r.rate, r.cpuPerM,
 			r.rateVsAnchor, mark(r.rateVsAnchor.median >= goalRateVsAnchor),
 			r.cpuVsAnchor, mark(r.cpuVsAnchor.median <= goalCPUVsAnchor),
 			r.rateVsRaw, r.cpuVsRaw, mark(!r.defaultWorkload || r.cpuVsRaw.median <= goalCPUVsRaw))
