@@ -190,9 +190,15 @@ const minFiltered = 1024
 // transaction's overlay and its commit's, and most keys of a large key
 // space are in neither).
 func (o *Overlay) mayHave(h uint64) bool {
-	var mask = uint64(len(o.filter))*64 - 1
-	var a, b = h & mask, (h >> 32) & mask
+	var a, b = filterBits(h, len(o.filter))
 	return o.filter[a/64]&(1<<(a%64)) != 0 && o.filter[b/64]&(1<<(b%64)) != 0
+}
+
+// filterBits returns the two bits of a filter of words words (a power of
+// two) which stand for hash h.
+func filterBits(h uint64, words int) (a, b uint64) {
+	var mask = uint64(words)*64 - 1
+	return h & mask, (h >> 32) & mask
 }
 
 // Len is the number of keys written.
@@ -227,10 +233,9 @@ func (o *Overlay) Freeze() {
 			words *= 2
 		}
 		var filter = make([]uint64, words)
-		var mask = uint64(words)*64 - 1
 		for h := range o.rows {
 			// Keys of collided share a hash of rows: their bits are set.
-			var a, b = h & mask, (h >> 32) & mask
+			var a, b = filterBits(h, words)
 			filter[a/64] |= 1 << (a % 64)
 			filter[b/64] |= 1 << (b % 64)
 		}
@@ -244,7 +249,7 @@ func (o *Overlay) indexUnindexed() {
 		o.index = btree.NewWithFreeListG(32, entryLess, overlayFreeList)
 	}
 	for i := o.indexed; i < o.entries; i++ {
-		o.index.ReplaceOrInsert(&o.chunks[i/entryChunk][i%entryChunk])
+		o.index.ReplaceOrInsert(o.entry(int32(i)))
 	}
 	o.indexed = o.entries
 }
