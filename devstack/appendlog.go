@@ -35,6 +35,19 @@ import (
 // next Start, on the same directory, appends again whatever the fragment
 // store lacks, at its very offsets, before anyone else may append.
 //
+// A broker logs an append once it has committed it, and acknowledges it
+// once the record is logged, so the log may end in appends that were never
+// acknowledged: the process died after logging them. The next Start
+// appends those again too, as it does every logged append the fragment
+// store lacks: it cannot tell them from the acknowledged ones. Their
+// writers, which got no acknowledgement, may send them again, and the
+// journal then holds their content twice. That is at-least-once, as an
+// append to any Gazette broker is whose acknowledgement is lost: a
+// recovery log's recorder recognizes copies of its own appends, and
+// readers of messages drop duplicates by UUID. The stack never
+// acknowledges an append it did not write: an append is written however
+// its content matches an earlier one.
+//
 // The log is a sequence of segment files under Dir/appendlog. A segment
 // whose every append the fragment store holds is removed; a clean Close
 // removes them all.
@@ -78,15 +91,6 @@ type appendLog struct {
 	unguarded map[pb.Journal]bool
 	changed   chan struct{} // Closed and replaced as logged advances.
 
-	// unacked holds, of each journal, the last append the last run logged,
-	// at the journal's end, which that run may have died before it
-	// acknowledged: its writer, not knowing that it committed, sends it
-	// again. The first append to the journal this run is checked against
-	// it, and if it carries the same content it is that retry, answered
-	// with the commit already made rather than appended twice (a recovery
-	// log holding an append twice fails its recorder).
-	unacked map[pb.Journal]appendRecord
-
 	// syncMu serializes syncs; it is taken before mu, never while mu is held.
 	syncMu sync.Mutex
 	synced atomic.Uint64 // Records known to be on disk.
@@ -119,8 +123,7 @@ func openAppendLog(dir string, sync bool) (*appendLog, error) {
 		return nil, err
 	}
 	var l = &appendLog{dir: dir, sync: sync, segmentSize: appendLogSegmentSize,
-		logged: make(map[pb.Journal]pb.Offset), unguarded: make(map[pb.Journal]bool), changed: make(chan struct{}),
-		unacked: make(map[pb.Journal]appendRecord)}
+		logged: make(map[pb.Journal]pb.Offset), unguarded: make(map[pb.Journal]bool), changed: make(chan struct{})}
 	if len(segs) != 0 {
 		l.seq = segs[len(segs)-1].seq
 	}
@@ -360,24 +363,6 @@ func (l *appendLog) setLogged(journal pb.Journal, end pb.Offset, guarded bool) {
 	l.changed = make(chan struct{})
 }
 
-// setUnacked notes rec as the last append the last run logged of its
-// journal, at the journal's end.
-func (l *appendLog) setUnacked(rec appendRecord) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.unacked[rec.Journal] = rec
-}
-
-// takeUnacked returns the last append the last run logged of journal, if it
-// was not taken already: only the first append of this run may retry it.
-func (l *appendLog) takeUnacked(journal pb.Journal) (appendRecord, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var rec, ok = l.unacked[journal]
-	delete(l.unacked, journal)
-	return rec, ok
-}
-
 // waitLogged waits until journal's content through end is logged.
 func (l *appendLog) waitLogged(ctx context.Context, journal pb.Journal, end pb.Offset) error {
 	for {
@@ -523,59 +508,11 @@ type loggedAppendStream struct {
 	log      *appendLog
 	admit    func(context.Context) error
 	admitted bool
-	journal  pb.Journal
 	content  []byte
-
-	// queue holds requests read ahead, for Recv to return before reading
-	// on, and then queueErr, the error that ended reading ahead.
-	queue    []*pb.AppendRequest
-	queueErr error
-	// retry, if set, is the last run's append that this one carries
-	// again: it passes to the broker without its content, as an empty
-	// append, and is acknowledged with retry's commit.
-	retry *appendRecord
-}
-
-// next returns the next request of the stream.
-func (s *loggedAppendStream) next() (*pb.AppendRequest, error) {
-	if len(s.queue) != 0 {
-		var req = s.queue[0]
-		s.queue = s.queue[1:]
-		return req, nil
-	} else if s.queueErr != nil {
-		return nil, s.queueErr
-	}
-	return s.Journal_AppendServer.Recv()
-}
-
-// checkRetry reads ahead the content of the append that first begins, to
-// the request that commits it (one of no content), and compares it with
-// rec: if it is the same, the append is rec's retry. The requests read are
-// queued for Recv: all of them, or, for a retry, only the commit.
-func (s *loggedAppendStream) checkRetry(first *pb.AppendRequest, rec appendRecord) {
-	var reqs []*pb.AppendRequest
-	var content = append([]byte(nil), first.Content...)
-	for {
-		var req, err = s.Journal_AppendServer.Recv()
-		if err != nil {
-			s.queue, s.queueErr = reqs, err
-			return
-		}
-		reqs = append(reqs, req)
-		if len(req.Content) == 0 {
-			break
-		}
-		content = append(content, req.Content...)
-	}
-	if len(first.Content) == 0 && bytes.Equal(content, rec.Content) {
-		s.retry, s.queue = &rec, reqs[len(reqs)-1:]
-		return
-	}
-	s.queue = reqs
 }
 
 func (s *loggedAppendStream) Recv() (*pb.AppendRequest, error) {
-	var req, err = s.next()
+	var req, err = s.Journal_AppendServer.Recv()
 	if err == nil && !s.admitted {
 		// A request a broker proxies carries its Header: the proxying
 		// broker, one of the stack's, admitted it.
@@ -587,72 +524,12 @@ func (s *loggedAppendStream) Recv() (*pb.AppendRequest, error) {
 		s.admitted = true
 	}
 	if err == nil {
-		if req.Journal != "" {
-			s.journal = req.Journal
-			if rec, ok := s.log.takeUnacked(req.Journal.StripMeta()); ok {
-				s.checkRetry(req, rec)
-			}
-		}
 		s.content = append(s.content, req.Content...)
 	}
 	return req, err
 }
 
-// RecvMsg receives as Recv does: a broker proxying an append to the
-// journal's primary receives its requests with RecvMsg.
-func (s *loggedAppendStream) RecvMsg(m any) error {
-	var into, ok = m.(*pb.AppendRequest)
-	if !ok {
-		return s.Journal_AppendServer.RecvMsg(m)
-	}
-	var req, err = s.Recv()
-	if err == nil {
-		*into = *req
-	}
-	return err
-}
-
-// SendMsg sends the response of an append that a broker proxied to the
-// journal's primary, which logged it: a retry's is answered as such.
-func (s *loggedAppendStream) SendMsg(m any) error {
-	if resp, ok := m.(*pb.AppendResponse); ok && s.retry != nil {
-		var err error
-		if resp, err = s.answerRetry(resp); err != nil {
-			return err
-		}
-		m = resp
-	}
-	return s.Journal_AppendServer.SendMsg(m)
-}
-
-// answerRetry returns the response to the retry of s.retry, from that of
-// the empty append it passed to the broker as.
-func (s *loggedAppendStream) answerRetry(resp *pb.AppendResponse) (*pb.AppendResponse, error) {
-	var r = s.retry
-	if resp.Status != pb.Status_OK || resp.Commit == nil {
-		return resp, nil
-	} else if resp.Commit.Begin != r.End || resp.Commit.End != r.End {
-		// Another append reached the journal first: the retry's content
-		// was not appended, and is to be sent again.
-		return nil, status.Errorf(codes.Unavailable, "devstack: append to %s retried an append of the last run ending at offset %d, but the journal moved to %d meanwhile: append again",
-			r.Journal, r.End, resp.Commit.End)
-	}
-	var out, c = *resp, *resp.Commit
-	c.Begin, c.End, c.Sum = r.Begin, r.End, pb.SHA1SumOf(string(r.Content))
-	out.Commit = &c
-	slog.Info("devstack: an append the last run committed but may not have acknowledged was sent again: acknowledged as committed",
-		"journal", r.Journal, "begin", r.Begin, "end", r.End)
-	return &out, nil
-}
-
 func (s *loggedAppendStream) SendAndClose(resp *pb.AppendResponse) error {
-	if s.retry != nil {
-		var out, err = s.answerRetry(resp)
-		if err != nil {
-			return err
-		}
-		return s.Journal_AppendServer.SendAndClose(out)
-	}
 	if resp.Status == pb.Status_OK && resp.Commit != nil && resp.Commit.End > resp.Commit.Begin {
 		var c = resp.Commit
 		if int64(len(s.content)) != c.End-c.Begin {

@@ -7,6 +7,15 @@
 // persisted fragments) lives under Options.Dir, so starting a new Stack on the
 // same directory finds the journal specs and data that the last one left.
 //
+// Its brokers all live in one process, so replication cannot keep what they
+// acknowledged through a crash of that process: a broker acknowledges an
+// append only once its content is in the stack's append log (Dir/appendlog,
+// synced to disk unless Options.UnsafeNoFsync), and the next Start appends
+// again, at the same offsets, whatever the persisted fragments lack. That
+// includes an append logged just before the crash but never acknowledged:
+// its writer may send it again, and the journal then holds it twice, as
+// with any Gazette append whose acknowledgement was lost (see appendlog.go).
+//
 // Gazette's broker package keeps process-wide state (the fragment persister,
 // the file:// store root and the gRPC dispatcher), so a process runs at most
 // one Stack at a time.
@@ -575,7 +584,6 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 	var gone = make(map[pb.Journal]bool)
 	var replayed = make(map[pb.Journal]int64)
 	var lost = make(map[pb.Journal][]string)
-	var last = make(map[pb.Journal]appendRecord) // Of each journal, its last logged append.
 	for _, seg := range segs {
 		var err = readAppendSegment(seg.path, func(rec appendRecord) error {
 			if gone[rec.Journal] {
@@ -592,7 +600,6 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 				}
 				s.appends.setLogged(rec.Journal, head, true) // Persisted.
 			}
-			last[rec.Journal] = rec
 			switch {
 			case rec.End <= head:
 				// Persisted.
@@ -614,11 +621,6 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 		})
 		if err != nil {
 			return err
-		}
-	}
-	for journal, rec := range last {
-		if !gone[journal] && rec.End == heads[journal] {
-			s.appends.setUnacked(rec)
 		}
 	}
 	for journal, n := range replayed {

@@ -508,30 +508,74 @@ func TestAcknowledgedAppendsSurviveSIGKILL(t *testing.T) {
 	if len(read) == 0 {
 		t.Error("the readers read nothing before the crash")
 	}
-	// The last append of each journal, which the killed process may not have
-	// acknowledged, is sent again, as its writer does that got no
-	// acknowledgement: it is acknowledged with the commit already made, not
-	// appended twice. Sent a third time, it is appended.
+	// The last append of each journal, which the killed process may have
+	// logged without acknowledging it (and the restart then replayed), is
+	// appended twice by a new writer: the journal holds both copies. The
+	// stack never takes an append for one it logged before.
 	for journal := range acked {
 		var head = writeHead(t, s.Journals(), journal)
 		var content = readN(t, s.Journals(), journal, int(head))
 		var last = content[strings.LastIndex(strings.TrimSuffix(content, "\n"), "\n")+1:]
-		var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
-		var resp, err = client.Append(ctx, s.Journals(), pb.AppendRequest{Journal: journal}, strings.NewReader(last))
-		cancel()
-		if err != nil {
-			t.Fatalf("appending %s's last append again: %v", journal, err)
-		} else if c := resp.Commit; c.Begin != head-int64(len(last)) || c.End != head {
-			t.Errorf("%s's last append sent again committed [%d, %d), want its first commit [%d, %d)", journal, c.Begin, c.End, head-int64(len(last)), head)
+		for i := range int64(2) {
+			var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			var resp, err = client.Append(ctx, s.Journals(), pb.AppendRequest{Journal: journal}, strings.NewReader(last))
+			cancel()
+			var begin = head + i*int64(len(last))
+			if err != nil {
+				t.Fatalf("appending %s's last append again: %v", journal, err)
+			} else if c := resp.Commit; c.Begin != begin || c.End != begin+int64(len(last)) {
+				t.Errorf("%s's last append, sent again (%d), committed [%d, %d), want [%d, %d)", journal, i+1, c.Begin, c.End, begin, begin+int64(len(last)))
+			}
 		}
-		if got := writeHead(t, s.Journals(), journal); got != head {
-			t.Errorf("%s's last append sent again moved its head from %d to %d", journal, head, got)
-		}
-		appendTo(t, s.Journals(), journal, last)
-		if got := writeHead(t, s.Journals(), journal); got != head+int64(len(last)) {
-			t.Errorf("%s's last append sent a third time moved its head from %d to %d, want %d", journal, head, got, head+int64(len(last)))
+		if got := readN(t, s.Journals(), journal, int(head)+2*len(last)); got != content+last+last {
+			t.Errorf("%s holds %q after its last append %q was sent twice again", journal, got[len(content):], last)
 		}
 	}
 	// And the journals take appends again.
 	appendTo(t, s.Journals(), "tests/one", "after the crash\n")
+}
+
+// An append the last run logged, past what it persisted, is appended again
+// by the next start, whether or not the run acknowledged it (a run killed
+// between logging and acknowledging leaves it so): its writer, retrying,
+// may append the same bytes again. The stack never acknowledges an append
+// without writing it, however its content matches what was logged: a new
+// writer appending the same bytes twice finds both in the journal.
+func TestLoggedTailIsReplayedAndSameBytesAreAppended(t *testing.T) {
+	var dir = t.TempDir()
+	var s = start(t, dir, 1)
+	applyFile(t, s.Journals(), "testdata/journals.yaml")
+	appendTo(t, s.Journals(), "tests/one", "a\n")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What a run killed after logging "tick\n" at the persisted end leaves.
+	if err := devstack.WriteAppendLogSegment(dir, 7, "tests/one", 2, "tick\n"); err != nil {
+		t.Fatal(err)
+	}
+
+	s = start(t, dir, 1)
+	defer s.Close()
+	if losses := s.Losses(); len(losses) != 0 {
+		t.Errorf("Losses: %v", losses)
+	}
+	if got := writeHead(t, s.Journals(), "tests/one"); got != 7 {
+		t.Fatalf("after the restart, tests/one's head is %d, want 7 (the logged tail replayed)", got)
+	}
+	for i := range 2 {
+		var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		var resp, err = client.Append(ctx, s.Journals(), pb.AppendRequest{Journal: "tests/one"}, strings.NewReader("tick\n"))
+		cancel()
+		if err != nil {
+			t.Fatalf("append %d of tick: %v", i, err)
+		} else if c := resp.Commit; c.Begin != 7+int64(5*i) || c.End != 12+int64(5*i) {
+			t.Errorf("append %d of tick committed [%d, %d), want [%d, %d)", i, c.Begin, c.End, 7+5*i, 12+5*i)
+		}
+	}
+	if got := readN(t, s.Journals(), "tests/one", 17); got != "a\ntick\ntick\ntick\n" {
+		t.Fatalf("tests/one holds %q", got)
+	}
+	if got := writeHead(t, s.Journals(), "tests/one"); got != 17 {
+		t.Fatalf("tests/one's head is %d, want 17", got)
+	}
 }
