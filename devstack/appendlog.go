@@ -79,6 +79,7 @@ type appendLog struct {
 	ends     map[pb.Journal]int64 // Largest end of each journal in the current segment.
 	closed   []closedSegment      // Earlier segments, not yet removed.
 	written  uint64               // Records written.
+	shut     bool                 // Closed: readers no longer wait.
 	writeErr error                // Sticky: once writing failed, appends are refused.
 
 	// logged is, of each journal, the end of the content logged without a
@@ -94,6 +95,18 @@ type appendLog struct {
 	// syncMu serializes syncs; it is taken before mu, never while mu is held.
 	syncMu sync.Mutex
 	synced atomic.Uint64 // Records known to be on disk.
+
+	// fsync, if set, syncs a segment or the log's directory in place of
+	// (*os.File).Sync (tests watch the syncs).
+	fsync func(*os.File) error
+}
+
+// syncFile syncs f, a segment or the log's directory, to disk.
+func (l *appendLog) syncFile(f *os.File) error {
+	if l.fsync != nil {
+		return l.fsync(f)
+	}
+	return f.Sync()
 }
 
 // raiseSynced notes that the first n records are on disk.
@@ -115,15 +128,22 @@ type closedSegment struct {
 
 // openAppendLog opens a new segment of the log in dir, after those there.
 func openAppendLog(dir string, sync bool) (*appendLog, error) {
+	var l = &appendLog{dir: dir, sync: sync, segmentSize: appendLogSegmentSize,
+		logged: make(map[pb.Journal]pb.Offset), unguarded: make(map[pb.Journal]bool), changed: make(chan struct{})}
+	var _, statErr = os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("devstack: creating the append log: %w", err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) && sync {
+		// The log's directory is new: its entry, too, must survive a crash.
+		if err := l.syncDir(filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
 	}
 	var segs, err = appendLogSegments(dir)
 	if err != nil {
 		return nil, err
 	}
-	var l = &appendLog{dir: dir, sync: sync, segmentSize: appendLogSegmentSize,
-		logged: make(map[pb.Journal]pb.Offset), unguarded: make(map[pb.Journal]bool), changed: make(chan struct{})}
 	if len(segs) != 0 {
 		l.seq = segs[len(segs)-1].seq
 	}
@@ -169,13 +189,14 @@ func (l *appendLog) rotateLocked() error {
 		if err := l.w.Flush(); err != nil {
 			return err
 		}
-		if err := l.f.Sync(); err != nil {
+		if err := l.syncFile(l.f); err != nil {
 			return err
 		}
 		if err := l.f.Close(); err != nil {
 			return err
 		}
 		l.closed = append(l.closed, closedSegment{path: l.f.Name(), ends: l.ends})
+		l.f, l.w = nil, nil
 		l.raiseSynced(l.written)
 	}
 	l.seq++
@@ -183,7 +204,29 @@ func (l *appendLog) rotateLocked() error {
 	if err != nil {
 		return fmt.Errorf("devstack: creating an append log segment: %w", err)
 	}
+	if l.sync {
+		// A synced record survives a crash of the machine only if the
+		// segment's entry in the directory does too.
+		if err = l.syncDir(l.dir); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
 	l.f, l.w, l.size, l.ends = f, bufio.NewWriterSize(f, 1<<16), 0, make(map[pb.Journal]int64)
+	return nil
+}
+
+// syncDir syncs the directory at path, so that the entries created in it
+// survive a crash of the machine.
+func (l *appendLog) syncDir(path string) error {
+	var d, err = os.Open(path)
+	if err != nil {
+		return fmt.Errorf("devstack: syncing the append log's directory: %w", err)
+	}
+	defer d.Close()
+	if err = l.syncFile(d); err != nil {
+		return fmt.Errorf("devstack: syncing the append log's directory: %w", err)
+	}
 	return nil
 }
 
@@ -246,7 +289,7 @@ func (l *appendLog) record(rec appendRecord) error {
 	l.mu.Lock()
 	var f, through = l.f, l.written
 	l.mu.Unlock()
-	if err = f.Sync(); errors.Is(err, os.ErrClosed) && l.synced.Load() >= through {
+	if err = l.syncFile(f); errors.Is(err, os.ErrClosed) && l.synced.Load() >= through {
 		return nil // A rotation closed the file, having synced it.
 	} else if err != nil {
 		return fmt.Errorf("devstack: syncing the append log: %w", err)
@@ -367,7 +410,7 @@ func (l *appendLog) setLogged(journal pb.Journal, end pb.Offset, guarded bool) {
 func (l *appendLog) waitLogged(ctx context.Context, journal pb.Journal, end pb.Offset) error {
 	for {
 		l.mu.Lock()
-		var done = l.unguarded[journal] || l.logged[journal] >= end || l.f == nil
+		var done = l.unguarded[journal] || l.logged[journal] >= end || l.shut
 		var changed = l.changed
 		l.mu.Unlock()
 		if done {
@@ -391,6 +434,11 @@ func (l *appendLog) close(persisted bool) error {
 		err = errors.Join(l.w.Flush(), l.f.Close())
 		l.closed = append(l.closed, closedSegment{path: l.f.Name(), ends: l.ends})
 		l.f = nil
+	}
+	if !l.shut {
+		l.shut = true
+		close(l.changed)
+		l.changed = make(chan struct{})
 	}
 	if err != nil || !persisted {
 		return err

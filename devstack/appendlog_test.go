@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -134,5 +136,55 @@ func TestReadsOfPersistedFragmentsDoNotWait(t *testing.T) {
 	}
 	if err = s.Send(&pb.ReadResponse{Offset: 6, Content: []byte("world\n")}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("sending content of a spool the log lacks: %v", err)
+	}
+}
+
+// A new segment's entry in the log's directory is synced before an append
+// logged in it is acknowledged: else a crash of the machine could lose the
+// whole segment, though its records were synced.
+func TestNewSegmentsAreSyncedIntoTheirDirectory(t *testing.T) {
+	var dir = t.TempDir()
+	var l, err = openAppendLog(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close(false)
+	var first = l.f.Name() // Created before the syncs were watched.
+	var mu sync.Mutex
+	var inDir = map[string]bool{} // Segments present at a sync of dir.
+	l.fsync = func(f *os.File) error {
+		if fi, err := f.Stat(); err == nil && fi.IsDir() && f.Name() == dir {
+			var entries, _ = os.ReadDir(dir)
+			mu.Lock()
+			for _, e := range entries {
+				inDir[filepath.Join(dir, e.Name())] = true
+			}
+			mu.Unlock()
+		}
+		return f.Sync()
+	}
+	l.segmentSize = 256
+	var offset pb.Offset
+	for i := range 50 {
+		var content = fmt.Appendf(nil, "record %d\n", i)
+		if err = l.record(appendRecord{Journal: "j", Begin: offset, End: offset + int64(len(content)), Content: content}); err != nil {
+			t.Fatal(err)
+		}
+		offset += int64(len(content))
+		// Every segment an acknowledged record may be in was synced into dir.
+		segs, err := appendLogSegments(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		for _, s := range segs {
+			if s.path != first && !inDir[s.path] {
+				t.Fatalf("record %d acknowledged; segment %s was never synced into its directory", i, filepath.Base(s.path))
+			}
+		}
+		mu.Unlock()
+	}
+	if segs, _ := appendLogSegments(dir); len(segs) < 5 {
+		t.Fatalf("%d segments: the log did not rotate", len(segs))
 	}
 }
