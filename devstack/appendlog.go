@@ -58,14 +58,14 @@ const appendLogSegmentSize = 64 << 20
 // appendRecordMagic begins each record.
 var appendRecordMagic = [4]byte{'g', 'z', 'a', 'l'}
 
-// appendRecord is an acknowledged append.
+// appendRecord is a committed append, acknowledged once it is logged.
 type appendRecord struct {
 	Journal    pb.Journal
 	Begin, End pb.Offset
 	Content    []byte
 }
 
-// appendLog is the stack's log of acknowledged appends.
+// appendLog is the stack's log of committed appends (see above).
 type appendLog struct {
 	dir         string
 	sync        bool
@@ -82,19 +82,26 @@ type appendLog struct {
 	shut     bool                 // Closed: readers no longer wait.
 	writeErr error                // Sticky: once writing failed, appends are refused.
 
-	// logged is, of each journal, the end of the content logged without a
-	// gap: reads wait for it (content a broker committed is readable before
-	// its append is acknowledged, and so logged), and a record beginning
-	// past it waits for the records before it. A journal missing from it
-	// has logged nothing this run (it is 0), unless it is unguarded (its
-	// content could not be accounted for at start: reads never wait).
+	// logged is, of each journal, the end of the content written to the
+	// log without a gap: a record beginning past it waits for the records
+	// before it. durable is the end of the content so written and on disk
+	// (synced, if the log syncs): reads wait for it, since content a broker
+	// committed is readable before its append is acknowledged, and a
+	// reader must not act on content a crash loses. A journal missing from
+	// them has logged nothing this run (they are 0), unless it is
+	// unguarded (its content could not be accounted for at start: reads
+	// never wait).
 	logged    map[pb.Journal]pb.Offset
+	durable   map[pb.Journal]pb.Offset
 	unguarded map[pb.Journal]bool
-	changed   chan struct{} // Closed and replaced as logged advances.
+	changed   chan struct{} // Closed and replaced as logged or durable advance.
+	// unsynced holds, in the order written, the records not yet known to
+	// be on disk: each moves its journal's durable to its logged end.
+	unsynced []unsyncedRecord
 
 	// syncMu serializes syncs; it is taken before mu, never while mu is held.
 	syncMu sync.Mutex
-	synced atomic.Uint64 // Records known to be on disk.
+	synced atomic.Uint64 // Records known to be on disk; raised under mu.
 
 	// fsync, if set, syncs a segment or the log's directory in place of
 	// (*os.File).Sync (tests watch the syncs).
@@ -109,14 +116,36 @@ func (l *appendLog) syncFile(f *os.File) error {
 	return f.Sync()
 }
 
-// raiseSynced notes that the first n records are on disk.
-func (l *appendLog) raiseSynced(n uint64) {
-	for {
-		var cur = l.synced.Load()
-		if cur >= n || l.synced.CompareAndSwap(cur, n) {
-			return
-		}
+// unsyncedRecord is a record written but not yet known to be on disk: the
+// seq-th written, it logged its journal through end.
+type unsyncedRecord struct {
+	seq     uint64
+	journal pb.Journal
+	end     pb.Offset
+}
+
+// raiseSyncedLocked notes that the first n records are on disk, and
+// releases the readers of their content.
+func (l *appendLog) raiseSyncedLocked(n uint64) {
+	if n <= l.synced.Load() {
+		return
 	}
+	l.synced.Store(n)
+	var i int
+	for ; i < len(l.unsynced) && l.unsynced[i].seq <= n; i++ {
+		var r = l.unsynced[i]
+		l.durable[r.journal] = max(l.durable[r.journal], r.end)
+	}
+	if i != 0 {
+		l.unsynced = l.unsynced[i:]
+		l.changedLocked()
+	}
+}
+
+// changedLocked wakes those waiting on logged, durable or shut.
+func (l *appendLog) changedLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
 // closedSegment is a segment no longer written, and the largest end of each
@@ -129,7 +158,7 @@ type closedSegment struct {
 // openAppendLog opens a new segment of the log in dir, after those there.
 func openAppendLog(dir string, sync bool) (*appendLog, error) {
 	var l = &appendLog{dir: dir, sync: sync, segmentSize: appendLogSegmentSize,
-		logged: make(map[pb.Journal]pb.Offset), unguarded: make(map[pb.Journal]bool), changed: make(chan struct{})}
+		logged: make(map[pb.Journal]pb.Offset), durable: make(map[pb.Journal]pb.Offset), unguarded: make(map[pb.Journal]bool), changed: make(chan struct{})}
 	var _, statErr = os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("devstack: creating the append log: %w", err)
@@ -197,7 +226,7 @@ func (l *appendLog) rotateLocked() error {
 		}
 		l.closed = append(l.closed, closedSegment{path: l.f.Name(), ends: l.ends})
 		l.f, l.w = nil, nil
-		l.raiseSynced(l.written)
+		l.raiseSyncedLocked(l.written)
 	}
 	l.seq++
 	var f, err = os.OpenFile(filepath.Join(l.dir, fmt.Sprintf("%012d.log", l.seq)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
@@ -234,11 +263,12 @@ func (l *appendLog) syncDir(path string) error {
 // the content before it, which the broker committed first.
 const appendOrderTimeout = 10 * time.Second
 
-// record logs an acknowledged append, and returns once it is written (and
-// synced, if the log syncs). Records of concurrent appends share a sync.
-// Records of a journal are logged in offset order: one beginning past the
-// journal's logged content waits, briefly, for the appends before it,
-// whose acknowledgements the broker sends concurrently.
+// record logs a committed append, to be acknowledged once record returns:
+// once it is written, and synced if the log syncs (its content is then
+// readable). Records of concurrent appends share a sync. Records of a
+// journal are logged in offset order: one beginning past the journal's
+// logged content waits, briefly, for the appends before it, whose
+// acknowledgements the broker sends concurrently.
 func (l *appendLog) record(rec appendRecord) error {
 	var payload = encodeAppendRecord(rec)
 	var deadline = time.Now().Add(appendOrderTimeout)
@@ -270,16 +300,18 @@ func (l *appendLog) record(rec appendRecord) error {
 	}
 	var err, seq = l.writeErr, l.written
 	if err == nil {
-		l.logged[rec.Journal] = max(l.logged[rec.Journal], rec.End)
-		close(l.changed)
-		l.changed = make(chan struct{})
+		var end = max(l.logged[rec.Journal], rec.End)
+		l.logged[rec.Journal] = end
+		if l.sync {
+			l.unsynced = append(l.unsynced, unsyncedRecord{seq: seq, journal: rec.Journal, end: end})
+		} else {
+			l.durable[rec.Journal] = end // In the page cache, which outlives the process.
+		}
+		l.changedLocked()
 	}
 	l.mu.Unlock()
-	if err != nil {
+	if err != nil || !l.sync {
 		return err
-	}
-	if !l.sync {
-		return nil
 	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -287,14 +319,27 @@ func (l *appendLog) record(rec appendRecord) error {
 		return nil // A sync since covered it.
 	}
 	l.mu.Lock()
-	var f, through = l.f, l.written
+	var f, through, werr = l.f, l.written, l.writeErr
 	l.mu.Unlock()
+	if f == nil {
+		return errors.Join(errors.New("devstack: the append log is closed"), werr)
+	}
 	if err = l.syncFile(f); errors.Is(err, os.ErrClosed) && l.synced.Load() >= through {
 		return nil // A rotation closed the file, having synced it.
 	} else if err != nil {
-		return fmt.Errorf("devstack: syncing the append log: %w", err)
+		// What the failed sync covered may never reach the disk, though a
+		// later sync succeeds: no append is acknowledged from now on.
+		err = fmt.Errorf("devstack: syncing the append log: %w", err)
+		l.mu.Lock()
+		if l.writeErr == nil {
+			l.writeErr = err
+		}
+		l.mu.Unlock()
+		return err
 	}
-	l.raiseSynced(through)
+	l.mu.Lock()
+	l.raiseSyncedLocked(through)
+	l.mu.Unlock()
 	return nil
 }
 
@@ -402,15 +447,16 @@ func (l *appendLog) setLogged(journal pb.Journal, end pb.Offset, guarded bool) {
 		return
 	}
 	l.logged[journal] = max(l.logged[journal], end)
-	close(l.changed)
-	l.changed = make(chan struct{})
+	l.durable[journal] = max(l.durable[journal], end)
+	l.changedLocked()
 }
 
-// waitLogged waits until journal's content through end is logged.
-func (l *appendLog) waitLogged(ctx context.Context, journal pb.Journal, end pb.Offset) error {
+// waitDurable waits until journal's content through end is logged and on
+// disk (synced, if the log syncs), or the log is closed.
+func (l *appendLog) waitDurable(ctx context.Context, journal pb.Journal, end pb.Offset) error {
 	for {
 		l.mu.Lock()
-		var done = l.unguarded[journal] || l.logged[journal] >= end || l.shut
+		var done = l.unguarded[journal] || l.durable[journal] >= end || l.shut
 		var changed = l.changed
 		l.mu.Unlock()
 		if done {
@@ -437,8 +483,7 @@ func (l *appendLog) close(persisted bool) error {
 	}
 	if !l.shut {
 		l.shut = true
-		close(l.changed)
-		l.changed = make(chan struct{})
+		l.changedLocked()
 	}
 	if err != nil || !persisted {
 		return err
@@ -506,7 +551,8 @@ func (s appendLoggingServer) Read(req *pb.ReadRequest, stream pb.Journal_ReadSer
 	return s.JournalServer.Read(req, &loggedReadStream{Journal_ReadServer: stream, log: s.log, journal: req.Journal.StripMeta()})
 }
 
-// loggedReadStream sends content only once it is logged, or persisted:
+// loggedReadStream sends content only once it is logged and on disk, or
+// persisted:
 // what a reader reads survives a crash of the stack, as its writer's
 // acknowledgement does.
 type loggedReadStream struct {
@@ -530,7 +576,7 @@ func (s *loggedReadStream) wait(m any) error {
 		}
 	}
 	if end := resp.Offset + int64(len(resp.Content)); len(resp.Content) != 0 && end > s.persisted {
-		return s.log.waitLogged(s.Context(), s.journal, end)
+		return s.log.waitDurable(s.Context(), s.journal, end)
 	}
 	return nil
 }

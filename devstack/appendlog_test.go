@@ -188,3 +188,58 @@ func TestNewSegmentsAreSyncedIntoTheirDirectory(t *testing.T) {
 		t.Fatalf("%d segments: the log did not rotate", len(segs))
 	}
 }
+
+// Content is readable once its record is on disk, not merely written: a
+// reader must not see, and act on, content a crash of the machine loses.
+func TestReadersWaitForTheSync(t *testing.T) {
+	var l, err = openAppendLog(t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close(false)
+	l.setLogged("j", 0, true)
+	var syncing, release = make(chan struct{}, 1), make(chan struct{})
+	l.fsync = func(f *os.File) error {
+		select {
+		case syncing <- struct{}{}:
+		default:
+		}
+		<-release
+		return f.Sync()
+	}
+	var recorded = make(chan error, 1)
+	go func() {
+		recorded <- l.record(appendRecord{Journal: "j", Begin: 0, End: 6, Content: []byte("hello\n")})
+	}()
+	<-syncing // Written, and being synced.
+
+	var ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err = l.waitDurable(ctx, "j", 6); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a reader waiting for content written but not yet synced: %v, want it to wait", err)
+	}
+	close(release)
+	if err = <-recorded; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err = l.waitDurable(ctx, "j", 6); err != nil {
+		t.Fatalf("a reader waiting for synced content: %v", err)
+	}
+
+	// A log that does not sync (UnsafeNoFsync) has content readable once
+	// written.
+	u, err := openAppendLog(t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close(false)
+	u.setLogged("j", 0, true)
+	if err = u.record(appendRecord{Journal: "j", Begin: 0, End: 6, Content: []byte("hello\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if err = u.waitDurable(ctx, "j", 6); err != nil {
+		t.Fatalf("a reader of a log that does not sync: %v", err)
+	}
+}
