@@ -498,7 +498,8 @@ func (l *appendLog) close(persisted bool) error {
 }
 
 // prune removes the closed segments whose every append the fragment store
-// holds, as persistedEnd tells of each journal.
+// holds: persistedEnd tells, of each journal, through which offset it holds
+// all of the journal's content (not merely its largest persisted offset).
 func (l *appendLog) prune(ctx context.Context, persistedEnd func(context.Context, pb.Journal) (pb.Offset, error)) error {
 	l.mu.Lock()
 	var closed = slices.Clone(l.closed)

@@ -243,3 +243,76 @@ func TestReadersWaitForTheSync(t *testing.T) {
 		t.Fatalf("a reader of a log that does not sync: %v", err)
 	}
 }
+
+// The log keeps every append the fragment store does not hold: a fragment
+// persisted past one not yet persisted (the persister writes fragments in
+// no set order) does not let it drop the appends before it.
+func TestPruneKeepsAppendsBeforeAGapInPersistedFragments(t *testing.T) {
+	var frag = func(begin, end pb.Offset, persisted bool) pb.FragmentsResponse__Fragment {
+		var f = pb.FragmentsResponse__Fragment{Spec: pb.Fragment{Journal: "j", Begin: begin, End: end}}
+		if persisted {
+			f.Spec.BackingStore = "file:///"
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		name      string
+		fragments []pb.FragmentsResponse__Fragment
+		want      pb.Offset
+	}{
+		{"none", nil, 0},
+		{"all persisted", []pb.FragmentsResponse__Fragment{frag(0, 100, true), frag(100, 200, true)}, 200},
+		{"a gap", []pb.FragmentsResponse__Fragment{frag(0, 100, true), frag(100, 200, false), frag(200, 300, true)}, 100},
+		{"a hole", []pb.FragmentsResponse__Fragment{frag(0, 100, true), frag(200, 300, true)}, 100},
+		{"first not persisted", []pb.FragmentsResponse__Fragment{frag(0, 100, false), frag(100, 200, true)}, 0},
+		{"out of order", []pb.FragmentsResponse__Fragment{frag(200, 300, true), frag(100, 200, false), frag(0, 100, true)}, 100},
+		{"overlapping", []pb.FragmentsResponse__Fragment{frag(0, 100, true), frag(50, 150, true), frag(150, 160, false)}, 150},
+		{"beginning past 0 (earlier ones deleted)", []pb.FragmentsResponse__Fragment{frag(500, 600, true), frag(600, 700, false)}, 600},
+	} {
+		if got := persistedPrefixEnd(tc.fragments); got != tc.want {
+			t.Errorf("%s: persisted through %d, want %d", tc.name, got, tc.want)
+		}
+	}
+
+	// Segments holding [0, 100), [100, 200) and [200, 300), with [100, 200)
+	// not yet persisted: only the first segment goes.
+	var dir = t.TempDir()
+	var l, err = openAppendLog(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close(false)
+	for begin := pb.Offset(0); begin < 300; begin += 100 {
+		if err = l.record(appendRecord{Journal: "j", Begin: begin, End: begin + 100, Content: make([]byte, 100)}); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		err = l.rotateLocked()
+		l.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fragments = []pb.FragmentsResponse__Fragment{frag(0, 100, true), frag(100, 200, false), frag(200, 300, true)}
+	var persistedEnd = func(context.Context, pb.Journal) (pb.Offset, error) { return persistedPrefixEnd(fragments), nil }
+	var segments = func() int {
+		var segs, err = appendLogSegments(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(segs)
+	}
+	if err = l.prune(context.Background(), persistedEnd); err != nil {
+		t.Fatal(err)
+	}
+	if n := segments(); n != 3 { // Two closed, and the current.
+		t.Fatalf("%d segments left after pruning past [0, 100), want 3: the one of [100, 200), not yet persisted, is gone", n)
+	}
+	fragments[1].Spec.BackingStore = "file:///"
+	if err = l.prune(context.Background(), persistedEnd); err != nil {
+		t.Fatal(err)
+	}
+	if n := segments(); n != 1 {
+		t.Fatalf("%d segments left once everything was persisted, want only the current one", n)
+	}
+}

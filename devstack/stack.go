@@ -23,6 +23,7 @@ package devstack
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -556,20 +557,40 @@ func (s *Stack) admitAppend(ctx context.Context) error {
 // damaged.
 func (s *Stack) Losses() []string { return slices.Clone(s.losses) }
 
-// persistedEnd returns the end of the content of journal that the fragment
-// store holds.
+// persistedEnd returns the offset through which the fragment store holds
+// all of journal's content (see persistedPrefixEnd).
 func (s *Stack) persistedEnd(ctx context.Context, journal pb.Journal) (pb.Offset, error) {
 	var resp, err = client.ListAllFragments(ctx, s.journals, pb.FragmentsRequest{Journal: journal})
 	if err != nil {
 		return 0, err
 	}
-	var end pb.Offset
-	for _, f := range resp.Fragments {
-		if f.Spec.BackingStore != "" {
-			end = max(end, f.Spec.End)
+	return persistedPrefixEnd(resp.Fragments), nil
+}
+
+// persistedPrefixEnd returns the end of the content that persisted
+// fragments hold without a gap, from the journal's first fragment on (the
+// content before it was deleted). A fragment persisted past a gap (the
+// persister writes completed fragments in no set order, and retries those
+// it failed to) does not count: the appends of the gap are in the append
+// log only.
+func persistedPrefixEnd(fragments []pb.FragmentsResponse__Fragment) pb.Offset {
+	if len(fragments) == 0 {
+		return 0
+	}
+	var specs = make([]pb.Fragment, 0, len(fragments))
+	for _, f := range fragments {
+		specs = append(specs, f.Spec)
+	}
+	slices.SortFunc(specs, func(a, b pb.Fragment) int { return cmp.Compare(a.Begin, b.Begin) })
+	var end = specs[0].Begin
+	for _, f := range specs {
+		if f.Begin > end {
+			break // A gap: no persisted fragment holds [end, f.Begin).
+		} else if f.BackingStore != "" {
+			end = max(end, f.End)
 		}
 	}
-	return end, nil
+	return end
 }
 
 // replayAppends appends again, at their very offsets, the appends that the
