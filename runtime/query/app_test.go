@@ -10,7 +10,6 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/query/internal/testpb"
 	"github.com/gazconsumer/gazconsumer/runtime/table"
-	"github.com/gazconsumer/gazconsumer/store/rocks"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/labels"
@@ -203,9 +202,10 @@ func (b *bank) OnDeposit(tx *txn, msg *testpb.Deposit) error {
 
 func (b *bank) FinalizeTxn(*txn) error { return nil }
 
-// newTestApp returns the test consumer's application over RocksDB stores.
-func newTestApp(b *bank, partitions runtime.PartitionLister) (runtime.Application, error) {
-	return runtime.NewAdapter(testConsumer, handler(b), rocks.Opener{}, partitions)
+// newTestApp returns the test consumer's application over the stores of
+// stores.
+func newTestApp(b *bank, partitions runtime.PartitionLister, stores runtime.StoreOpener) (runtime.Application, error) {
+	return runtime.NewAdapter(testConsumer, handler(b), stores, partitions)
 }
 
 // journalsYAML are the journals of the test consumer's n shards under

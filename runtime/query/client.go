@@ -62,8 +62,24 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// RetryWindow bounds how long a Client retries a call that fails
+// Unavailable when the call's context has no deadline.
+const RetryWindow = 30 * time.Second
+
+// The backoff between tries of a call: doubling from firstRetry to maxRetry.
+const (
+	firstRetry = 25 * time.Millisecond
+	maxRetry   = time.Second
+)
+
 // Invoke calls rpc method of svc with req, and sets resp to its response.
 // A malformed request fails with status InvalidArgument before any call.
+//
+// A call failing Unavailable (its shard not yet assigned, its primary
+// moving or unreachable) is tried again, with backoff, until ctx's deadline
+// (or for RetryWindow, if ctx has none): queries only read, so a retry is
+// safe. It then fails with the last Unavailable error, which names the
+// shard.
 func (c *Client) Invoke(ctx context.Context, svc *Service, method string, req, resp proto.Message, opts ...grpc.CallOption) error {
 	var m = svc.method(method)
 	if m == nil {
@@ -73,6 +89,31 @@ func (c *Client) Invoke(ctx context.Context, svc *Service, method string, req, r
 	if err != nil {
 		return err
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, RetryWindow)
+		defer cancel()
+	}
+	var wait = firstRetry
+	for {
+		err = c.invoke(ctx, svc, method, o, req, resp, opts...)
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+		var timer = time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		wait = min(2*wait, maxRetry)
+	}
+}
+
+// invoke makes one try of a call of Invoke.
+func (c *Client) invoke(ctx context.Context, svc *Service, method string, o *op, req, resp proto.Message, opts ...grpc.CallOption) error {
+	var err error
 	var conn = c.through
 	var claims = pb.Claims{Capability: pb.Capability_READ}
 	var rt *route // Of a call routed to a shard's primary.

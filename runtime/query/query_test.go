@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/query/internal/testpb"
 	"github.com/gazconsumer/gazconsumer/specs"
+	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -63,6 +65,22 @@ type fixture struct {
 // newFixture starts a stack, the journals of n shards and two members
 // running them, configured by edit (if not nil) before they start.
 func newFixture(t *testing.T, ctx context.Context, n int, edit func(*membertest.Cluster)) *fixture {
+	var f = startFixture(t, ctx, n, edit, rocks.Opener{})
+	if err := f.c.Apply(ctx, f.members[0], shardSpecs(f.prefix, n)...); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := f.c.PrimaryOf(ctx, shardID(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.spread()
+	return f
+}
+
+// startFixture is newFixture but for the shards, whose stores stores
+// opens: their journals exist, their specs do not.
+func startFixture(t *testing.T, ctx context.Context, n int, edit func(*membertest.Cluster), stores runtime.StoreOpener) *fixture {
 	var f = &fixture{t: t, ctx: ctx, bank: newBank(), prefix: "qt", shards: n,
 		want: map[string]*testpb.Total{}, entries: map[string][]string{}}
 	f.stack = devstacktest.StartT(t, "")
@@ -72,7 +90,7 @@ func newFixture(t *testing.T, ctx context.Context, n int, edit func(*membertest.
 	var watchCtx, stopWatching = context.WithCancel(context.Background())
 	t.Cleanup(stopWatching) // Before the stack closes: brokers drain open watches.
 	var partitions = partition.NewWatched(watchCtx, f.stack.Journals())
-	var app, err = newTestApp(f.bank, partitions)
+	var app, err = newTestApp(f.bank, partitions, stores)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,15 +108,6 @@ func newFixture(t *testing.T, ctx context.Context, n int, edit func(*membertest.
 		t.Cleanup(func() { _ = m.Kill() })
 		f.members = append(f.members, m)
 	}
-	if err = f.c.Apply(ctx, f.members[0], shardSpecs(f.prefix, n)...); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		if _, err = f.c.PrimaryOf(ctx, shardID(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.spread()
 	var sel = pb.MustLabelSelector(labels.MessageType + "=" + depositType)
 	f.mapping = partition.Mapping(partition.KeyOf, partitions.Partitions(sel))
 	f.pub = message.NewPublisher(client.NewAppendService(watchCtx, f.stack.Journals()), nil)

@@ -114,9 +114,11 @@ func (r *Router) shards() []pc.ShardID {
 
 // resolve returns the route to the primary of shard id, once the KeySpace
 // is at least at revision atLeast (zero: as it is). The shard must have a
-// primary whose status is PRIMARY: an error says otherwise, with status
-// Unavailable (the shard does not exist, has no primary, or is recovering)
-// or FailedPrecondition (it failed).
+// primary that has not failed: an error says otherwise, with status
+// Unavailable (the shard does not exist, or has no primary) or
+// FailedPrecondition (it failed). A primary still recovering the shard is
+// routed to, as Gazette's resolver routes: its member waits until it
+// serves, within the call's deadline.
 func (r *Router) resolve(ctx context.Context, id pc.ShardID, atLeast int64) (route, error) {
 	r.ks.Mu.RLock()
 	defer r.ks.Mu.RUnlock()
@@ -140,12 +142,8 @@ func (r *Router) resolve(ctx context.Context, id pc.ShardID, atLeast int64) (rou
 	}
 	var member = rt.Members[rt.Primary]
 	var st = asns[rt.Primary].Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus)
-	switch st.Code {
-	case pc.ReplicaStatus_PRIMARY:
-	case pc.ReplicaStatus_FAILED:
+	if st.Code == pc.ReplicaStatus_FAILED {
 		return route{}, status.Errorf(codes.FailedPrecondition, "shard %s failed on member %s: %s", id, member.Suffix, strings.Join(st.Errors, "; "))
-	default:
-		return route{}, status.Errorf(codes.Unavailable, "shard %s is recovering on member %s (%s)", id, member.Suffix, st.Code)
 	}
 	if rt.Endpoints[rt.Primary] == "" {
 		return route{}, status.Errorf(codes.Unavailable, "shard %s: its primary, member %s, is not announced", id, member.Suffix)

@@ -36,10 +36,13 @@ const (
 type Member interface {
 	// ID of the member.
 	ID() pb.ProcessSpec_ID
-	// Replica returns the store of the member's replica of shard id, if the
-	// replica is the shard's primary and its store is open, and the
-	// replica's context, which is cancelled once the replica stops.
-	Replica(id pc.ShardID) (store runtime.CommittedReader, replica context.Context, ok bool)
+	// Replica waits until the member's replica of shard id serves as the
+	// shard's primary (it may still be recovering the shard, or starting),
+	// and returns its store and the replica's context, which is cancelled
+	// once the replica stops. It returns false at once if the member has no
+	// replica of the shard, and once the replica stops, or ctx ends, before
+	// it serves.
+	Replica(ctx context.Context, id pc.ShardID) (store runtime.CommittedReader, replica context.Context, ok bool)
 }
 
 // ServerConfig configures a Server.
@@ -229,9 +232,13 @@ func unreachable(err error, rt route) error {
 // readLocal reads the answer from this member's replica of rt's shard.
 func (s *Server) readLocal(ctx context.Context, rt route, o *op) (proto.Message, error) {
 	var self = s.cfg.Member.ID().Suffix
-	var store, replica, ok = s.cfg.Member.Replica(rt.shard)
-	if !ok {
-		return nil, status.Errorf(codes.Unavailable, "shard %s: its primary, member %s, is not serving it (starting or stopping)", rt.shard, self)
+	var since = time.Now()
+	var store, replica, ok = s.cfg.Member.Replica(ctx, rt.shard)
+	if !ok && ctx.Err() != nil {
+		return nil, status.Errorf(codes.Unavailable, "shard %s: its primary, member %s, is still recovering it (waited %s, until the call's %v)",
+			rt.shard, self, time.Since(since).Round(time.Millisecond), ctx.Err())
+	} else if !ok {
+		return nil, status.Errorf(codes.Unavailable, "shard %s: its primary, member %s, is not serving it (stopping, or no longer assigned)", rt.shard, self)
 	}
 	var answer proto.Message
 	var err = store.ReadCommitted(ctx, func(r runtime.Reader) error {

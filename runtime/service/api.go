@@ -67,38 +67,80 @@ func (a *shardAPI) List(_ context.Context, claims pb.Claims, req *pc.ListRequest
 }
 
 // Stat reports how far the shard's primary has read its sources, once it
-// has read at least through the request's offsets.
-func (a *shardAPI) Stat(ctx context.Context, _ pb.Claims, req *pc.StatRequest) (*pc.StatResponse, error) {
+// has read at least through the request's offsets. As Gazette's Stat: a
+// shard whose labels the caller's claims do not cover is not found; a call
+// reaching another member than the shard's primary is proxied to the
+// primary (once: the proxied request carries a header, and its member
+// answers NOT_SHARD_PRIMARY if it is not the primary either); and a
+// primary still recovering the shard, or starting, is waited for, within
+// the call's deadline.
+func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatRequest) (*pc.StatResponse, error) {
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	var st = a.svc.state
 	st.KS.Mu.RLock()
+	if hdr := req.Header; hdr != nil && hdr.Etcd.Revision > st.KS.Header.Revision {
+		if err := st.KS.WaitForRevision(ctx, hdr.Etcd.Revision); err != nil {
+			st.KS.Mu.RUnlock()
+			return nil, status.FromContextError(fmt.Errorf("shard %s: waiting for etcd revision %d: %w", req.Shard, hdr.Etcd.Revision, err)).Err()
+		}
+	}
 	var resp = &pc.StatResponse{Header: pbx.NewUnroutedHeader(st)}
 	var sh, local = a.svc.shards[req.Shard]
-	var _, found = allocator.LookupItem(st.KS, req.Shard.String())
+	var item, found = allocator.LookupItem(st.KS, req.Shard.String())
+	if found && !claims.Selector.Matches(item.ItemValue.(*pc.ShardSpec).LabelSetExt(pb.LabelSet{})) {
+		found = false // As if it did not exist, as Gazette's resolver answers.
+	}
 	var asns = st.KS.KeyValues.Prefixed(allocator.ItemAssignmentsPrefix(st.KS, req.Shard.String()))
 	pbx.Init(&resp.Header.Route, asns)
 	pbx.AttachEndpoints(&resp.Header.Route, st.KS)
 	st.KS.Mu.RUnlock()
 
+	var route = &resp.Header.Route
 	switch {
 	case !found:
 		resp.Status = pc.Status_SHARD_NOT_FOUND
 		return resp, nil
-	case resp.Header.Route.Primary == -1:
+	case route.Primary == -1:
 		resp.Status = pc.Status_NO_SHARD_PRIMARY
 		return resp, nil
-	case !local || resp.Header.Route.Members[resp.Header.Route.Primary] != a.svc.ID():
+	case route.Members[route.Primary] != a.svc.ID() && req.Header == nil:
+		// Proxied to the primary, with the caller's claims.
+		var proxied = *req
+		proxied.Header = &pb.Header{ProcessId: route.Members[route.Primary], Route: *route, Etcd: resp.Header.Etcd}
+		var sc = pc.NewShardClient(a.svc.srv.GRPCLoopback)
+		if authorizer := a.svc.authorizer(); authorizer != nil {
+			sc = pc.NewAuthShardClient(sc, authorizer)
+		}
+		var presp, err = sc.Stat(pb.WithDispatchRoute(ctx, *route, proxied.Header.ProcessId), &proxied)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: proxying to its primary, member %s: %w", req.Shard, proxied.Header.ProcessId.Suffix, err)
+		}
+		return presp, nil
+	case route.Members[route.Primary] != a.svc.ID():
 		resp.Status = pc.Status_NOT_SHARD_PRIMARY
+		return resp, nil
+	case !local:
+		resp.Status = pc.Status_SHARD_STOPPED // Being stopped by this member.
+		return resp, nil
+	}
+	if sh.awaitServing(ctx) == nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(fmt.Errorf("shard %s: its primary, member %s, is still recovering it: %w", req.Shard, a.svc.cfg.ID, ctx.Err())).Err()
+		}
+		resp.Status = pc.Status_SHARD_STOPPED
 		return resp, nil
 	}
 
+	// Of the request's offsets, those of the shard's sources are waited
+	// for, as Gazette's resolver filters them.
+	var sources = sh.Spec().Sources
 	for {
 		sh.progress.Lock()
 		var changed, caughtUp = sh.progress.changed, true
-		for j, o := range req.ReadThrough {
-			caughtUp = caughtUp && sh.progress.readThrough[j] >= o
+		for _, src := range sources {
+			caughtUp = caughtUp && sh.progress.readThrough[src.Journal] >= req.ReadThrough[src.Journal]
 		}
 		if caughtUp {
 			resp.ReadThrough = copyOffsets(sh.progress.readThrough)

@@ -236,10 +236,7 @@ func (s *Service) serveQueries() {
 		var ctx, cancel = context.WithCancel(context.Background())
 		partitions, s.stopWatch = partition.NewWatched(ctx, s.cfg.Journals), cancel
 	}
-	var authorizer = s.cfg.Authorizer
-	if a, ok := s.cfg.Verifier.(pb.Authorizer); ok && authorizer == nil {
-		authorizer = a
-	}
+	var authorizer = s.authorizer()
 	s.queries = query.NewServer(query.ServerConfig{
 		Member:     s,
 		Router:     query.NewRouter(s.ks, partitions),
@@ -252,17 +249,31 @@ func (s *Service) serveQueries() {
 	}
 }
 
-// Replica returns the store of the member's replica of shard id, if it is
-// the shard's primary and its store is open, and the replica's context:
-// a query.Member.
-func (s *Service) Replica(id pc.ShardID) (runtime.CommittedReader, context.Context, bool) {
+// authorizer returns what signs the calls the member proxies to other
+// members: Config.Authorizer, or else the Verifier if it is also an
+// Authorizer, or nil.
+func (s *Service) authorizer() pb.Authorizer {
+	if s.cfg.Authorizer != nil {
+		return s.cfg.Authorizer
+	} else if a, ok := s.cfg.Verifier.(pb.Authorizer); ok {
+		return a
+	}
+	return nil
+}
+
+// Replica waits until the member's replica of shard id serves as the
+// shard's primary (it may still be recovering, or starting), and returns
+// its store and the replica's context: a query.Member. It returns false at
+// once if the member has no replica of the shard, and once the replica
+// stops, or ctx ends, before it serves.
+func (s *Service) Replica(ctx context.Context, id pc.ShardID) (runtime.CommittedReader, context.Context, bool) {
 	s.ks.Mu.RLock()
 	var sh, ok = s.shards[id]
 	s.ks.Mu.RUnlock()
 	if !ok {
 		return nil, nil, false
 	}
-	var store = sh.servingStore()
+	var store = sh.awaitServing(ctx)
 	if store == nil {
 		return nil, nil, false
 	}
@@ -302,9 +313,18 @@ var ErrLeaseLost = errors.New("lost the member's etcd lease (etcd was unreachabl
 // that remain, and keeps at least as many members as the largest replication
 // (primary and hot standbys) of a shard: in a rolling restart, start each
 // replacement before stopping the member it replaces.
+//
+// Run returns nil if ctx is done before the member has started (it may be
+// waiting for etcd, or for a former lease of its key to expire).
 func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
-	if err := s.startSession(); err != nil {
+	if err := s.startSession(ctx); err != nil {
 		s.srv.CMux.Close()
+		_ = s.srv.GRPCLoopback.Close()
+		s.stopWatch()
+		if ctx.Err() != nil {
+			slog.Info("stopped while starting", "member", s.cfg.ID, "err", err)
+			return nil
+		}
 		return fmt.Errorf("service: member %s: %w", s.cfg.ID, err)
 	}
 	s.srv.QueueTasks(s.tasks)
@@ -363,16 +383,41 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 }
 
 // startSession is allocator.StartSession, but keeps the member's lease so
-// that Abort can leave it to expire rather than revoke it. It takes the
-// lease, announces the member, loads the KeySpace, and queues the tasks
-// which mark the member as exiting on s.sigCh and run the allocator.
-func (s *Service) startSession() error {
+// that Abort can leave it to expire rather than revoke it, and gives up
+// once ctx is done. It takes the lease, announces the member, loads the
+// KeySpace, and queues the tasks which mark the member as exiting on
+// s.sigCh and run the allocator.
+func (s *Service) startSession(ctx context.Context) error {
 	var spec = &pc.ConsumerSpec{ProcessSpec: pb.ProcessSpec{Id: s.ID(), Endpoint: s.srv.Endpoint()}, ShardLimit: s.cfg.ShardLimit}
-	var lease, err = concurrency.NewSession(s.cfg.Etcd, concurrency.WithTTL(max(1, int(s.cfg.LeaseTTL.Seconds()))))
+	// The lease lives until the member stops; while the member starts, ctx
+	// ends it too.
+	var leaseCtx, endLease = context.WithCancel(context.Background())
+	var starting = context.AfterFunc(ctx, endLease)
+	var lease, err = concurrency.NewSession(s.cfg.Etcd, concurrency.WithTTL(max(1, int(s.cfg.LeaseTTL.Seconds()))), concurrency.WithContext(leaseCtx))
 	if err != nil {
+		endLease()
 		return fmt.Errorf("establishing the etcd lease: %w", err)
 	}
+	ann, err := announce(leaseCtx, s.cfg.Etcd, s.state.LocalKey, spec.MarshalString(), lease.Lease())
+	if err == nil {
+		if err = s.state.KS.Load(leaseCtx, s.cfg.Etcd, ann.revision); err != nil {
+			err = fmt.Errorf("loading the KeySpace: %w", err)
+		}
+	}
+	if err == nil && !starting() {
+		err = fmt.Errorf("starting: %w", ctx.Err()) // ctx ended the lease.
+	}
+	if err != nil {
+		lease.Orphan()
+		endLease()
+		// Revoked within a bound of its own: etcd may be unreachable.
+		var revokeCtx, cancel = context.WithTimeout(context.Background(), time.Second)
+		_, _ = s.cfg.Etcd.Revoke(revokeCtx, lease.Lease())
+		cancel()
+		return err
+	}
 	s.tasks.Queue("lease.Close", func() error {
+		defer endLease()
 		select {
 		case <-s.tasks.Context().Done():
 			if s.aborted.Load() {
@@ -384,11 +429,6 @@ func (s *Service) startSession() error {
 			return ErrLeaseLost
 		}
 	})
-	var ann = allocator.Announce(s.cfg.Etcd, s.state.LocalKey, spec.MarshalString(), lease.Lease())
-	if err = s.state.KS.Load(context.Background(), s.cfg.Etcd, ann.Revision); err != nil {
-		s.tasks.Cancel()
-		return fmt.Errorf("loading the KeySpace: %w", err)
-	}
 	s.tasks.Queue("mark member exiting on signal", func() error {
 		select {
 		case sig := <-s.sigCh:
@@ -399,7 +439,7 @@ func (s *Service) startSession() error {
 		// The allocator discharges the shards of an exiting member as other
 		// members have capacity, and Allocate returns once none remain.
 		spec.SetExiting()
-		return ann.Update(spec.MarshalString())
+		return ann.update(s.tasks.Context(), spec.MarshalString())
 	})
 	s.tasks.Queue("Allocate", func() error {
 		defer s.tasks.Cancel()

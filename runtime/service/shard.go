@@ -48,6 +48,7 @@ type shard struct {
 	spec       *pc.ShardSpec
 	asn        keyspace.KeyValue
 	serving    runtime.CommittedReader // The store, while the primary runs transactions on it.
+	servingCh  chan struct{}           // Closed once serving is first set.
 	promotedCh chan struct{}           // Closed once the replica is the primary.
 	promoted   bool
 
@@ -76,6 +77,7 @@ func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
 		spec:       spec,
 		asn:        asn,
 		promotedCh: make(chan struct{}),
+		servingCh:  make(chan struct{}),
 		done:       make(chan struct{}),
 	}
 	s.writer = authorOf(asn)
@@ -117,7 +119,27 @@ func (s *shard) servingStore() runtime.CommittedReader {
 func (s *shard) setServing(store runtime.CommittedReader) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if store != nil && s.serving == nil {
+		select {
+		case <-s.servingCh:
+		default:
+			close(s.servingCh)
+		}
+	}
 	s.serving = store
+}
+
+// awaitServing waits until the replica serves committed reads as the
+// shard's primary, and returns its store: nil if the replica stopped, or
+// stops serving, first, or ctx ended first.
+func (s *shard) awaitServing(ctx context.Context) runtime.CommittedReader {
+	select {
+	case <-s.servingCh:
+	case <-s.done:
+	case <-ctx.Done():
+		return nil
+	}
+	return s.servingStore()
 }
 
 func (s *shard) createRevision() int64 { return s.Assignment().Raw.CreateRevision }
