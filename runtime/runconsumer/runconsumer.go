@@ -19,8 +19,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,6 +73,11 @@ type Flags struct {
 	StateDir   string
 	Handoff    time.Duration
 	LogLevel   slog.Level
+
+	// envErrs are the malformed values of environment variables that give
+	// flags their defaults, by flag name: configuration errors, unless the
+	// flag is set on the command line (see Check).
+	envErrs map[string]error
 }
 
 // Register adds the flags to fs, with defaults from the environment.
@@ -80,7 +88,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.StringVar(&f.EtcdCertKeyFile, "etcd.cert-key-file", env("ETCD_CERT_KEY_FILE", ""), "path to the client TLS private key for etcd (env ETCD_CERT_KEY_FILE)")
 	fs.StringVar(&f.EtcdTrustedCAFile, "etcd.trusted-ca-file", env("ETCD_TRUSTED_CA_FILE", ""), "path to the CA that etcd's server certificates must be signed by (env ETCD_TRUSTED_CA_FILE)")
 	fs.StringVar(&f.EtcdPrefix, "etcd.prefix", env("ETCD_PREFIX", "/gazette/consumers/"+appName), "etcd prefix of the application's shards and members (env ETCD_PREFIX)")
-	fs.DurationVar(&f.EtcdLeaseTTL, "etcd.lease", envDuration("ETCD_LEASE_TTL", 20*time.Second), "time-to-live of the member's etcd lease: how long the shards of a member that died stay assigned to it (env ETCD_LEASE_TTL)")
+	fs.DurationVar(&f.EtcdLeaseTTL, "etcd.lease", f.envDuration("etcd.lease", "ETCD_LEASE_TTL", 20*time.Second), "time-to-live of the member's etcd lease: how long the shards of a member that died stay assigned to it (env ETCD_LEASE_TTL)")
 
 	fs.StringVar(&f.BrokerAddress, "broker.address", env("BROKER_ADDRESS", "http://localhost:8080"), "Gazette broker endpoint (env BROKER_ADDRESS)")
 	fs.StringVar(&f.BrokerCertFile, "broker.cert-file", env("BROKER_CERT_FILE", ""), "path to the client TLS certificate for brokers (env BROKER_CERT_FILE)")
@@ -89,7 +97,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.StringVar(&f.BrokerAuthKeys, "broker.auth-keys", env("BROKER_AUTH_KEYS", ""), "whitespace- or comma-separated base64 keys; the first signs the authorization tokens of requests to brokers (env BROKER_AUTH_KEYS)")
 	fs.StringVar(&f.BrokerAuthToken, "broker.auth-token", env("BROKER_AUTH_TOKEN", ""), "bearer token of requests to brokers, if not signed with --broker.auth-keys (env BROKER_AUTH_TOKEN)")
 	fs.StringVar(&f.FileRoot, "broker.file-root", env("BROKER_FILE_ROOT", ""), "filesystem path which roots the brokers' file:// fragment URLs: if set, recovery logs are read from fragments directly, not through brokers (env BROKER_FILE_ROOT)")
-	fs.IntVar(&f.BrokerCacheSize, "broker.cache.size", envInt("BROKER_CACHE_SIZE", 256), "size of the route cache of journals; 0 proxies every request (env BROKER_CACHE_SIZE)")
+	fs.IntVar(&f.BrokerCacheSize, "broker.cache.size", f.envInt("broker.cache.size", "BROKER_CACHE_SIZE", 256, 0), "size of the route cache of journals; 0 proxies every request (env BROKER_CACHE_SIZE)")
 
 	fs.StringVar(&f.Zone, "consumer.zone", env("CONSUMER_ZONE", "local"), "availability zone of this member (env CONSUMER_ZONE)")
 	fs.StringVar(&f.ID, "consumer.id", env("CONSUMER_ID", ""), "unique ID of this member; generated if empty (env CONSUMER_ID)")
@@ -102,16 +110,64 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.StringVar(&f.PeerCertKeyFile, "consumer.peer-cert-key-file", env("CONSUMER_PEER_CERT_KEY_FILE", ""), "path to the client TLS private key of the member's calls to members (env CONSUMER_PEER_CERT_KEY_FILE)")
 	fs.StringVar(&f.PeerCAFile, "consumer.peer-ca-file", env("CONSUMER_PEER_CA_FILE", ""), "path to the CA that members' server certificates must be signed by; the system's CAs if empty (env CONSUMER_PEER_CA_FILE)")
 	fs.StringVar(&f.AuthKeys, "consumer.auth-keys", env("CONSUMER_AUTH_KEYS", ""), "whitespace- or comma-separated base64 keys that verify the authorization tokens of calls to the member; if empty, its API is open to anyone who reaches its port (env CONSUMER_AUTH_KEYS)")
-	fs.UintVar(&f.ShardLimit, "consumer.limit", uint(envInt("CONSUMER_LIMIT", 1024)), "most shards this member runs (env CONSUMER_LIMIT)")
+	fs.UintVar(&f.ShardLimit, "consumer.limit", uint(f.envInt("consumer.limit", "CONSUMER_LIMIT", 1024, 1)), "most shards this member runs (env CONSUMER_LIMIT)")
 	fs.StringVar(&f.StateDir, "consumer.state-dir", env("CONSUMER_STATE_DIR", ""), "directory of the shards' local stores (env CONSUMER_STATE_DIR)")
-	fs.DurationVar(&f.Handoff, "consumer.handoff", envDuration("CONSUMER_HANDOFF", 30*time.Second), "how long to wait for other members to take over on shutdown (env CONSUMER_HANDOFF)")
+	fs.DurationVar(&f.Handoff, "consumer.handoff", f.envDuration("consumer.handoff", "CONSUMER_HANDOFF", 30*time.Second), "how long to wait for other members to take over on shutdown (env CONSUMER_HANDOFF)")
 	f.LogLevel = slog.LevelInfo
 	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
 		if err := f.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			slog.Warn("ignoring a malformed log level in the environment", "name", "LOG_LEVEL", "value", v)
+			f.envErr("log.level", "LOG_LEVEL", v, "not a log level (debug, info, warn or error)")
 		}
 	}
 	fs.TextVar(&f.LogLevel, "log.level", f.LogLevel, "log level: debug, info, warn or error (env LOG_LEVEL)")
+}
+
+// Check checks f once fs, with which f was registered, has parsed the
+// command line: the environment's malformed values of flags not set on the
+// command line, and then Validate.
+func (f *Flags) Check(fs *flag.FlagSet) error {
+	fs.Visit(func(fl *flag.Flag) { delete(f.envErrs, fl.Name) })
+	return f.Validate()
+}
+
+// Validate reports what in f is misconfigured, naming each flag (and the
+// environment variable it may come from) with its value: a malformed value
+// of the environment, a value out of range, or a flag that takes effect
+// only with another that is not set. Serve validates its Flags first.
+func (f Flags) Validate() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(f.envErrs)) {
+		errs = append(errs, f.envErrs[name])
+	}
+	if f.EtcdLeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--etcd.lease (env ETCD_LEASE_TTL) is %s: it must be at least 1s", f.EtcdLeaseTTL))
+	}
+	if f.Handoff < 0 {
+		errs = append(errs, fmt.Errorf("--consumer.handoff (env CONSUMER_HANDOFF) is %s: it must not be negative", f.Handoff))
+	}
+	if f.ShardLimit == 0 || f.ShardLimit > math.MaxUint32 {
+		errs = append(errs, fmt.Errorf("--consumer.limit (env CONSUMER_LIMIT) is %d: it must be from 1 to %d", f.ShardLimit, uint32(math.MaxUint32)))
+	}
+	if f.BrokerCacheSize < 0 {
+		errs = append(errs, fmt.Errorf("--broker.cache.size (env BROKER_CACHE_SIZE) is %d: it must not be negative", f.BrokerCacheSize))
+	}
+	if f.Port != "" {
+		if _, err := strconv.ParseUint(f.Port, 10, 16); err != nil {
+			errs = append(errs, fmt.Errorf("--consumer.port (env CONSUMER_PORT) is %q: not a port number", f.Port))
+		}
+	}
+	if f.ServerCertFile == "" {
+		for _, p := range []struct{ flag, value string }{
+			{"consumer.peer-cert-file", f.PeerCertFile},
+			{"consumer.peer-cert-key-file", f.PeerCertKeyFile},
+			{"consumer.peer-ca-file", f.PeerCAFile},
+		} {
+			if p.value != "" {
+				errs = append(errs, fmt.Errorf("--%s is %q, but --consumer.server-cert-file is not set: a member calls its peers over TLS only when its own port serves TLS", p.flag, p.value))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Deps are what an application's constructor needs from the deployment.
@@ -124,10 +180,23 @@ type Deps struct {
 
 // Exit codes of a consumer command, by the error Serve returned.
 const (
-	ExitFailure         = 1 // Any error but those below.
+	ExitFailure         = 1 // Any error but those below, misconfiguration included.
 	ExitLeaseLost       = 3 // service.ErrLeaseLost: restart the member.
 	ExitHandoffTimedOut = 4 // service.ErrHandoffTimedOut.
+	ExitEtcdUnreachable = 5 // ErrEtcdUnreachable: etcd was not reached at start.
 )
+
+// ErrEtcdUnreachable is returned by Serve when none of etcd's endpoints
+// answers within EtcdStartTimeout of the start.
+var ErrEtcdUnreachable = errors.New("etcd is unreachable")
+
+// EtcdStartTimeout bounds how long Serve waits for etcd at start.
+const EtcdStartTimeout = 10 * time.Second
+
+// StopGrace is how long, past its handoff timeout (--consumer.handoff), a
+// member of Main may take to stop after SIGTERM or SIGINT before it exits
+// at once with ExitFailure. A second signal ends it at once.
+const StopGrace = 30 * time.Second
 
 // ExitCode returns the process exit code for err, the error of Serve: 0 for
 // nil, and distinct codes for a lost etcd lease and a handoff that timed
@@ -140,6 +209,8 @@ func ExitCode(err error) int {
 		return ExitLeaseLost
 	case errors.Is(err, service.ErrHandoffTimedOut):
 		return ExitHandoffTimedOut
+	case errors.Is(err, ErrEtcdUnreachable):
+		return ExitEtcdUnreachable
 	default:
 		return ExitFailure
 	}
@@ -149,14 +220,34 @@ func ExitCode(err error) int {
 // parses the command line into Flags, logs to stderr with slog at
 // --log.level, serves the application newApp builds until SIGTERM or
 // SIGINT (handing its shards off), and exits with ExitCode, saying why in
-// one line if it failed.
+// one line if it failed. A misconfigured flag or environment variable
+// exits with ExitFailure at once, naming it and its value. After the first
+// signal, the member stops within its handoff timeout and StopGrace, or
+// exits anyway; a second signal ends it at once.
 func Main(name string, newApp func(Deps) (runtime.Application, error)) {
 	var f Flags
-	f.Register(flag.CommandLine, name)
-	flag.Parse()
+	var fs = flag.CommandLine
+	fs.Init(os.Args[0], flag.ContinueOnError)
+	f.Register(fs, name)
+	if err := fs.Parse(os.Args[1:]); errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	} else if err != nil {
+		os.Exit(ExitFailure) // The flag package said why.
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: f.LogLevel})))
+	if err := f.Check(fs); err != nil {
+		slog.Error(name+" is misconfigured", "err", err, "exitCode", ExitFailure)
+		os.Exit(ExitFailure)
+	}
 
 	var ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, func() {
+		stop() // A second signal ends the process at once.
+		time.AfterFunc(f.Handoff+StopGrace, func() {
+			slog.Error(name+" did not stop in time after the signal; exiting", "handoff", f.Handoff, "grace", StopGrace, "exitCode", ExitFailure)
+			os.Exit(ExitFailure)
+		})
+	})
 	var err = Serve(ctx, f, newApp)
 	stop()
 	if err != nil {
@@ -170,6 +261,9 @@ func Main(name string, newApp func(Deps) (runtime.Application, error)) {
 // it to SIGTERM and SIGINT): it then hands its shards to other members and
 // returns. Gazette's own logs go to slog.Default(), at its level.
 func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application, error)) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
 	logrusslog.InstallDefault()
 	if f.Host == "" {
 		var h, err = os.Hostname()
@@ -181,6 +275,10 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 	var sec, err = f.security()
 	if err != nil {
 		return err
+	}
+	var ep = pb.Endpoint(f.BrokerAddress)
+	if err = ep.Validate(); err != nil {
+		return fmt.Errorf("--broker.address: %w", err)
 	}
 
 	var endpoints []string
@@ -205,11 +303,13 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		return fmt.Errorf("connecting to etcd %s: %w", f.EtcdAddress, err)
 	}
 	defer etcd.Close()
-
-	var ep = pb.Endpoint(f.BrokerAddress)
-	if err = ep.Validate(); err != nil {
-		return fmt.Errorf("--broker.address: %w", err)
+	if err = reachEtcd(ctx, etcd, f.EtcdAddress, f.EtcdPrefix); err != nil {
+		if ctx.Err() != nil {
+			return nil // Stopped while starting.
+		}
+		return err
 	}
+
 	brokerconn.RegisterDispatcher(f.Zone) // Before dialing: brokers are dialed through it.
 	var router pb.DispatchRouter = pb.NoopDispatchRouter{}
 	if f.BrokerCacheSize > 0 {
@@ -320,6 +420,26 @@ func buildTLS(certFlag, keyFlag, cert, key, ca string) (*tls.Config, error) {
 	return c, nil
 }
 
+// reachEtcd returns an error wrapping ErrEtcdUnreachable, naming address,
+// unless etcd answers a read of prefix within EtcdStartTimeout.
+func reachEtcd(ctx context.Context, etcd *clientv3.Client, address, prefix string) error {
+	var readCtx, cancel = context.WithTimeout(ctx, EtcdStartTimeout)
+	defer cancel()
+	if _, err := etcd.Get(readCtx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("%w: --etcd.address %s did not answer within %s: %w", ErrEtcdUnreachable, address, EtcdStartTimeout, err)
+	}
+	return nil
+}
+
+// envErr records that environment variable name's value v, the default of
+// flag, is malformed: why says how.
+func (f *Flags) envErr(flag, name, v, why string) {
+	if f.envErrs == nil {
+		f.envErrs = make(map[string]error)
+	}
+	f.envErrs[flag] = fmt.Errorf("environment variable %s=%q (the default of --%s): %s", name, v, flag, why)
+}
+
 func env(name, fallback string) string {
 	if v, ok := os.LookupEnv(name); ok {
 		return v
@@ -327,22 +447,29 @@ func env(name, fallback string) string {
 	return fallback
 }
 
-func envInt(name string, fallback int) int {
+// envInt returns the integer of environment variable name, the default of
+// flag, or fallback if it is not set. It must be at least least.
+func (f *Flags) envInt(flag, name string, fallback, least int) int {
 	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.Atoi(v); err == nil {
+		if n, err := strconv.Atoi(v); err != nil {
+			f.envErr(flag, name, v, "not an integer")
+		} else if n < least {
+			f.envErr(flag, name, v, fmt.Sprintf("it must be at least %d", least))
+		} else {
 			return n
 		}
-		slog.Warn("ignoring a malformed integer in the environment", "name", name, "value", v)
 	}
 	return fallback
 }
 
-func envDuration(name string, fallback time.Duration) time.Duration {
+// envDuration returns the duration of environment variable name, the
+// default of flag, or fallback if it is not set.
+func (f *Flags) envDuration(flag, name string, fallback time.Duration) time.Duration {
 	if v, ok := os.LookupEnv(name); ok {
 		if d, err := time.ParseDuration(v); err == nil {
 			return d
 		}
-		slog.Warn("ignoring a malformed duration in the environment", "name", name, "value", v)
+		f.envErr(flag, name, v, "not a duration (such as 30s or 1m)")
 	}
 	return fallback
 }

@@ -39,6 +39,12 @@ import (
 var testStack *devstacktest.Stack
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) != "" {
+		// Re-executed by runMain: the test binary is a consumer command.
+		runconsumer.Main("testapp", func(runconsumer.Deps) (runtime.Application, error) {
+			return sums.App{Output: "never/read"}, nil
+		})
+	}
 	var code = func() int {
 		var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

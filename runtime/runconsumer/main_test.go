@@ -1,0 +1,132 @@
+package runconsumer_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/runtime/runconsumer"
+)
+
+// mainEnv, set, makes the test binary run runconsumer.Main (see TestMain).
+const mainEnv = "RUNCONSUMER_TEST_MAIN"
+
+// mainCmd returns the test binary as a consumer command run by
+// runconsumer.Main with args, in an environment of only env (and PATH).
+func mainCmd(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	var cmd = exec.Command(os.Args[0], args...)
+	cmd.Env = append([]string{mainEnv + "=1", "PATH=" + os.Getenv("PATH"), "CONSUMER_STATE_DIR=" + t.TempDir()}, env...)
+	var out = new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	return cmd, out
+}
+
+// exitCode runs cmd and returns its exit code.
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	var err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+// A misconfigured flag or environment variable fails the command at once,
+// with exit code 1, naming the flag or variable and its value; none is
+// replaced by a default in silence.
+func TestMisconfigurationFailsAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string // In what the command prints.
+	}{
+		{"malformed CONSUMER_LIMIT", []string{"CONSUMER_LIMIT=x"}, nil, []string{`CONSUMER_LIMIT=\"x\"`, "--consumer.limit", "not an integer"}},
+		{"negative CONSUMER_LIMIT", []string{"CONSUMER_LIMIT=-3"}, nil, []string{`CONSUMER_LIMIT=\"-3\"`, "at least 1"}},
+		{"zero --consumer.limit", nil, []string{"--consumer.limit=0"}, []string{"--consumer.limit", "is 0"}},
+		{"CONSUMER_HANDOFF without a unit", []string{"CONSUMER_HANDOFF=60"}, nil, []string{`CONSUMER_HANDOFF=\"60\"`, "--consumer.handoff", "not a duration"}},
+		{"malformed ETCD_LEASE_TTL", []string{"ETCD_LEASE_TTL=soon"}, nil, []string{`ETCD_LEASE_TTL=\"soon\"`, "--etcd.lease"}},
+		{"a lease under a second", nil, []string{"--etcd.lease=500ms"}, []string{"--etcd.lease", "500ms", "at least 1s"}},
+		{"malformed LOG_LEVEL", []string{"LOG_LEVEL=loud"}, nil, []string{`LOG_LEVEL=\"loud\"`, "--log.level"}},
+		{"malformed BROKER_CACHE_SIZE", []string{"BROKER_CACHE_SIZE=big"}, nil, []string{`BROKER_CACHE_SIZE=\"big\"`, "--broker.cache.size"}},
+		{"a port that is not one", nil, []string{"--consumer.port=http"}, []string{"--consumer.port", `\"http\"`, "not a port number"}},
+		{"a peer certificate without server TLS", nil, []string{"--consumer.peer-cert-file=/etc/peer.crt"},
+			[]string{"--consumer.peer-cert-file", "/etc/peer.crt", "--consumer.server-cert-file is not set"}},
+		{"a peer CA without server TLS", []string{"CONSUMER_PEER_CA_FILE=/etc/ca.crt"}, nil,
+			[]string{"--consumer.peer-ca-file", "/etc/ca.crt"}},
+		{"a malformed flag", nil, []string{"--consumer.limit=many"}, []string{"consumer.limit", "many"}},
+		{"an unknown flag", nil, []string{"--consumer.limt=3"}, []string{"consumer.limt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cmd, out = mainCmd(t, tc.env, tc.args...)
+			var start = time.Now()
+			if code := exitCode(t, cmd); code != runconsumer.ExitFailure {
+				t.Fatalf("exit code %d, want %d; it printed:\n%s", code, runconsumer.ExitFailure, out)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("failed after %s, not at once", d)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("it printed %q, which does not name %q", out, w)
+				}
+			}
+		})
+	}
+}
+
+// A malformed environment variable whose flag is set on the command line
+// is not used, and is no error: the command goes on, here to etcd.
+func TestFlagOverridesMalformedEnvironment(t *testing.T) {
+	var cmd, out = mainCmd(t, []string{"CONSUMER_LIMIT=x"}, "--consumer.limit=4", "--etcd.address=http://127.0.0.1:1")
+	if code := exitCode(t, cmd); code != runconsumer.ExitEtcdUnreachable {
+		t.Fatalf("exit code %d, want %d; it printed:\n%s", code, runconsumer.ExitEtcdUnreachable, out)
+	}
+}
+
+// A member that cannot reach etcd at start fails within
+// EtcdStartTimeout, with ExitEtcdUnreachable, naming the address; and
+// SIGTERM ends it at once while it waits.
+func TestUnreachableEtcd(t *testing.T) {
+	const address = "http://127.0.0.1:1"
+	t.Run("fails", func(t *testing.T) {
+		var cmd, out = mainCmd(t, nil, "--etcd.address="+address, "--consumer.host=127.0.0.1")
+		var start = time.Now()
+		if code := exitCode(t, cmd); code != runconsumer.ExitEtcdUnreachable {
+			t.Fatalf("exit code %d, want %d; it printed:\n%s", code, runconsumer.ExitEtcdUnreachable, out)
+		}
+		if d := time.Since(start); d > runconsumer.EtcdStartTimeout+5*time.Second {
+			t.Errorf("failed after %s, past the bound of %s", d, runconsumer.EtcdStartTimeout)
+		}
+		if !strings.Contains(out.String(), address) || !strings.Contains(out.String(), "etcd is unreachable") {
+			t.Errorf("it printed %q, which does not name etcd's address %s", out, address)
+		}
+	})
+	t.Run("SIGTERM", func(t *testing.T) {
+		var cmd, out = mainCmd(t, nil, "--etcd.address="+address, "--consumer.host=127.0.0.1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		var start = time.Now()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		var err = cmd.Wait()
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("stopped %s after SIGTERM", d)
+		}
+		if err != nil {
+			t.Errorf("stopped while starting: %v, want exit code 0; it printed:\n%s", err, out)
+		}
+	})
+}
