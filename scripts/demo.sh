@@ -11,7 +11,9 @@
 #     shows their progress until they have caught up;
 #   - prints results, and checks them against the outcome the load recorded.
 # It prints "demo: OK" and exits 0 if they match, or "demo: FAIL" and exits 1.
-# DEMO_ORDERS and DEMO_PAYMENTS set the volume (default 10000 each).
+# DEMO_ORDERS and DEMO_PAYMENTS set the volume (default 10000 each);
+# DEMO_STOP_GRACE how long each process it started may take to exit on
+# SIGTERM before it is killed (default 30 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,17 +21,33 @@ ORDERS=${DEMO_ORDERS:-10000}
 PAYMENTS=${DEMO_PAYMENTS:-10000}
 RATE=${DEMO_RATE:-4000}
 dir=$(mktemp -d)
-pids=()
+pids=() # Of every process started in the background, in order.
 cleanup() {
-  # Consumers first (they hand off nothing: each is its group's last member),
-  # then the stack, which persists journal fragments as it stops.
+  # Every process this script started, last first: the publisher, then the
+  # consumers (they hand off nothing: each is its group's last member), then
+  # the stack, which persists journal fragments as it stops. Each is given
+  # DEMO_STOP_GRACE seconds to exit on SIGTERM, then killed, so that nothing
+  # outlives the script, on any exit path.
+  local i pid
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill -TERM "${pids[i]}" 2>/dev/null || true
-    wait "${pids[i]}" 2>/dev/null || true
+    pid=${pids[i]}
+    kill -TERM "$pid" 2>/dev/null || continue
+    for _ in $(seq $((${DEMO_STOP_GRACE:-30} * 10))); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "demo: process $pid did not exit within ${DEMO_STOP_GRACE:-30}s of SIGTERM: killing it" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
   done
   rm -rf "$dir"
 }
 trap cleanup EXIT
+# Interrupted or terminated, the script exits, which runs cleanup.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 fail() {
   echo "demo: $*" >&2
   for log in "$dir"/*.log; do
@@ -84,6 +102,7 @@ echo "demo: publishing $ORDERS orders and $PAYMENTS payments at $RATE a second, 
 ./bin/bankctl publish --orders "$ORDERS" --payments "$PAYMENTS" --customers 500 --accounts 3 \
   --record "$dir/record.json" --rate "$RATE" --timeout 3m >"$dir/publish.log" 2>&1 &
 publisher=$!
+pids+=("$publisher")
 live=0
 while kill -0 "$publisher" 2>/dev/null; do
   # Answered by the consumers' members from their shards' committed state,
