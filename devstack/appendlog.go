@@ -553,9 +553,8 @@ func (s appendLoggingServer) Read(req *pb.ReadRequest, stream pb.Journal_ReadSer
 }
 
 // loggedReadStream sends content only once it is logged and on disk, or
-// persisted:
-// what a reader reads survives a crash of the stack, as its writer's
-// acknowledgement does.
+// persisted: what a reader reads survives a crash of the stack, as its
+// writer's acknowledgement does.
 type loggedReadStream struct {
 	pb.Journal_ReadServer
 	log     *appendLog

@@ -3,18 +3,21 @@
 // journal fragments persisted to a local file:// store.
 //
 // It serves tests, `make demo` and `gazconsumer dev`, and suits a
-// single-machine deployment. Everything the stack keeps (etcd's data and
-// persisted fragments) lives under Options.Dir, so starting a new Stack on the
-// same directory finds the journal specs and data that the last one left.
+// single-machine deployment. Everything the stack keeps (etcd's data,
+// persisted fragments and its append log) lives under Options.Dir, so
+// starting a new Stack on the same directory finds the journal specs and data
+// that the last one left.
 //
 // Its brokers all live in one process, so replication cannot keep what they
 // acknowledged through a crash of that process: a broker acknowledges an
 // append only once its content is in the stack's append log (Dir/appendlog,
-// synced to disk unless Options.UnsafeNoFsync), and the next Start appends
-// again, at the same offsets, whatever the persisted fragments lack. That
-// includes an append logged just before the crash but never acknowledged:
-// its writer may send it again, and the journal then holds it twice, as
-// with any Gazette append whose acknowledgement was lost (see appendlog.go).
+// synced to disk unless Options.UnsafeNoFsync; readers see content only
+// then too), and the next Start appends again, at the same offsets, whatever
+// the persisted fragments lack. That includes an append logged just before
+// the crash but never acknowledged: its writer may send it again, and the
+// journal then holds it twice, as with any Gazette append whose
+// acknowledgement was lost (see appendlog.go). The stack never acknowledges
+// an append that it did not write.
 //
 // Gazette's broker package keeps process-wide state (the fragment persister,
 // the file:// store root and the gRPC dispatcher), so a process runs at most
@@ -92,7 +95,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	// JournalLimit is the most journals one broker serves; zero means 1024.
 	JournalLimit uint32
-	// UnsafeNoFsync disables etcd's fsyncs: faster tests, unsafe on a crash.
+	// UnsafeNoFsync disables the fsyncs of etcd and of the append log:
+	// faster tests; acknowledged appends still survive a crash of the
+	// process (the page cache outlives it), not one of the machine.
 	UnsafeNoFsync bool
 	// LogLevel of Gazette's and etcd's own logs, routed to slog.Default().
 	// The zero value is slog.LevelInfo; tests usually want slog.LevelWarn.
