@@ -244,6 +244,10 @@ type Adapter[H any, T Txner] struct {
 	inputs  []*Input[H, T] // Few: a scan beats a map.
 	outputs []mapping
 	txns    sync.Map // Of each Store, its T, from BeginTxn to FinishTxn.
+
+	journals PartitionLister // Nil in tests that list none.
+	families families        // Listings of the families read.
+	guards   sync.Map        // Of each shard id, its *partitionGuard.
 }
 
 var (
@@ -257,9 +261,10 @@ var (
 // journals listed by journals.
 func NewAdapter[H any, T Txner](c *Consumer[H, T], handler H, stores StoreOpener, journals PartitionLister) (*Adapter[H, T], error) {
 	var a = &Adapter[H, T]{
-		c:       c,
-		handler: handler,
-		stores:  stores,
+		c:        c,
+		handler:  handler,
+		stores:   stores,
+		journals: journals,
 	}
 	var types []MessageType
 	for i := range c.Inputs {
@@ -360,6 +365,15 @@ func (a *Adapter[H, T]) ConsumeMessage(shard Shard, store Store, env message.Env
 	if err != nil {
 		return err
 	}
+	if g, ok := a.guards.Load(shard.Spec().Id); ok && g.(*partitionGuard).store == store {
+		if keyed, ok := env.Message.(partition.Keyed); ok {
+			var g = g.(*partitionGuard)
+			g.key = keyed.AppendPartitionKey(g.key[:0])
+			if err = g.checkMessage(shard, env, g.key); err != nil {
+				return err
+			}
+		}
+	}
 	var typ = reflect.TypeOf(env.Message)
 	for _, in := range a.inputs {
 		if in.typ != typ {
@@ -380,6 +394,16 @@ func (a *Adapter[H, T]) BeginTxn(shard Shard, store Store) error {
 		return err
 	}
 	a.txns.Store(store, tx)
+	if kvs, ok := store.(KVStore); ok && a.c.NewTxn != nil && a.journals != nil {
+		// The state of a consumer with tables is built under a partitioning
+		// of its sources, checked at each transaction's beginning.
+		var g, err = a.guardPartitions(shard, store, kvs.KV())
+		if err != nil {
+			return err
+		} else if err = g.check(shard, a.c.Name); err != nil {
+			return err
+		}
+	}
 	if bf, ok := any(a.handler).(BeginFinisher); ok {
 		return bf.BeginTxn(shard, store)
 	}

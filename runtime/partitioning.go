@@ -1,0 +1,170 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	pb "go.gazette.dev/core/broker/protocol"
+	"go.gazette.dev/core/labels"
+	"go.gazette.dev/core/message"
+
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
+)
+
+// PartitioningKey is the key, in the KV of a consumer with tables, of the
+// partitioning its shard's state was built under: for each family of
+// journal messages the shard reads (the journals of one message type), how
+// many partitions it had, and the version of the mapping of partition keys
+// to partitions (partition.Index). It's written in the shard's first
+// transaction, so committed with its checkpoint. Its first byte, 0x01,
+// begins no table's key (theirs begin with the encoding of a string).
+const PartitioningKey = "\x01gazconsumer/partitioning"
+
+// MappingVersion is the version of partition.Index's mapping of partition
+// keys to partitions that shards record.
+const MappingVersion = 1
+
+// Partitioning is the value at PartitioningKey, as JSON.
+type Partitioning struct {
+	// Families maps the message type of each family the shard reads to its
+	// count of partition journals.
+	Families map[string]int `json:"families"`
+	// Mapping is the version of the mapping (MappingVersion).
+	Mapping int `json:"mapping"`
+}
+
+// ErrRepartitioned is wrapped by the error failing a shard whose sources'
+// family no longer has the partitions its state was built under.
+var ErrRepartitioned = fmt.Errorf("the partitions of a family the shard reads changed since its state was built")
+
+// partitionGuard holds, for one shard's store, the partitioning its state was
+// built under, and checks the shard's sources against it.
+type partitionGuard struct {
+	store   Store // Whose state was built under built.
+	built   Partitioning
+	key     []byte // Scratch space of partition keys.
+	lists   map[string]message.PartitionsFunc // Of each family read.
+	sources map[pb.Journal]int                // Each source's index in its family, as built.
+}
+
+// guardPartitions returns the partitionGuard of store, which reads and (on
+// its first transaction) writes the record of kv.
+//
+// Guards are kept by shard id, one a shard (a shard's next store, of another
+// assignment, has its own).
+func (a *Adapter[H, T]) guardPartitions(shard Shard, store Store, kv KV) (*partitionGuard, error) {
+	var id = shard.Spec().Id
+	if g, ok := a.guards.Load(id); ok && g.(*partitionGuard).store == store {
+		return g.(*partitionGuard), nil
+	}
+	var g = &partitionGuard{store: store, lists: make(map[string]message.PartitionsFunc), sources: make(map[pb.Journal]int)}
+	var current = Partitioning{Families: make(map[string]int), Mapping: MappingVersion}
+	var listed = make(map[pb.Journal]string) // Family of each journal listed.
+	var index = make(map[pb.Journal]int)
+	for _, in := range a.inputs {
+		if _, ok := g.lists[in.Name]; ok {
+			continue
+		}
+		var list = a.families.of(a.journals, in.Name)
+		g.lists[in.Name] = list
+		var journals = list().Journals
+		if len(journals) == 0 {
+			continue // Not listed yet: unknown.
+		}
+		current.Families[in.Name] = len(journals)
+		for i, j := range journals {
+			listed[j.Spec.Name], index[j.Spec.Name] = in.Name, i
+		}
+	}
+
+	var b, found, err = kv.Get([]byte(PartitioningKey))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("shard %s: reading the partitioning its state was built under: %w", id, err)
+	case found:
+		if err = json.Unmarshal(b, &g.built); err != nil {
+			return nil, fmt.Errorf("shard %s: decoding the partitioning its state was built under (%q): %w", id, b, err)
+		}
+		if g.built.Mapping != MappingVersion {
+			return nil, fmt.Errorf("shard %s: %w: its state was built under version %d of the mapping of partition keys, this build maps by version %d", id, ErrRepartitioned, g.built.Mapping, MappingVersion)
+		}
+	default:
+		g.built = current
+		if b, err = json.Marshal(g.built); err != nil {
+			return nil, fmt.Errorf("shard %s: encoding its partitioning: %w", id, err)
+		} else if err = kv.Put([]byte(PartitioningKey), b); err != nil {
+			return nil, fmt.Errorf("shard %s: recording the partitioning its state is built under: %w", id, err)
+		}
+	}
+	for _, src := range shard.Spec().Sources {
+		if family, ok := listed[src.Journal]; ok {
+			if n, ok := g.built.Families[family]; ok && index[src.Journal] < n {
+				g.sources[src.Journal] = index[src.Journal]
+			}
+		}
+	}
+	a.guards.Store(id, g)
+	return g, nil
+}
+
+// check fails if a family the shard reads has other than the partitions its
+// state was built under.
+func (g *partitionGuard) check(shard Shard, consumer string) error {
+	for _, family := range slices.Sorted(maps.Keys(g.lists)) {
+		var n = len(g.lists[family]().Journals)
+		var built, ok = g.built.Families[family]
+		if n == 0 || !ok || n == built {
+			continue // Not listed (yet), or as built.
+		}
+		return fmt.Errorf("shard %s: %w: family %s=%s now has %d partitions, but the shard's state was built under %d (recorded with its checkpoint). "+
+			"Committing under the new partitioning would split the state of a key between shards, so the shard stops. "+
+			"Restore the family to %d journals (gazctl journals apply), or rebuild consumer %s under the new partitioning: "+
+			"its state must be split by key across the new shards",
+			shard.Spec().Id, ErrRepartitioned, labels.MessageType, family, n, built, built, consumer)
+	}
+	return nil
+}
+
+// checkMessage fails if the partition key of the message of env maps to
+// another partition of its family, under the partitioning the shard's state
+// was built under, than the journal it was read from: it was published
+// under another partitioning.
+func (g *partitionGuard) checkMessage(shard Shard, env message.Envelope, key []byte) error {
+	var i, ok = g.sources[env.Journal.Name]
+	if !ok {
+		return nil
+	}
+	var family = env.Journal.LabelSet.ValueOf(labels.MessageType)
+	var n = g.built.Families[family]
+	if k := partition.Index(key, n); k != i {
+		return fmt.Errorf("shard %s: %w: the message at offset %d of journal %s (partition %d of %d of family %s=%s) has a partition key of partition %d of %d: "+
+			"it was published under another partitioning, and its key's state is held by another shard",
+			shard.Spec().Id, ErrRepartitioned, env.Begin, env.Journal.Name, i, n, labels.MessageType, family, k, n)
+	}
+	return nil
+}
+
+// families lists the journals of each family (message type), as an Adapter
+// asks them of its PartitionLister, once each.
+type families struct {
+	mu    sync.Mutex
+	lists map[string]message.PartitionsFunc
+}
+
+// of returns the listing of the journals of message type name.
+func (f *families) of(lister PartitionLister, name string) message.PartitionsFunc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.lists[name]; ok {
+		return l
+	}
+	if f.lists == nil {
+		f.lists = make(map[string]message.PartitionsFunc)
+	}
+	var l = lister.Partitions(pb.LabelSelector{Include: pb.MustLabelSet(labels.MessageType, name)})
+	f.lists[name] = l
+	return l
+}
