@@ -45,7 +45,7 @@ var ErrRepartitioned = fmt.Errorf("the partitions of a family the shard reads ch
 type partitionGuard struct {
 	store   Store // Whose state was built under built.
 	built   Partitioning
-	key     []byte // Scratch space of partition keys.
+	key     []byte                            // Scratch space of partition keys.
 	lists   map[string]message.PartitionsFunc // Of each family read.
 	sources map[pb.Journal]int                // Each source's index in its family, as built.
 }

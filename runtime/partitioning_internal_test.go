@@ -44,7 +44,9 @@ type family struct {
 	n   int
 }
 
-func (f *family) journal(i int) pb.Journal { return pb.Journal(fmt.Sprintf("fam/%s/part-%03d", f.typ, i)) }
+func (f *family) journal(i int) pb.Journal {
+	return pb.Journal(fmt.Sprintf("fam/%s/part-%03d", f.typ, i))
+}
 
 func (f *family) spec(i int) *pb.JournalSpec {
 	return &pb.JournalSpec{Name: f.journal(i), LabelSet: pb.MustLabelSet(labels.MessageType, f.typ)}
