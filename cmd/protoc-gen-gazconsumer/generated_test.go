@@ -13,6 +13,7 @@ import (
 	"go/types"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -204,6 +205,12 @@ type randomOutcomes struct {
 	accepted, rejected int
 	files              map[string][]byte // Go files generated, by path within module example.test/golden.
 	sources            map[string]map[string]string
+	protos             map[string][]string // The .proto files accepted, by the Go import path of their code.
+}
+
+// newRandomOutcomes returns outcomes of no sample yet.
+func newRandomOutcomes() *randomOutcomes {
+	return &randomOutcomes{files: map[string][]byte{}, sources: map[string]map[string]string{}, protos: map[string][]string{}}
 }
 
 // runRandom runs sample s through the plugin (scaffolding if scaffold) and
@@ -227,6 +234,9 @@ func (o *randomOutcomes) run(t testing.TB, s randomSample, scaffold bool, rng *r
 	}
 	o.accepted++
 	o.sources[s.name] = s.files
+	for _, p := range s.paths {
+		o.protos[s.goPaths[p]] = append(o.protos[s.goPaths[p]], p)
+	}
 	const prefix = "example.test/golden/"
 	for _, resp := range []*pluginpb.CodeGeneratorResponse{runProtocGenGo(t, req), g.resp} {
 		for _, f := range resp.File {
@@ -251,16 +261,21 @@ func sampleOf(p string) string {
 // TestRandomProtos takes random samples of annotated .proto files through
 // the plugin: each is rejected with an error positioned in one of its
 // files, or its output (generated files, harnesses and scaffolds) compiles
-// and is vet clean, all in one module and one go vet. FuzzRandomProtos
-// takes more, type-checking them in process.
+// and is vet clean, all in one module and one go vet, and its messages,
+// populated with random values, round-trip through the codecs and framings
+// of generated code (see testdata/roundtrip), all in one test binary.
+// FuzzRandomProtos takes more, type-checking them (and the round trips) in
+// process.
 func TestRandomProtos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	o := &randomOutcomes{files: map[string][]byte{}, sources: map[string]map[string]string{}}
+	o := newRandomOutcomes()
 	rng := rand.New(rand.NewPCG(1, 2))
+	// GAZCONSUMER_RANDOM_SEED takes other samples than the usual ones.
+	seed, _ := strconv.ParseUint(os.Getenv("GAZCONSUMER_RANDOM_SEED"), 10, 64)
 	for i := range 40 {
-		s := newRandomSample(rand.New(rand.NewPCG(uint64(i), 0x5eed)), fmt.Sprintf("r%02d", i))
+		s := newRandomSample(rand.New(rand.NewPCG(uint64(i), 0x5eed+seed)), fmt.Sprintf("r%02d", i))
 		o.run(t, s, i%2 == 0, rng)
 	}
 	t.Logf("%d samples accepted, %d rejected", o.accepted, o.rejected)
@@ -282,12 +297,53 @@ func TestRandomProtos(t *testing.T) {
 			pkgs = append(pkgs, pkg)
 		}
 	}
+	for p, content := range roundTripFiles(t, o.protos, o.files, nil) {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sort.Strings(pkgs)
+	pkgs = append(pkgs, "./"+roundTripDir, "./"+roundTripAll)
 	cmd := exec.Command("go", append([]string{"vet"}, pkgs...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go vet of the accepted samples: %v\n%s\n%s", err, out, failingSources(string(out), o.sources))
+	}
+
+	// Every file accepted had its messages taken round, those with fast
+	// codecs and those without; and the usual samples accepted declare the
+	// constructs whose encodings differ most.
+	checked := runRoundTrip(t, dir)
+	var slow, fast int
+	for _, files := range o.protos {
+		for _, f := range files {
+			c, ok := checked[f]
+			if !ok {
+				t.Errorf("the messages of %s were not taken round", f)
+			}
+			slow, fast = slow+c[0], fast+c[1]
+		}
+	}
+	t.Logf("messages taken round: %d with fast codecs, %d without", fast, slow)
+	if fast < 20 || slow < 20 {
+		t.Errorf("%d messages with fast codecs and %d without were taken round: the samples no longer exercise both", fast, slow)
+	}
+	var all strings.Builder
+	for _, files := range o.sources {
+		for _, src := range files {
+			all.WriteString(src)
+		}
+	}
+	for _, construct := range []string{"group ", "extend ", "extensions ", "oneof ", "map<", "packed = true", "packed = false",
+		"default = ", "repeated_field_encoding = EXPANDED", "message_encoding = DELIMITED", "google.protobuf.Duration", "required "} {
+		if !strings.Contains(all.String(), construct) && seed == 0 {
+			t.Errorf("no sample accepted declares %q", construct)
+		}
 	}
 }
 
@@ -313,11 +369,12 @@ func FuzzRandomProtos(f *testing.F) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	f.Fuzz(func(t *testing.T, seed1, seed2 uint64, scaffold bool) {
 		s := newRandomSample(rand.New(rand.NewPCG(seed1, seed2)), "fz")
-		o := &randomOutcomes{files: map[string][]byte{}, sources: map[string]map[string]string{}}
+		o := newRandomOutcomes()
 		o.run(t, s, scaffold, rng)
 		if o.accepted == 0 {
 			return
 		}
+		maps.Copy(o.files, roundTripFiles(t, o.protos, o.files, nil))
 		if err := tc.check(o.files); err != nil {
 			t.Fatalf("the output does not type-check: %v\n%s", err, dumpSources(s.files))
 		}
@@ -352,7 +409,10 @@ func newTypeChecker(t testing.TB) *typeChecker {
 		"google.golang.org/protobuf/types/gofeaturespb", "google.golang.org/protobuf/proto",
 		"github.com/planetscale/vtprotobuf/protohelpers",
 		"github.com/planetscale/vtprotobuf/types/known/timestamppb", "github.com/planetscale/vtprotobuf/types/known/emptypb",
-		"bufio", "encoding/binary", "errors", "fmt", "io", "math", "reflect", "sync", "testing", "time", "unicode/utf8", "unsafe",
+		"google.golang.org/protobuf/reflect/protoregistry", "google.golang.org/protobuf/encoding/prototext",
+		"go.gazette.dev/core/labels",
+		"bufio", "bytes", "encoding/binary", "errors", "fmt", "hash/fnv", "io", "math", "math/rand/v2", "reflect", "slices", "strings", "sync",
+		"testing", "time", "unicode/utf8", "unsafe",
 	} {
 		fmt.Fprintf(&deps, "\t_ %q\n", p)
 	}

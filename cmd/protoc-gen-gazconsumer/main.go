@@ -29,8 +29,11 @@
 // of vtprotobuf's generator (github.com/planetscale/vtprotobuf) into
 // NAME_vtproto.pb.go, which package runtime/codec uses in place of
 // protobuf's reflection to decode journal messages and encode and decode
-// table rows. With codecs=none it doesn't: give that option when running
-// protoc-gen-go-vtproto too (both would write NAME_vtproto.pb.go).
+// table rows; but not for a file whose messages the generator doesn't
+// encode as protobuf does (groups, extensions), nor for one with fields of
+// those of its proto package. With codecs=none it doesn't: give that option
+// when running protoc-gen-go-vtproto too (both would write
+// NAME_vtproto.pb.go).
 package main
 
 import (

@@ -16,9 +16,10 @@ import (
 // locals and methods of generated code. The plugin must reject it, with an
 // error positioned in a .proto file, or generate Go that compiles.
 type randomSample struct {
-	name  string
-	files map[string]string // By path.
-	paths []string          // In the order the request lists them.
+	name    string
+	files   map[string]string // By path.
+	paths   []string          // In the order the request lists them.
+	goPaths map[string]string // Go import paths of the files, by path.
 }
 
 // Pools of names: plain ones, and those that clash with what generated
@@ -52,7 +53,13 @@ var (
 	// randomValueKinds are the types of other fields.
 	randomValueKinds = []string{"double", "float", "string", "int64", "repeated string", "map<string, int64>", "bytes", "ENUM",
 		"repeated int32", "repeated double", "sint32", "fixed32", "sfixed64", "bool", "uint32", "map<int32, bytes>",
-		"google.protobuf.Timestamp", "repeated google.protobuf.Timestamp"}
+		"google.protobuf.Timestamp", "repeated google.protobuf.Timestamp", "google.protobuf.Duration",
+		"MSG", "repeated MSG", "map<string, MSG>", "map<uint64, google.protobuf.Timestamp>", "repeated ENUM", "map<sint32, ENUM>",
+		"repeated sint64", "repeated fixed32", "repeated sfixed64", "repeated bool", "repeated float", "repeated uint64",
+		"repeated bytes", "map<bool, string>", "map<fixed64, double>"}
+	// randomScalarKinds are the types of extensions and of the fields of
+	// groups.
+	randomScalarKinds = []string{"int32", "sint64", "uint64", "fixed32", "sfixed64", "double", "float", "bool", "string", "bytes", "ENUM"}
 )
 
 // pick returns a name of pool: one that clashes, one time in clashOdds.
@@ -79,6 +86,15 @@ type randomFile struct {
 	// journal messages, by package-relative name: a queries service copies
 	// them into its requests.
 	keys, partitionKeys map[string][]fieldDecl
+	// msgs are the full names (with a leading dot) of the messages declared
+	// so far, and imported those of the files rf imports, which fields
+	// may be of.
+	msgs, imported []string
+	// extends are the extend blocks of the file, and groups counts its
+	// groups, which names them.
+	extends strings.Builder
+	groups  int
+	index   int // Of the file in its package, which names its groups.
 }
 
 // ref is a message of a package, by package-relative name.
@@ -94,7 +110,7 @@ func (d fieldDecl) renumbered(n int) string {
 
 // newRandomSample returns the sample of r named name.
 func newRandomSample(r *rand.Rand, name string) randomSample {
-	s := randomSample{name: name, files: map[string]string{}}
+	s := randomSample{name: name, files: map[string]string{}, goPaths: map[string]string{}}
 	var files []*randomFile
 	dirs := slices.Clone(randomDirs)
 	r.Shuffle(len(dirs), func(i, j int) { dirs[i], dirs[j] = dirs[j], dirs[i] })
@@ -115,6 +131,7 @@ func newRandomSample(r *rand.Rand, name string) randomSample {
 				goPackage:     goPackage,
 				keys:          map[string][]fieldDecl{},
 				partitionKeys: map[string][]fieldDecl{},
+				index:         f,
 			}
 			if rf.syntax == "2023" && r.IntN(4) == 0 {
 				rf.body.WriteString("option features.(pb.go).api_level = " + []string{"API_OPAQUE", "API_HYBRID"}[r.IntN(2)] + ";\n")
@@ -133,6 +150,7 @@ func newRandomSample(r *rand.Rand, name string) randomSample {
 	for _, rf := range files {
 		s.files[rf.path] = rf.render()
 		s.paths = append(s.paths, rf.path)
+		s.goPaths[rf.path], _, _ = strings.Cut(rf.goPackage, ";")
 	}
 	return s
 }
@@ -149,15 +167,19 @@ func (rf *randomFile) visible(files []*randomFile) []*randomFile {
 }
 
 // field returns the declaration of a field of type typ, named name and
-// numbered n, with presence or not as the file's syntax allows.
+// numbered n, with presence or not as the file's syntax allows, and perhaps
+// a default or another encoding of lists. In typ, ENUM stands for the
+// file's enum, and MSG for a message of the file or of one it imports.
 func (rf *randomFile) field(r *rand.Rand, typ, name string, n int, key bool) string {
-	var label, opts string
-	var inEnum = typ == "ENUM"
-	if inEnum {
-		typ = rf.enum
-	}
-	message := typ == "google.protobuf.Timestamp"
+	var label string
+	var opts []string
+	typ = strings.ReplaceAll(typ, "ENUM", rf.enum)
+	isRef := strings.Contains(typ, "MSG")
+	typ = strings.ReplaceAll(typ, "MSG", rf.msgRef(r))
 	repeated := strings.HasPrefix(typ, "repeated ") || strings.HasPrefix(typ, "map<")
+	elem := strings.TrimPrefix(typ, "repeated ")
+	message := !strings.HasPrefix(typ, "map<") && (isRef || strings.HasPrefix(elem, "google.protobuf."))
+	packable := strings.HasPrefix(typ, "repeated ") && !message && elem != "string" && elem != "bytes"
 	switch rf.syntax {
 	case "proto2":
 		if !repeated {
@@ -165,25 +187,129 @@ func (rf *randomFile) field(r *rand.Rand, typ, name string, n int, key bool) str
 			if !key {
 				label = "optional "
 			}
+			if label == "optional " && !message && r.IntN(4) == 0 {
+				opts = append(opts, "default = "+rf.defaultOf(r, typ))
+			}
+		}
+		if packable && r.IntN(2) == 0 {
+			opts = append(opts, "packed = true")
 		}
 	case "proto3":
 		if !repeated && !message && r.IntN(3) == 0 {
 			label = "optional "
 		}
+		if packable && r.IntN(2) == 0 {
+			opts = append(opts, "packed = false")
+		}
 	case "2023":
 		if !repeated && !message && r.IntN(2) == 0 {
-			opts = " [features.field_presence = IMPLICIT]" // The file's enum is open.
+			opts = append(opts, "features.field_presence = IMPLICIT") // The file's enum is open.
 		}
 		if message && r.IntN(3) == 0 {
-			opts = " [features.message_encoding = DELIMITED]"
+			opts = append(opts, "features.message_encoding = DELIMITED")
+		}
+		if packable && r.IntN(3) == 0 {
+			opts = append(opts, "features.repeated_field_encoding = EXPANDED")
 		}
 	}
-	return fmt.Sprintf("  %s%s %s = %d%s;\n", label, typ, name, n, opts)
+	var o string
+	if len(opts) != 0 {
+		o = " [" + strings.Join(opts, ", ") + "]"
+	}
+	return fmt.Sprintf("  %s%s %s = %d%s;\n", label, typ, name, n, o)
+}
+
+// msgRef returns the full name of a message a field of rf may be of: one
+// declared in rf so far (the message being declared among them), or in a
+// file rf imports.
+func (rf *randomFile) msgRef(r *rand.Rand) string {
+	all := append(slices.Clone(rf.msgs), rf.imported...)
+	return all[r.IntN(len(all))]
+}
+
+// defaultOf returns a default value of a field of type typ, a scalar, in
+// a proto2 file.
+func (rf *randomFile) defaultOf(r *rand.Rand, typ string) string {
+	var pool []string
+	switch typ {
+	case "int32", "int64", "sint32", "sint64", "sfixed32", "sfixed64":
+		pool = []string{"-7", "42", "0", "-2147483648"}
+	case "uint32", "uint64", "fixed32", "fixed64":
+		pool = []string{"7", "0", "4294967295"}
+	case "double", "float":
+		pool = []string{"-0.5", "inf", "-inf", "nan", "1e10", "-0"}
+	case "bool":
+		pool = []string{"true", "false"}
+	case "string":
+		pool = []string{`"d\"q é"`, `""`}
+	case "bytes":
+		pool = []string{`"\001b\377"`, `""`}
+	default: // The file's enum.
+		pool = []string{strings.ToUpper(rf.enum) + "_TWO", strings.ToUpper(rf.enum) + "_UNSPECIFIED"}
+	}
+	return pool[r.IntN(len(pool))]
+}
+
+// group returns the declaration of a group (proto2) numbered n, with label
+// (empty in a oneof), indented by indent, whose fields are of random
+// scalar types, and perhaps a group nested in it, if depth allows.
+func (rf *randomFile) group(r *rand.Rand, label, indent string, n, depth int) string {
+	rf.groups++
+	name := fmt.Sprintf("%s%dF%d", []string{"Extra", "Pick", "Note"}[r.IntN(3)], rf.groups, rf.index)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s%sgroup %s = %d {\n", indent, label, name, n)
+	m := 1
+	for range 1 + r.IntN(3) {
+		kind := randomScalarKinds[r.IntN(len(randomScalarKinds))]
+		if kind == "ENUM" && rf.enum == "" {
+			kind = "int32"
+		}
+		if r.IntN(3) == 0 {
+			kind = "repeated " + kind
+		}
+		b.WriteString(indent + rf.field(r, kind, fmt.Sprintf("g%d", m), m, false))
+		m++
+	}
+	if depth < 2 && r.IntN(3) == 0 {
+		b.WriteString(rf.group(r, "optional ", indent+"  ", m, depth+1))
+	}
+	fmt.Fprintf(&b, "%s}\n", indent)
+	return b.String()
+}
+
+// extend declares, in rf's extend blocks, extensions of message full (a
+// proto2 message of rf, by package-relative name) numbered from n.
+func (rf *randomFile) extend(r *rand.Rand, full string, n int) {
+	b := &rf.extends
+	fmt.Fprintf(b, "extend %s {\n", full)
+	prefix := "ext_" + strings.ToLower(strings.ReplaceAll(full, ".", "_"))
+	for i := range 1 + r.IntN(3) {
+		switch r.IntN(4) {
+		case 0:
+			b.WriteString(rf.group(r, "optional ", "  ", n, 1))
+		case 1:
+			b.WriteString(rf.field(r, "MSG", fmt.Sprintf("%s_%d", prefix, i), n, false))
+		default:
+			kind := randomScalarKinds[r.IntN(len(randomScalarKinds))]
+			if kind == "ENUM" && rf.enum == "" {
+				kind = "int32"
+			}
+			if r.IntN(3) == 0 {
+				kind = "repeated " + kind
+			}
+			b.WriteString(rf.field(r, kind, fmt.Sprintf("%s_%d", prefix, i), n, false))
+		}
+		n++
+	}
+	b.WriteString("}\n\n")
 }
 
 // generate writes the declarations of rf.
 func (rf *randomFile) generate(r *rand.Rand, usedMsgs map[string]bool, files []*randomFile) {
 	var b = &rf.body
+	for _, f := range rf.visible(files)[1:] {
+		rf.imported = append(rf.imported, f.msgs...)
+	}
 	if r.IntN(2) == 0 || rf.syntax == "proto2" {
 		e := "Kind" + strings.ToUpper(string(rune('A'+r.IntN(26)))) + fmt.Sprint(r.IntN(1000))
 		for usedMsgs[e] {
@@ -212,6 +338,7 @@ func (rf *randomFile) generate(r *rand.Rand, usedMsgs map[string]bool, files []*
 func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix string, depth int) {
 	indent := strings.Repeat("  ", depth)
 	fmt.Fprintf(b, "%smessage %s {\n", indent, name)
+	rf.msgs = append(rf.msgs, "."+rf.pkg+"."+prefix+name)
 	fields := slices.Clone(randomFieldNames[0])
 	r.Shuffle(len(fields), func(i, j int) { fields[i], fields[j] = fields[j], fields[i] })
 	if r.IntN(16) == 0 {
@@ -233,11 +360,8 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 		}
 		if r.IntN(4) == 0 {
 			kind := randomValueKinds[r.IntN(len(randomValueKinds))]
-			if kind == "ENUM" && rf.enum == "" {
-				kind = "int32"
-			}
-			if rf.syntax == "proto2" && strings.HasPrefix(kind, "map<") {
-				kind = "repeated string"
+			if rf.enum == "" {
+				kind = strings.ReplaceAll(kind, "ENUM", "int32")
 			}
 			decls = append(decls, rf.field(r, kind, fname, n, false))
 		} else {
@@ -290,10 +414,44 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 		opts = append(opts, indent+"  option (gazconsumer.v1.message).table = {"+tname+"key: ["+strings.Join(keys, ", ")+"]};\n")
 		rf.tables = append(rf.tables, full)
 	}
-	if len(all) > 2 && r.IntN(5) == 0 && rf.syntax != "2023" {
+	if rf.syntax == "proto2" {
+		// Groups, which only proto2 declares.
+		for range r.IntN(3) * r.IntN(2) {
+			decls = append(decls, rf.group(r, []string{"optional ", "repeated "}[r.IntN(2)], "  ", n, 0))
+			n++
+		}
+	}
+	if len(all) > 1 && r.IntN(3) == 0 {
 		// A oneof of value fields.
-		decls = append(decls, fmt.Sprintf("  oneof choice {\n    string one_a = %d;\n    int64 one_b = %d;\n  }\n", n, n+1))
-		n += 2
+		var o strings.Builder
+		o.WriteString("  oneof choice {\n")
+		kinds := []string{"string", "int64", "bytes", "double", "MSG", "google.protobuf.Timestamp", "ENUM", "GROUP"}
+		for i := range 2 + r.IntN(3) {
+			kind := kinds[r.IntN(len(kinds))]
+			switch {
+			case kind == "GROUP" && rf.syntax == "proto2":
+				o.WriteString(rf.group(r, "", "    ", n, 1))
+				n++
+				continue
+			case kind == "GROUP":
+				kind = "sint32"
+			case kind == "ENUM" && rf.enum == "":
+				kind = "fixed64"
+			case kind == "ENUM":
+				kind = rf.enum
+			case kind == "MSG":
+				kind = rf.msgRef(r)
+			}
+			fmt.Fprintf(&o, "    %s one_%c = %d;\n", kind, 'a'+i, n)
+			n++
+		}
+		o.WriteString("  }\n")
+		decls = append(decls, o.String())
+	}
+	if rf.syntax == "proto2" && r.IntN(4) == 0 {
+		// Extensions, declared in the file.
+		decls = append(decls, "  extensions 100 to 199;\n")
+		rf.extend(r, full, 100)
 	}
 	for _, o := range opts {
 		b.WriteString(o)
@@ -458,10 +616,14 @@ func (rf *randomFile) render() string {
 	}
 	fmt.Fprintf(&b, "package %s;\n\n", rf.pkg)
 	imports := append([]string{"gazconsumer/v1/options.proto", "google/protobuf/empty.proto", "google/protobuf/timestamp.proto"}, rf.imports...)
+	if strings.Contains(rf.body.String()+rf.extends.String(), "google.protobuf.Duration") {
+		imports = append(imports, "google/protobuf/duration.proto")
+	}
 	for _, imp := range imports {
 		fmt.Fprintf(&b, "import %q;\n", imp)
 	}
 	fmt.Fprintf(&b, "\noption go_package = %q;\n\n", rf.goPackage)
 	b.WriteString(rf.body.String())
+	b.WriteString(rf.extends.String())
 	return b.String()
 }
