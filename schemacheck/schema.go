@@ -51,6 +51,7 @@ type journal struct {
 	framing      gcv1.Framing // Normalized: FRAMING_UNSPECIFIED is FRAMING_PROTOBUF.
 	uuid         keyField
 	partitionKey []keyField
+	partitions   uint32 // Of its family: 0 if it declares none.
 }
 
 // consumer is a service annotated as a consumer.
@@ -191,6 +192,9 @@ func (s *schema) addJournal(m protoreflect.MessageDescriptor, o *gcv1.JournalMes
 	}
 	if o.GetUuidField() != "" {
 		j.uuid = field(m, o.GetUuidField(), false)
+	}
+	if o.GetFamily() != nil {
+		j.partitions = max(1, o.GetFamily().GetPartitions()) // Defaults to 1.
 	}
 	for _, name := range o.GetPartitionKey() {
 		j.partitionKey = append(j.partitionKey, field(m, name, false))

@@ -375,6 +375,14 @@ func (c *checker) checkJournal(o, n *journal) {
 		c.report(pos, Breaking, "%s: uuid_field changes from %s (field %d) to %s (field %d): the messages already in its journals carry their UUID in field %d, so consumers read them without one and can neither sequence them nor drop their duplicates: exactly-once is lost",
 			what, o.uuid.name, o.uuid.fd.Number(), n.uuid.name, n.uuid.fd.Number(), o.uuid.fd.Number())
 	}
+	if o.partitions != 0 && n.partitions != 0 && o.partitions != n.partitions {
+		for _, cs := range c.cur.consumers {
+			if len(cs.tables) != 0 && cs.consumes(n.msg.FullName()) {
+				c.report(pos, Breaking, "%s: family.partitions changes from %d to %d, and consumer %s, which holds tables, reads it: its shards' state is built under %d partitions (each shard records it with its checkpoint), and they fail once the family has %d, rather than split a key's state between shards; growing a consumer needs its state split by key across new shards, which gazconsumer does not do online yet: keep partitions: %d",
+					what, o.partitions, n.partitions, cs.svc.FullName(), o.partitions, n.partitions, o.partitions)
+			}
+		}
+	}
 	d := diffKeys(o.partitionKey, n.partitionKey)
 	routed := fmt.Sprintf("messages published from now on map to other partitions than the earlier messages of equal %s, so a key's messages and the state built from them are split between shards", keyString(o.partitionKey))
 	if len(o.partitionKey) == 0 {

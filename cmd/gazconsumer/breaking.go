@@ -42,7 +42,8 @@ func newBreakingCmd() *cobra.Command {
 previous one, and refuses the changes that break what consumers have stored:
 a table's name changed, its key fields added, removed, reordered, retyped or
 reversed, a stored value field's number reused with another type; a journal
-message's framing, uuid_field, message_type or partition key changed; a
+message's framing, uuid_field, message_type or partition key changed, or
+its family's partitions where a consumer holding tables reads it; a
 consumer that drops a table or a handler rpc. It prints each as
 file:line:col: what changed and what becomes of the stored data, and exits
 with status 1 if there is any (as it does if an input is unusable). A table
