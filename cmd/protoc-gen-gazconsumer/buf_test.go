@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -169,4 +173,112 @@ func TestFreshProto(t *testing.T) {
 	}
 	run(t, dir, "go", "vet", "./...")
 	run(t, dir, "go", "build", "./...")
+}
+
+// TestBufScaffoldClash runs buf over two directories of .proto files, each
+// declaring a consumer Auditor (a.v1.Auditor, b.v1.Auditor) scaffolded
+// into one directory: buf runs the plugin once per directory, so that no
+// run sees both. A later run, or one alongside, fails naming both, at the
+// consumer it refuses; the scaffold of the other is left whole.
+func TestBufScaffoldClash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs buf")
+	}
+	buf := bufPath(t)
+	dir := t.TempDir()
+	run(t, "../..", "go", "build", "-o", filepath.Join(dir, "protoc-gen-gazconsumer"), "./cmd/protoc-gen-gazconsumer")
+	options, err := os.ReadFile("../../proto/gazconsumer/v1/options.proto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"go.mod":                            "module example.test/golden\n",
+		"deps/gazconsumer/v1/options.proto": string(options),
+		"buf.yaml":                          "version: v2\nmodules:\n  - path: proto\n  - path: deps\n",
+		"buf.gen.yaml": "version: v2\nplugins:\n  - local: " + filepath.Join(dir, "protoc-gen-gazconsumer") +
+			"\n    out: gen\n    opt: [paths=import, module=example.test/golden, scaffold=internal, scaffold_main=cmd]\n",
+	}
+	for _, pkg := range []string{"a", "b"} {
+		files["proto/"+pkg+"/v1/auditor.proto"] = strings.ReplaceAll(auditorProto, "PKG", pkg)
+	}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// generate runs buf generate with args, and returns its output, which must
+	// be a failure if fail.
+	generate := func(fail bool, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(buf, append([]string{"generate"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if (err != nil) != fail {
+			t.Fatalf("buf generate %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	// scaffolds returns the consumer whose scaffolds both files are, or "".
+	scaffolds := func() string {
+		t.Helper()
+		var owners []string
+		for _, path := range []string{"internal/auditor/handlers.go", "cmd/auditor/main.go"} {
+			src, err := os.ReadFile(filepath.Join(dir, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parser.ParseFile(token.NewFileSet(), path, src, 0); err != nil {
+				t.Fatalf("%s is not whole: %v\n%s", path, err, src)
+			}
+			m := regexp.MustCompile(`^// Scaffold of consumer (\S+), written once`).FindSubmatch(src)
+			if m == nil {
+				t.Fatalf("%s has no marker:\n%s", path, src)
+			}
+			owners = append(owners, string(m[1]))
+		}
+		if owners[0] != owners[1] {
+			t.Fatalf("the handlers are those of %s, the command that of %s", owners[0], owners[1])
+		}
+		return owners[0]
+	}
+	refused := func(out, refused, holder string) {
+		t.Helper()
+		want := refused + "/v1/auditor.proto:16:1: the handlers of consumer " + refused + ".v1.Auditor would be scaffolded as " +
+			filepath.Join("internal", "auditor", "handlers.go") + ", which already holds the handlers of consumer " + holder + ".v1.Auditor; "
+		if !strings.Contains(out, want) {
+			t.Fatalf("buf generate's output does not say\n%s\nbut\n%s", want, out)
+		}
+	}
+
+	// Run by run.
+	generate(false, "--path", "proto/a")
+	if got := scaffolds(); got != "a.v1.Auditor" {
+		t.Fatalf("scaffolded %s, want a.v1.Auditor", got)
+	}
+	refused(generate(true, "--path", "proto/b"), "b", "a")
+	refused(generate(true), "b", "a")
+	generate(false, "--path", "proto/a")
+	if got := scaffolds(); got != "a.v1.Auditor" {
+		t.Fatalf("scaffolds are %s's, want a.v1.Auditor's", got)
+	}
+
+	// Both directories in one buf generate, from scratch.
+	for _, d := range []string{"internal", "cmd", "gen"} {
+		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := generate(true)
+	switch winner := scaffolds(); winner {
+	case "a.v1.Auditor":
+		refused(out, "b", "a")
+	case "b.v1.Auditor":
+		refused(out, "a", "b")
+	default:
+		t.Fatalf("scaffolds are %s's", winner)
+	}
 }

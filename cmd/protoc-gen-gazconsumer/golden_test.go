@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bufbuild/protocompile"
@@ -322,9 +325,10 @@ func TestScaffoldErrors(t *testing.T) {
 		services map[string]string // By package.
 		want     string
 	}{
-		{"keyword", map[string]string{"a": "Select"}, "a.proto:16:3: the handlers of consumer a.Select would be package select, a Go keyword; rename the service"},
-		{"main", map[string]string{"a": "Main"}, "a.proto:16:3: the handlers of consumer a.Main would be package main, which no package can import; rename the service"},
-		{"directory", map[string]string{"a": "Counter", "b": "counter"}, "b.proto:16:3: the directory of the handlers of consumer b.counter is named counter, as is the directory of the handlers of consumer a.Counter (a.proto:16:3), in directory DIR/internal (option scaffold); rename one of them"},
+		{"keyword", map[string]string{"a": "Select"}, "a.proto:15:1: the handlers of consumer a.Select would be package select, a Go keyword; rename the service"},
+		{"main", map[string]string{"a": "Main"}, "a.proto:15:1: the handlers of consumer a.Main would be package main, which no package can import; rename the service"},
+		{"directory", map[string]string{"a": "Counter", "b": "counter"}, "b.proto:15:1: the directory of the handlers of consumer b.counter is named counter, as is the directory of the handlers of consumer a.Counter (a.proto:15:1), in directory DIR/internal (option scaffold); rename one of them"},
+		{"same name", map[string]string{"a": "Auditor", "b": "Auditor"}, "b.proto:15:1: the directory of the handlers of consumer b.Auditor is named auditor, as is the directory of the handlers of consumer a.Auditor (a.proto:15:1), in directory DIR/internal (option scaffold); rename one of them"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sources := map[string]string{}
@@ -349,5 +353,161 @@ func TestScaffoldErrors(t *testing.T) {
 				t.Errorf("the plugin failed but wrote scaffolds: %v", entries)
 			}
 		})
+	}
+}
+
+// auditorProto is a .proto file of consumer PKG.v1.Auditor.
+const auditorProto = `syntax = "proto3";
+
+package PKG.v1;
+
+import "gazconsumer/v1/options.proto";
+import "google/protobuf/empty.proto";
+
+option go_package = "example.test/golden/PKG/v1;PKGv1";
+
+message Event {
+  option (gazconsumer.v1.message).journal = {uuid_field: "uuid"};
+  bytes uuid = 1;
+}
+
+// Auditor audits events.
+service Auditor {
+  option (gazconsumer.v1.consumer) = {};
+  rpc OnEvent(Event) returns (google.protobuf.Empty);
+}
+`
+
+// auditorRequest returns the request generating consumer PKG.v1.Auditor.
+func auditorRequest(t testing.TB, pkg string) *pluginpb.CodeGeneratorRequest {
+	path := pkg + "/v1/auditor.proto"
+	return compileSources(t, map[string]string{path: strings.ReplaceAll(auditorProto, "PKG", pkg)}, []string{path})
+}
+
+// clashError is the error of scaffolding the WHAT of consumer b.v1.Auditor
+// as FILE (of directory option OPTION), which holds that of a.v1.Auditor.
+const clashError = "b/v1/auditor.proto:16:1: the WHAT of consumer b.v1.Auditor would be scaffolded as FILE, which already holds the WHAT of consumer a.v1.Auditor; " +
+	"rename one of the services, or scaffold them into different directories (option OPTION); " +
+	`if that file is this consumer's, renamed since, make its first line "// Scaffold of consumer b.v1.Auditor, written once by protoc-gen-gazconsumer."`
+
+// TestScaffoldClashAcrossRuns checks that a run of the plugin refuses,
+// positioned at the consumer and naming both, to scaffold a consumer where
+// another run scaffolded another consumer of the same name: as buf runs
+// the plugin once per directory, so that no run sees both .proto files.
+func TestScaffoldClashAcrossRuns(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.test/golden\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := gengc.Options{ScaffoldDir: filepath.Join(dir, "internal"), ScaffoldMainDir: filepath.Join(dir, "cmd"), Codecs: gengc.CodecsNone}
+	handlers, command := filepath.Join(opts.ScaffoldDir, "auditor", "handlers.go"), filepath.Join(opts.ScaffoldMainDir, "auditor", "main.go")
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	write := func(path, content string) {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(what, file, option string) string {
+		return strings.NewReplacer("WHAT", what, "FILE", file, "OPTION", option).Replace(clashError)
+	}
+	// generate runs the plugin for consumer pkg.v1.Auditor, and checks its
+	// error, and that it leaves the scaffolds as they were if it fails.
+	generate := func(pkg, wantErr string) {
+		t.Helper()
+		before := [2]string{read(handlers), read(command)}
+		resp := runPluginOpts(auditorRequest(t, pkg), opts)
+		if resp.GetError() != wantErr {
+			t.Fatalf("consumer %s.v1.Auditor: error\n got: %s\nwant: %s", pkg, resp.GetError(), wantErr)
+		}
+		if wantErr != "" && (len(resp.File) != 0 || read(handlers) != before[0] || read(command) != before[1]) {
+			t.Errorf("consumer %s.v1.Auditor: the plugin failed, but generated %d files or changed the scaffolds", pkg, len(resp.File))
+		}
+	}
+
+	if resp := runPluginOpts(auditorRequest(t, "a"), opts); resp.Error != nil {
+		t.Fatal(resp.GetError())
+	}
+	for _, path := range []string{handlers, command} {
+		if got := read(path); !strings.HasPrefix(got, "// Scaffold of consumer a.v1.Auditor, written once by protoc-gen-gazconsumer.\n\n") {
+			t.Errorf("%s does not begin with the marker of consumer a.v1.Auditor:\n%s", path, got)
+		}
+	}
+	generate("b", want("handlers", handlers, "scaffold"))
+	generate("a", "") // Its own scaffold.
+
+	// Scaffolds written before the marker was, named by their first lines.
+	unmarked := func(path string) {
+		write(path, strings.TrimPrefix(read(path), "// Scaffold of consumer a.v1.Auditor, written once by protoc-gen-gazconsumer.\n\n"))
+	}
+	unmarked(handlers)
+	unmarked(command)
+	generate("b", want("handlers", handlers, "scaffold"))
+	generate("a", "")
+
+	// The command alone is another consumer's.
+	write(handlers, "package auditor\n")
+	generate("b", want("command", command, "scaffold_main"))
+
+	// Files naming no consumer (the user's own) are left alone.
+	write(command, "// Command auditor is mine.\npackage main\n")
+	generate("b", "")
+	if read(handlers) != "package auditor\n" || read(command) != "// Command auditor is mine.\npackage main\n" {
+		t.Error("the plugin overwrote files naming no consumer")
+	}
+
+	// The consumer renamed, and its scaffold's marker with it.
+	write(handlers, strings.ReplaceAll(read(handlers), "a.v1.Auditor", "b.v1.Auditor"))
+	generate("b", "")
+}
+
+// TestScaffoldClashConcurrent runs the plugin for two consumers of the same
+// name at once, as buf does for two directories: one scaffolds its
+// consumer, whole, and the other fails, naming both.
+func TestScaffoldClashConcurrent(t *testing.T) {
+	reqs := map[string]*pluginpb.CodeGeneratorRequest{"a": auditorRequest(t, "a"), "b": auditorRequest(t, "b")}
+	for i := range 20 {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.test/golden\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		opts := gengc.Options{ScaffoldDir: filepath.Join(dir, "internal"), ScaffoldMainDir: filepath.Join(dir, "cmd"), Codecs: gengc.CodecsNone}
+		errs := map[string]string{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for pkg, req := range reqs {
+			wg.Go(func() {
+				resp := runPluginOpts(req, opts)
+				mu.Lock()
+				errs[pkg] = resp.GetError()
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		winner, loser := "a", "b"
+		if errs["a"] != "" {
+			winner, loser = "b", "a"
+		}
+		if errs[winner] != "" || !strings.Contains(errs[loser], loser+"/v1/auditor.proto:16:1: the ") ||
+			!strings.Contains(errs[loser], "already holds the handlers of consumer "+winner+".v1.Auditor;") {
+			t.Fatalf("run %d: errors %q", i, errs)
+		}
+		for _, path := range []string{filepath.Join(opts.ScaffoldDir, "auditor", "handlers.go"), filepath.Join(opts.ScaffoldMainDir, "auditor", "main.go")} {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parser.ParseFile(token.NewFileSet(), path, src, 0); err != nil || !bytes.HasPrefix(src, []byte("// Scaffold of consumer "+winner+".v1.Auditor,")) {
+				t.Fatalf("run %d: %s is not the whole scaffold of %s.v1.Auditor (%v):\n%s", i, path, winner, err, src)
+			}
+		}
+		if entries, _ := filepath.Glob(filepath.Join(dir, "*", "auditor", "*.tmp")); len(entries) != 0 {
+			t.Fatalf("run %d: temporary files left: %v", i, entries)
+		}
 	}
 }

@@ -22,7 +22,10 @@
 // scaffold_main=CMD too, it also writes, once, the command of each consumer S
 // to CMD/s/main.go: a main package serving the consumer with the handlers of
 // DIR/s through runtime/service, configured by Gazette's consumer flags. The
-// import path of DIR/s is found from the go.mod at or above DIR.
+// import path of DIR/s is found from the go.mod at or above DIR. Both begin
+// with a line naming their consumer; a file there naming another consumer
+// (of the same name, in another package, scaffolded by another run) fails
+// the plugin, positioned at the service.
 //
 // By default the plugin also writes, for each NAME.proto of the proto2 or
 // proto3 syntax whose messages have the open or hybrid API, the fast codecs

@@ -59,7 +59,9 @@ const (
 type Options struct {
 	// ScaffoldDir, if set, is the directory into which handler stubs of
 	// each consumer are written once: as ScaffoldDir/<service>/handlers.go,
-	// in a package named for the service, unless that file exists.
+	// in a package named for the service, unless that file exists. Every
+	// scaffold begins with a line naming its consumer: generation fails if
+	// the file exists and names another.
 	ScaffoldDir string
 	// ScaffoldMainDir, if set, is the directory into which the command of
 	// each consumer is written once: as ScaffoldMainDir/<service>/main.go,

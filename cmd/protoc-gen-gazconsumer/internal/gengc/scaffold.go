@@ -7,9 +7,11 @@ import (
 	"go/format"
 	"go/token"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	pathpkg "path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +41,9 @@ type scaffolds struct {
 
 // planScaffolds returns the scaffolds of md. It fails, positioned at the
 // consumer, if the package of a consumer's scaffold would be no valid
-// package of handlers, or the directory of another consumer's.
+// package of handlers, or the directory of another consumer's: of this
+// request, or of one generated before (by another run of the plugin, as
+// buf runs it once per directory), which its scaffold's files name.
 func planScaffolds(md *model, opts Options) (*scaffolds, error) {
 	if opts.ScaffoldMainDir != "" && opts.ScaffoldDir == "" {
 		return nil, errors.New("option scaffold_main needs option scaffold too: the command it writes imports the handlers")
@@ -55,7 +59,7 @@ func planScaffolds(md *model, opts Options) (*scaffolds, error) {
 	for _, fm := range md.files {
 		for _, c := range fm.consumers {
 			pkg := strings.ToLower(c.svc.GoName)
-			p := optPos(c.svc.Desc)
+			p := posOf(c.svc.Desc) // Its name is at fault.
 			switch {
 			case token.IsKeyword(pkg):
 				return nil, errorAt(p, "the handlers of consumer %s would be package %s, a Go keyword; rename the service", c.svc.Desc.FullName(), pkg)
@@ -66,36 +70,107 @@ func planScaffolds(md *model, opts Options) (*scaffolds, error) {
 				return nil, err
 			}
 			sc.pkgs[c] = pkg
+			for _, f := range sc.files(c) {
+				if err := f.checkOwner(c); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	return sc, nil
 }
 
+// A scaffoldFile is a file of the scaffold of a consumer.
+type scaffoldFile struct {
+	path   string // Of the file.
+	what   string // What it holds: "handlers" or "command".
+	option string // The option naming the directory it is written in.
+}
+
+// files returns the files of the scaffold of consumer c.
+func (sc *scaffolds) files(c *consumer) []scaffoldFile {
+	out := []scaffoldFile{{filepath.Join(sc.opts.ScaffoldDir, sc.pkgs[c], "handlers.go"), "handlers", "scaffold"}}
+	if sc.opts.ScaffoldMainDir != "" {
+		out = append(out, scaffoldFile{filepath.Join(sc.opts.ScaffoldMainDir, sc.pkgs[c], "main.go"), "command", "scaffold_main"})
+	}
+	return out
+}
+
+// checkOwner fails, positioned at consumer c, if f exists and is the
+// scaffold of another consumer, as its first lines tell.
+func (f scaffoldFile) checkOwner(c *consumer) error {
+	content, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	name := string(c.svc.Desc.FullName())
+	if owner := scaffoldOwner(content); owner != "" && owner != name {
+		return errorAt(posOf(c.svc.Desc),
+			"the %s of consumer %s would be scaffolded as %s, which already holds the %s of consumer %s; "+
+				"rename one of the services, or scaffold them into different directories (option %s); "+
+				"if that file is this consumer's, renamed since, make its first line %q",
+			f.what, name, f.path, f.what, owner, f.option, strings.TrimSuffix(scaffoldMarker(name), "\n\n"))
+	}
+	return nil
+}
+
+// scaffoldMarker returns the first line of the scaffold of consumer name
+// (and a blank line): by it, a later generation knows whose scaffold a
+// file is.
+func scaffoldMarker(name string) string {
+	return "// Scaffold of consumer " + name + ", written once by protoc-gen-gazconsumer.\n\n"
+}
+
+// scaffoldOwners match the lines naming the consumer of a scaffold: its
+// marker, and the first lines of the handlers and the command scaffolded
+// before there was a marker.
+var scaffoldOwners = []*regexp.Regexp{
+	regexp.MustCompile(`^// Scaffold of consumer ([\w.]+), written once by protoc-gen-gazconsumer\.`),
+	regexp.MustCompile(`^// Handlers of consumer ([\w.]+), declared in `),
+	regexp.MustCompile(`^// Command \w+ serves consumer ([\w.]+) as a member`),
+}
+
+// scaffoldOwner returns the consumer whose scaffold content is, as the
+// comments before its package clause tell, or "" if they don't (as those
+// of a file the user wrote).
+func scaffoldOwner(content []byte) string {
+	for line := range strings.Lines(string(content)) {
+		if !strings.HasPrefix(line, "//") && strings.TrimSpace(line) != "" {
+			break // The package clause.
+		}
+		for _, re := range scaffoldOwners {
+			if m := re.FindStringSubmatch(line); m != nil {
+				return m[1]
+			}
+		}
+	}
+	return ""
+}
+
 // write writes the scaffolds, but those whose file exists. It returns the
-// paths written.
+// paths written. It fails, positioned at the consumer, if a file written
+// since planScaffolds looked (by a run of the plugin alongside) is another
+// consumer's.
 func (sc *scaffolds) write() ([]string, error) {
 	var written []string
 	for _, fm := range sc.md.files {
 		for _, c := range fm.consumers {
 			pkg := sc.pkgs[c]
-			wrote, err := writeOnce(filepath.Join(sc.opts.ScaffoldDir, pkg, "handlers.go"), func() ([]byte, error) {
-				return renderHandlers(sc.md, fm, c, pkg)
-			})
-			if err != nil {
-				return written, fmt.Errorf("scaffolding %s: %w", c.svc.Desc.FullName(), err)
-			} else if wrote != "" {
-				written = append(written, wrote)
-			}
-			if sc.opts.ScaffoldMainDir == "" {
-				continue
-			}
-			wrote, err = writeOnce(filepath.Join(sc.opts.ScaffoldMainDir, pkg, "main.go"), func() ([]byte, error) {
-				return renderMain(sc.md, fm, c, pkg, sc.handlersImport+"/"+pkg)
-			})
-			if err != nil {
-				return written, fmt.Errorf("scaffolding the command of %s: %w", c.svc.Desc.FullName(), err)
-			} else if wrote != "" {
-				written = append(written, wrote)
+			for _, f := range sc.files(c) {
+				render := func() ([]byte, error) { return renderHandlers(sc.md, fm, c, pkg) }
+				if f.what == "command" {
+					render = func() ([]byte, error) { return renderMain(sc.md, fm, c, pkg, sc.handlersImport+"/"+pkg) }
+				}
+				wrote, err := writeOnce(f.path, render)
+				if err != nil {
+					return written, fmt.Errorf("scaffolding the %s of %s: %w", f.what, c.svc.Desc.FullName(), err)
+				} else if wrote {
+					written = append(written, f.path)
+				} else if err := f.checkOwner(c); err != nil {
+					return written, err
+				}
 			}
 		}
 	}
@@ -103,36 +178,58 @@ func (sc *scaffolds) write() ([]string, error) {
 }
 
 // writeOnce writes the file at path with the content render returns, unless
-// the file exists: once written, it is the user's. It returns path if it
-// wrote it, and "" if the file existed.
-func writeOnce(path string, render func() ([]byte, error)) (string, error) {
+// the file exists: once written, it is the user's. It reports whether it
+// wrote it. The file appears whole, or not at all (but on a file system
+// without hard links), to another run of the plugin checking whose it is.
+func writeOnce(path string, render func() ([]byte, error)) (bool, error) {
 	if _, err := os.Stat(path); err == nil {
-		return "", nil // Written before: it is the user's now.
+		return false, nil // Written before: it is the user's now.
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+		return false, err
 	}
 	src, err := render()
 	if err != nil {
-		return "", err
+		return false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", err
+		return false, err
 	}
-	// O_EXCL: never overwrite, even a file created since the Stat.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	// Written aside, then linked to path, which fails if path exists: never
+	// overwrite, even a file created since the Stat.
+	tmp := fmt.Sprintf("%s.%d-%x.tmp", path, os.Getpid(), rand.Uint64())
+	if err := createFile(tmp, src); err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp)
+	err = os.Link(tmp, path)
 	if errors.Is(err, fs.ErrExist) {
-		return "", nil
+		return false, nil
 	} else if err != nil {
-		return "", err
+		// No hard links here: create path exclusively.
+		if err := createFile(path, src); errors.Is(err, fs.ErrExist) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// createFile creates the file at path, which must not exist, holding src.
+func createFile(path string, src []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
 	}
 	_, werr := f.Write(src)
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr != nil {
-		return "", fmt.Errorf("writing %s: %w", path, werr)
+		os.Remove(path)
+		return fmt.Errorf("writing %s: %w", path, werr)
 	}
-	return path, nil
+	return nil
 }
 
 // renderHandlers renders the handler stubs of consumer c of fm, as package pkg.
@@ -172,7 +269,7 @@ func renderHandlers(md *model, fm *fileModel, c *consumer, pkg string) ([]byte, 
 	for _, p := range c.publishes {
 		data.Publishes = append(data.Publishes, publishName(p))
 	}
-	return execute(templates.Handlers, data)
+	return execute(templates.Handlers, data, data.FullName)
 }
 
 // renderMain renders the command of consumer c of fm, whose handlers are
@@ -203,12 +300,14 @@ func renderMain(md *model, fm *fileModel, c *consumer, pkg, handlers string) ([]
 	data.RuntimePkg = add(pathRuntime, "runtime")
 	data.RunPkg = add(pathRun, "runconsumer")
 	data.RocksPkg = add(pathRocks, "rocks")
-	return execute(templates.Main, data)
+	return execute(templates.Main, data, data.FullName)
 }
 
-// execute renders tmpl with data, formatted as Go source.
-func execute(tmpl *template.Template, data any) ([]byte, error) {
+// execute renders tmpl with data, formatted as Go source, as the scaffold
+// of consumer name: after its marker.
+func execute(tmpl *template.Template, data any, name string) ([]byte, error) {
 	var buf bytes.Buffer
+	buf.WriteString(scaffoldMarker(name))
 	if err := tmpl.Execute(&buf, data); err != nil {
 		return nil, err
 	}

@@ -1,3 +1,5 @@
+// Scaffold of consumer acme.v1.SpendCounter, written once by protoc-gen-gazconsumer.
+
 // Handlers of consumer acme.v1.SpendCounter, declared in acme/v1/consumer.proto.
 //
 // protoc-gen-gazconsumer wrote this file once, and never overwrites it: it is

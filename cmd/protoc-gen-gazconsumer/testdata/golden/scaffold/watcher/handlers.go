@@ -1,3 +1,5 @@
+// Scaffold of consumer edition.v1.Watcher, written once by protoc-gen-gazconsumer.
+
 // Handlers of consumer edition.v1.Watcher, declared in edition/v1/events.proto.
 //
 // protoc-gen-gazconsumer wrote this file once, and never overwrites it: it is

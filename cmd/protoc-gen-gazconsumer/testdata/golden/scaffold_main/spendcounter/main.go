@@ -1,3 +1,5 @@
+// Scaffold of consumer acme.v1.SpendCounter, written once by protoc-gen-gazconsumer.
+
 // Command spendcounter serves consumer acme.v1.SpendCounter as a member of its
 // consumer group. The consumer is declared in acme/v1/consumer.proto.
 //

@@ -1,3 +1,5 @@
+// Scaffold of consumer edition.v1.Watcher, written once by protoc-gen-gazconsumer.
+
 // Command watcher serves consumer edition.v1.Watcher as a member of its
 // consumer group. The consumer is declared in edition/v1/events.proto.
 //
