@@ -65,14 +65,7 @@ func testQueryDuringFailover(t *testing.T, depose func(*fixture, *membertest.Mem
 	var victim = f.primaryOf("ann")
 	var survivor = otherThan(f.members, victim)
 
-	var watchCtx, stopWatch = context.WithCancel(ctx)
-	defer stopWatch()
-	var ks, err = service.WatchKeySpace(watchCtx, f.stack.Etcd(), f.c.Prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var routed = query.NewRoutedClient(query.NewRouter(ks, partition.NewWatched(watchCtx, f.stack.Journals())), query.Dialer(nil), nil)
-	defer routed.Close()
+	var routed = f.routedByEtcd()
 	var clients = map[string]*query.Client{"routed": routed, "through the survivor": f.through(survivor)}
 
 	// Deposits flow into ann's account.
@@ -125,7 +118,7 @@ func testQueryDuringFailover(t *testing.T, depose func(*fixture, *membertest.Mem
 	var start = time.Now()
 	run(func() bool { return time.Since(start) > 300*time.Millisecond })
 	var killedAt = time.Now()
-	if err = depose(f, victim); err != nil {
+	if err := depose(f, victim); err != nil {
 		t.Fatal(err)
 	}
 	var lastBefore int64

@@ -16,6 +16,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/query/internal/testpb"
+	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/broker/client"
@@ -213,6 +214,22 @@ func (f *fixture) through(m *membertest.Member) *query.Client {
 	}
 	f.t.Cleanup(func() { _ = conn.Close() })
 	return query.NewClient(conn, f.c.Authorizer)
+}
+
+// routedByEtcd returns a client routing each call itself, by a KeySpace it
+// loads from etcd and watches (as a client outside the members does), until
+// the test ends.
+func (f *fixture) routedByEtcd() *query.Client {
+	f.t.Helper()
+	var watchCtx, stopWatch = context.WithCancel(f.ctx)
+	var ks, err = service.WatchKeySpace(watchCtx, f.stack.Etcd(), f.c.Prefix)
+	if err != nil {
+		stopWatch()
+		f.t.Fatal(err)
+	}
+	var c = query.NewRoutedClient(query.NewRouter(ks, partition.NewWatched(watchCtx, f.stack.Journals())), query.Dialer(nil), nil)
+	f.t.Cleanup(func() { _ = c.Close(); stopWatch() })
+	return c
 }
 
 // routed returns a client routing each call itself, by member a's

@@ -10,10 +10,8 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
-	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/query/internal/testpb"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -46,17 +44,10 @@ func TestQueriesRightAfterApply(t *testing.T) {
 		}
 		heads[journal] = head
 	}
-	var watchCtx, stopWatch = context.WithCancel(ctx)
-	defer stopWatch()
-	var ks, err = service.WatchKeySpace(watchCtx, f.stack.Etcd(), f.c.Prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var routed = query.NewRoutedClient(query.NewRouter(ks, partition.NewWatched(watchCtx, f.stack.Journals())), query.Dialer(nil), nil)
-	defer routed.Close()
+	var routed = f.routedByEtcd()
 	var clients = map[string]*query.Client{"routed": routed, "through a": f.through(f.members[0]), "through b": f.through(f.members[1])}
 
-	if err = f.c.Apply(ctx, f.members[0], shardSpecs(f.prefix, f.shards)...); err != nil {
+	if err := f.c.Apply(ctx, f.members[0], shardSpecs(f.prefix, f.shards)...); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
