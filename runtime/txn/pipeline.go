@@ -555,7 +555,7 @@ func (p *Pipeline) startCommit(cur *txn) error {
 	var offsets, states = p.Sequencer.Checkpoint(p.ProducerPruneHorizon)
 	if len(p.skippedThrough) != 0 {
 		// The sequencer never saw skipped content: read past it all the same.
-		offsets = copyOffsets(offsets)
+		offsets = offsets.Copy()
 		for journal, end := range p.skippedThrough {
 			offsets[journal] = max(offsets[journal], end)
 		}
@@ -629,12 +629,4 @@ func (p *Pipeline) drain(ctx context.Context, prev *txn) error {
 		}
 	}
 	return nil
-}
-
-func copyOffsets(o pb.Offsets) pb.Offsets {
-	var out = make(pb.Offsets, len(o))
-	for j, v := range o {
-		out[j] = v
-	}
-	return out
 }
