@@ -7,6 +7,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/store/mem"
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -154,10 +155,10 @@ func TestSnapshot(t *testing.T) {
 	if keys != "a=va b=vb c=vc " {
 		t.Fatalf("snapshot scan: %q", keys)
 	}
-	if err := snap.Put([]byte("x"), nil); !errors.Is(err, mem.ErrReadOnly) {
+	if err := snap.Put([]byte("x"), nil); !errors.Is(err, txnkv.ErrReadOnly) {
 		t.Fatalf("Put: %v", err)
 	}
-	if err := snap.Delete([]byte("a")); !errors.Is(err, mem.ErrReadOnly) {
+	if err := snap.Delete([]byte("a")); !errors.Is(err, txnkv.ErrReadOnly) {
 		t.Fatalf("Delete: %v", err)
 	}
 	if got := get(t, db.Snapshot(), "d"); got != "vd" {

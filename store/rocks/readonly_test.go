@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
 )
 
 // A log played read-only yields the committed state and checkpoint, refuses
@@ -62,11 +64,11 @@ func TestPlayReadOnly(t *testing.T) {
 	if err != nil || cp.Sources["source/a"].ReadThrough != 50 {
 		t.Errorf("checkpoint = %v, %v; want read through 50", cp, err)
 	}
-	if err = ro.KV().Put([]byte("k"), []byte("v")); !errors.Is(err, ErrReadOnly) {
-		t.Errorf("Put: %v, want ErrReadOnly", err)
+	if err = ro.KV().Put([]byte("k"), []byte("v")); !errors.Is(err, txnkv.ErrReadOnly) {
+		t.Errorf("Put: %v, want txnkv.ErrReadOnly", err)
 	}
-	if err = ro.KV().Delete([]byte("k001")); !errors.Is(err, ErrReadOnly) {
-		t.Errorf("Delete: %v, want ErrReadOnly", err)
+	if err = ro.KV().Delete([]byte("k001")); !errors.Is(err, txnkv.ErrReadOnly) {
+		t.Errorf("Delete: %v, want txnkv.ErrReadOnly", err)
 	}
 
 	// The writer was not fenced.

@@ -18,7 +18,6 @@ import (
 	"github.com/linxGnu/grocksdb"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
-	pc "go.gazette.dev/core/consumer/protocol"
 )
 
 // ReservedPrefix begins the keys the store keeps for itself. Keys written
@@ -32,12 +31,20 @@ var checkpointKey = []byte(txnkv.CheckpointKey)
 // Store is a runtime.KVStore in RocksDB, recorded into a recovery log. Its
 // transactions are those of package txnkv, over the database as their Base.
 // Its KV methods and StartCommit are called from the shard's one goroutine;
-// commits complete in the background.
+// commits complete in the background. A commit's writes and checkpoint are
+// written to the database as one WriteBatch once every future of its
+// waitFor has succeeded (never if one fails: the store stays at the
+// previous checkpoint), and its future resolves when the recovery log holds
+// that write. ReadCommitted reads the database as of its last durable
+// commit: if a commit written to the database is not yet held by the
+// recovery log, it waits until it is, so that readers never see a write
+// that a failure of the log would undo.
 type Store struct {
+	*txnkv.Store
+
 	dir    string
 	rec    *recording
 	handle cgo.Handle
-	txns   *txnkv.Store
 
 	cache *grocksdb.Cache
 	bbto  *grocksdb.BlockBasedTableOptions
@@ -141,7 +148,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
-	s.txns = txnkv.New(dir, (*database)(s))
+	s.Store = txnkv.New(dir, (*database)(s))
 	if lc, ok := rec.(logCompacter); ok {
 		var policy, every = o.logCompaction()
 		if policy.Ratio > 0 {
@@ -191,48 +198,6 @@ func (s *Store) DropRowCache() { s.rows.clear() }
 // KV returns s: its view of the current transaction.
 func (s *Store) KV() runtime.KV { return s }
 
-// RestoreCheckpoint returns the checkpoint of the last commit written to the
-// database, or a zero-valued one if there was none.
-func (s *Store) RestoreCheckpoint(shard runtime.Shard) (pc.Checkpoint, error) {
-	return s.txns.RestoreCheckpoint(shard)
-}
-
-// StartCommit adds cp to the current transaction's batch and starts its
-// commit: once every future of waitFor has succeeded, the batch is written
-// to the database, and the returned future resolves when the recovery log
-// holds that write. If a future of waitFor fails, the batch is never written
-// and the store stays at the previous checkpoint. The next transaction
-// starts at once, on a new batch. If the previous commit's batch is not yet
-// written, StartCommit first waits for it.
-func (s *Store) StartCommit(shard runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
-	return s.txns.StartCommit(shard, cp, waitFor)
-}
-
-// ReadCommitted calls fn with a view of the database as of its last
-// durable commit (see runtime.CommittedReader): if a commit written to the
-// database is not yet held by the recovery log, it waits until it is, so
-// that readers never see a write that a failure of the log would undo.
-// It may be called from any goroutine.
-func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
-	return s.txns.ReadCommitted(ctx, fn)
-}
-
-// Get returns the value of key within the current transaction. The value
-// is valid until the next call on the store, and must not be modified.
-func (s *Store) Get(key []byte) ([]byte, bool, error) { return s.txns.Get(key) }
-
-// Put sets key to value within the current transaction.
-func (s *Store) Put(key, value []byte) error { return s.txns.Put(key, value) }
-
-// Delete removes key within the current transaction.
-func (s *Store) Delete(key []byte) error { return s.txns.Delete(key) }
-
-// Scan calls fn with each key and value in [start, end) in order, as of the
-// current transaction. Keys with the reserved prefix are skipped.
-func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	return s.txns.Scan(start, end, fn)
-}
-
 // database is a Store seen as the Base of its transactions: the RocksDB
 // database, read through the row cache.
 type database Store
@@ -254,21 +219,11 @@ func (d *database) Get(key []byte) ([]byte, bool, error) {
 
 // Scan iterates the database's keys in [start, end).
 func (d *database) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	var it = d.db.NewIterator(d.ro)
-	defer it.Close()
-	for it.Seek(start); it.Valid(); it.Next() {
-		var k = it.Key().Data()
-		if end != nil && bytes.Compare(k, end) >= 0 {
-			break
-		} else if !fn(k, it.Value().Data()) {
-			break
-		}
-	}
-	return it.Err()
+	return reader{d.db, d.ro}.Scan(start, end, fn)
 }
 
 // Checkpoint reads the checkpoint of the last commit written.
-func (d *database) Checkpoint() ([]byte, error) { return d.db.GetBytes(d.ro, checkpointKey) }
+func (d *database) Checkpoint() ([]byte, error) { return reader{d.db, d.ro}.Checkpoint() }
 
 // Write writes w and the checkpoint to the database as one WriteBatch; the
 // returned future resolves once the recovery log holds the write.
@@ -322,8 +277,41 @@ func (r *sharedReader) Get(key []byte) ([]byte, bool, error) {
 
 // Scan iterates the database's keys in [start, end).
 func (r *sharedReader) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	return (*database)(r.s).Scan(start, end, fn)
+	return reader{r.s.db, r.s.ro}.Scan(start, end, fn)
 }
+
+// reader reads a database directly, with RocksDB's own calls: a
+// txnkv.Committed, for ReadOnly and the Scans of a Store.
+type reader struct {
+	db *grocksdb.DB
+	ro *grocksdb.ReadOptions
+}
+
+var _ txnkv.Committed = reader{}
+
+// Get returns the value of key in the database.
+func (r reader) Get(key []byte) ([]byte, bool, error) {
+	var v, err = r.db.GetBytes(r.ro, key)
+	return v, v != nil, err
+}
+
+// Scan iterates the database's keys in [start, end).
+func (r reader) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	var it = r.db.NewIterator(r.ro)
+	defer it.Close()
+	for it.Seek(start); it.Valid(); it.Next() {
+		var k = it.Key().Data()
+		if end != nil && bytes.Compare(k, end) >= 0 {
+			break
+		} else if !fn(k, it.Value().Data()) {
+			break
+		}
+	}
+	return it.Err()
+}
+
+// Checkpoint reads the checkpoint of the last commit written.
+func (r reader) Checkpoint() ([]byte, error) { return r.db.GetBytes(r.ro, checkpointKey) }
 
 // write writes wb to the database with RocksDB's per-thread performance
 // counters off on the writing thread. They are on by default, and counting
@@ -337,11 +325,11 @@ func (d *database) write(wb *grocksdb.WriteBatch) error {
 	return d.db.Write(d.wo, wb)
 }
 
-// Destroy closes the database, abandoning any commit still waiting, and
-// removes the store's local files.
+// Destroy closes the database, abandoning the current transaction and any
+// commit still waiting, and removes the store's local files.
 func (s *Store) Destroy() {
 	close(s.closing)
-	s.txns.Close()
+	s.Store.Destroy()
 	s.tasks.Wait()
 	s.release()
 	if err := os.RemoveAll(s.dir); err != nil {

@@ -37,11 +37,11 @@ func readCommitted(s *txnkv.Store, key string, wait time.Duration) (string, erro
 // ReadCommitted sees neither the open transaction's writes nor those of a
 // commit the Base holds but not yet durably; it waits for that commit to be
 // durable and then sees it; a commit that fails to be durable fails every
-// later read; Close fails a read waiting for a commit.
+// later read; Destroy fails a read waiting for a commit.
 func TestReadCommittedSeesOnlyDurableCommits(t *testing.T) {
 	var b = &base{rows: map[string]string{"a": "0"}, durable: client.NewAsyncOperation()}
 	var s = txnkv.New("test", b)
-	defer s.Close()
+	defer s.Destroy()
 
 	_ = s.Put([]byte("a"), []byte("open"))
 	if v, err := readCommitted(s, "a", time.Second); v != "0" || err != nil {
@@ -82,7 +82,7 @@ func TestReadCommittedSeesOnlyDurableCommits(t *testing.T) {
 }
 
 // A read waiting for a commit to be durable fails once the store closes,
-// and reads after Close fail with ErrClosed.
+// and reads after Destroy fail with ErrClosed.
 func TestReadCommittedFailsOnClose(t *testing.T) {
 	var b = &base{rows: map[string]string{}, durable: client.NewAsyncOperation()}
 	var s = txnkv.New("test", b)
@@ -95,12 +95,12 @@ func TestReadCommittedFailsOnClose(t *testing.T) {
 		got <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
-	s.Close()
+	s.Destroy()
 	if err := <-got; !errors.Is(err, txnkv.ErrClosed) {
 		t.Fatalf("read waiting as the store closed: %v", err)
 	}
 	if _, err := readCommitted(s, "a", time.Second); !errors.Is(err, txnkv.ErrClosed) {
-		t.Fatalf("read after Close: %v", err)
+		t.Fatalf("read after Destroy: %v", err)
 	}
 }
 
@@ -109,7 +109,7 @@ func TestReadCommittedHidesReservedKeys(t *testing.T) {
 	var b = &base{rows: map[string]string{"a": "1"}, durable: client.NewAsyncOperation()}
 	b.durable.Resolve(nil)
 	var s = txnkv.New("test", b)
-	defer s.Close()
+	defer s.Destroy()
 	_ = s.Put([]byte("b"), []byte("2"))
 	<-s.StartCommit(nil, checkpointAt(1), nil).Done()
 	var keys []string
@@ -192,7 +192,7 @@ func (r sharedReader) Scan(start, end []byte, fn func(key, value []byte) bool) e
 func TestReadCommittedConcurrentWithCommits(t *testing.T) {
 	var b = &sharedBase{rows: map[string]string{"x": "0000", "y": "0000"}}
 	var s = txnkv.New("test", b)
-	defer s.Close()
+	defer s.Destroy()
 
 	const txns = 300
 	var durable sync.Mutex
@@ -273,7 +273,7 @@ func TestReadCommittedConcurrentWithCommits(t *testing.T) {
 func TestReadCommittedWaitsOnlyForWhatItReads(t *testing.T) {
 	var b = &base{rows: map[string]string{"a": "0", "z": "0"}, durable: client.NewAsyncOperation()}
 	var s = txnkv.New("test", b)
-	defer s.Close()
+	defer s.Destroy()
 	_ = s.Put([]byte("a"), []byte("1"))
 	var op = s.StartCommit(nil, checkpointAt(1), nil)
 	waitWritten(t, s)

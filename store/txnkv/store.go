@@ -69,30 +69,32 @@ type Base interface {
 	// other than the Store's, for ReadCommitted: its reads may run
 	// concurrently with those of the Store's goroutine and with Settled;
 	// its Gets, as the Store's, with Write (of keys Write does not write),
-	// but its Scans never. It is not used once the Store is closed.
+	// but its Scans never. It is not used once the Store is destroyed.
 	Shared() runtime.Reader
 }
 
-// ErrClosed is returned by ReadCommitted once the store is closed.
+// ErrClosed is returned by ReadCommitted once the store is destroyed.
 var ErrClosed = errors.New("store closed")
 
 // Store is the transactional key/value view of a Base: a runtime.KV of the
-// current transaction, with the commit of runtime.Store. Its methods are
-// called from one goroutine (the shard's); commits complete in the
-// background.
+// current transaction, and a runtime.Store committing it, whose reads of
+// what it committed from other goroutines are a runtime.CommittedReader.
+// The stores of packages store/rocks and store/mem embed it. Its methods
+// are called from one goroutine (the shard's), but for ReadCommitted;
+// commits complete in the background.
 type Store struct {
 	name    string
 	base    Base
 	txn     *Overlay       // Writes of the current transaction.
 	pending *commit        // Commit in flight, if any.
-	closing chan struct{}  // Closed by Close.
+	closing chan struct{}  // Closed by Destroy.
 	commits sync.WaitGroup // Background commits.
 
 	// shared is held by ReadCommitted, and exclusively to hand a commit to
-	// the Base and by Close.
+	// the Base and by Destroy.
 	shared  sync.RWMutex
 	written []*commit // Handed to the Base, and perhaps not yet durable.
-	closed  bool      // Set by Close.
+	closed  bool      // Set by Destroy.
 }
 
 // commit is a transaction's writes on their way to the Base.
@@ -107,7 +109,11 @@ type commit struct {
 	durableErr error
 }
 
-var _ runtime.KV = (*Store)(nil)
+var (
+	_ runtime.KV              = (*Store)(nil)
+	_ runtime.Store           = (*Store)(nil)
+	_ runtime.CommittedReader = (*Store)(nil)
+)
 
 // New returns a Store of base, which names the store in errors as name.
 func New(name string, base Base) *Store {
@@ -117,16 +123,7 @@ func New(name string, base Base) *Store {
 // RestoreCheckpoint returns the checkpoint of the last commit the Base
 // applied, or a zero-valued one if there was none.
 func (s *Store) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
-	var cp pc.Checkpoint
-	var b, err = s.base.Checkpoint()
-	if err != nil {
-		return cp, fmt.Errorf("store %s: reading checkpoint: %w", s.name, err)
-	} else if b == nil {
-		return cp, nil
-	} else if err = cp.Unmarshal(b); err != nil {
-		return cp, fmt.Errorf("store %s: decoding checkpoint: %w", s.name, err)
-	}
-	return cp, nil
+	return readCheckpoint(s.name, s.base)
 }
 
 // StartCommit starts the commit of the current transaction's writes with
@@ -230,7 +227,7 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 // fn's run with an error: ReadCommitted then waits until that commit is
 // durable, without holding off the next, and calls fn again. A read never
 // sees a write that a failed commit would undo. It fails if a commit
-// failed, or the store is closed. It may be called from any goroutine,
+// failed, or the store is destroyed. It may be called from any goroutine,
 // concurrently with every method of the store.
 func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
 	for {
@@ -297,7 +294,7 @@ type committedView struct {
 // Get returns the committed value of key, which may not be reserved,
 // unless a commit not yet durable wrote it.
 func (v *committedView) Get(key []byte) ([]byte, bool, error) {
-	if len(key) != 0 && key[0] == ReservedPrefix {
+	if reserved(key) {
 		return nil, false, fmt.Errorf("get: key %q has the reserved prefix", key)
 	} else if v.blocked != nil {
 		return nil, false, errNotDurable
@@ -325,10 +322,7 @@ func (v *committedView) Scan(start, end []byte, fn func(key, value []byte) bool)
 			return errNotDurable
 		}
 	}
-	if len(start) == 0 || start[0] == ReservedPrefix {
-		start = []byte{ReservedPrefix + 1}
-	}
-	return v.r.Scan(start, end, fn)
+	return v.r.Scan(unreserved(start), end, fn)
 }
 
 // settle releases the pending commit's writes once they're applied, and
@@ -376,7 +370,7 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 
 // Put sets key to value within the current transaction.
 func (s *Store) Put(key, value []byte) error {
-	if len(key) != 0 && key[0] == ReservedPrefix {
+	if reserved(key) {
 		return fmt.Errorf("store %s: put: key %q has the reserved prefix", s.name, key)
 	} else if len(key) > math.MaxUint32 || len(value) > math.MaxUint32 {
 		return fmt.Errorf("store %s: put: key of %d bytes or value of %d bytes is too large", s.name, len(key), len(value))
@@ -387,7 +381,7 @@ func (s *Store) Put(key, value []byte) error {
 
 // Delete removes key within the current transaction.
 func (s *Store) Delete(key []byte) error {
-	if len(key) != 0 && key[0] == ReservedPrefix {
+	if reserved(key) {
 		return fmt.Errorf("store %s: delete: key %q has the reserved prefix", s.name, key)
 	}
 	s.txn.Delete(key)
@@ -401,9 +395,7 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 	if err := s.settle(); err != nil {
 		return err
 	}
-	if len(start) == 0 || start[0] == ReservedPrefix {
-		start = []byte{ReservedPrefix + 1}
-	}
+	start = unreserved(start)
 	// Merge the transactions' writes with the Base, writes first.
 	var writes = s.writesIn(start, end)
 	var more = true
@@ -462,11 +454,12 @@ func (s *Store) writesIn(start, end []byte) []Entry {
 	return append(out, cur...)
 }
 
-// Close abandons a commit still waiting for its appends, waits for a commit
-// being written, and releases the store's overlays. A ReadCommitted waiting
-// for a commit fails, and Close waits for those reading. The Base is not
-// used once Close returns, and the store is not used once Close is called.
-func (s *Store) Close() {
+// Destroy abandons the current transaction and a commit still waiting for
+// its appends, waits for a commit being written, and releases the store's
+// overlays: the Base keeps what was committed. A ReadCommitted waiting for a
+// commit fails, and Destroy waits for those reading. The Base is not used
+// once Destroy returns, and the store is not used once Destroy is called.
+func (s *Store) Destroy() {
 	close(s.closing)
 	s.shared.Lock() // Wait out the readers of the Base.
 	s.closed = true

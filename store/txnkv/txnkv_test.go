@@ -177,7 +177,7 @@ func checkpointAt(n int64) pc.Checkpoint {
 func TestCommit(t *testing.T) {
 	var b = &base{rows: map[string]string{"a": "base"}, durable: client.NewAsyncOperation()}
 	var s = txnkv.New("test", b)
-	defer s.Close()
+	defer s.Destroy()
 	if err := s.Put([]byte("a"), []byte("txn")); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestCommit(t *testing.T) {
 
 	var failing = &base{rows: map[string]string{}, writeErr: errors.New("disk full")}
 	var f = txnkv.New("failing", failing)
-	defer f.Close()
+	defer f.Destroy()
 	_ = f.Put([]byte("a"), []byte("1"))
 	op = f.StartCommit(nil, checkpointAt(1), nil)
 	<-op.Done()
@@ -222,14 +222,14 @@ func TestCommit(t *testing.T) {
 	}
 }
 
-// Close abandons a commit waiting for its appends: it is never written.
+// Destroy abandons a commit waiting for its appends: it is never written.
 func TestCloseAbandonsWaitingCommit(t *testing.T) {
 	var b = &base{rows: map[string]string{}, durable: client.NewAsyncOperation()}
 	var s = txnkv.New("test", b)
 	_ = s.Put([]byte("a"), []byte("1"))
 	var never = client.NewAsyncOperation()
 	var op = s.StartCommit(nil, checkpointAt(1), client.OpFutures{never: {}})
-	s.Close()
+	s.Destroy()
 	<-op.Done()
 	if err := op.Err(); err == nil || !strings.Contains(err.Error(), "destroyed") {
 		t.Fatalf("abandoned commit: %v", err)
