@@ -66,6 +66,7 @@ func TestManifests(t *testing.T) {
 	sub("Images", func(c *checker) { c.forContainers(c.checkImage) })
 	sub("PortsAndProbes", func(c *checker) { c.forContainers(c.checkProbePorts) })
 	sub("Members", func(c *checker) { c.forContainers(c.checkMember) })
+	sub("MemberProbesCatchMistakes", func(c *checker) { c.checkMemberProbesCatchMistakes() })
 	sub("FlagsAndEnvironment", func(c *checker) { c.forContainers(c.checkFlagsAndEnv) })
 	sub("MountedFiles", func(c *checker) { c.forContainers(c.checkMountedFiles) })
 	sub("SecretsAndConfigMaps", func(c *checker) { c.checkReferences() })
@@ -74,6 +75,7 @@ func TestManifests(t *testing.T) {
 		c.forContainers(c.checkAddresses)
 	})
 	sub("Dockerfile", func(c *checker) { c.checkDockerfile() })
+	sub("BrokerGatewayFenced", func(c *checker) { c.checkBrokerGatewayFenced() })
 }
 
 // ---- Rendering and decoding ------------------------------------------------
@@ -239,6 +241,64 @@ type manifests struct {
 	services   []*service
 	configMaps map[string]*dataObject // By namespace/name.
 	secrets    map[string]*dataObject // By namespace/name.
+	policies   []*networkPolicy
+}
+
+type labelSelector struct {
+	MatchLabels      map[string]string `yaml:"matchLabels"`
+	MatchExpressions []struct {
+		Key      string   `yaml:"key"`
+		Operator string   `yaml:"operator"`
+		Values   []string `yaml:"values"`
+	} `yaml:"matchExpressions"`
+}
+
+// matches reports whether the selector selects labels.
+func (s *labelSelector) matches(labels map[string]string) bool {
+	for k, v := range s.MatchLabels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	for _, e := range s.MatchExpressions {
+		var v, ok = labels[e.Key]
+		switch e.Operator {
+		case "In":
+			if !ok || !slices.Contains(e.Values, v) {
+				return false
+			}
+		case "NotIn":
+			if ok && slices.Contains(e.Values, v) {
+				return false
+			}
+		case "Exists":
+			if !ok {
+				return false
+			}
+		case "DoesNotExist":
+			if ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+type networkPolicy struct {
+	doc  *document
+	Spec struct {
+		PodSelector labelSelector `yaml:"podSelector"`
+		PolicyTypes []string      `yaml:"policyTypes"`
+		Ingress     []struct {
+			From []struct {
+				PodSelector       *labelSelector `yaml:"podSelector"`
+				NamespaceSelector *labelSelector `yaml:"namespaceSelector"`
+				IPBlock           any            `yaml:"ipBlock"`
+			} `yaml:"from"`
+		} `yaml:"ingress"`
+	} `yaml:"spec"`
 }
 
 func repoRoot(t *testing.T) string {
@@ -292,6 +352,10 @@ func render(t *testing.T, root string) *manifests {
 			var s = &service{doc: d}
 			decodeAs(t, d, s)
 			m.services = append(m.services, s)
+		case "NetworkPolicy":
+			var p = &networkPolicy{doc: d}
+			decodeAs(t, d, p)
+			m.policies = append(m.policies, p)
 		case "ConfigMap", "Secret":
 			var o = &dataObject{doc: d}
 			decodeAs(t, d, o)
@@ -566,6 +630,8 @@ type checker struct {
 	root string
 	m    *manifests
 	bins *binaries
+	// record, if set, collects failures instead of reporting them.
+	record *[]string
 }
 
 func (c *checker) with(t *testing.T) *checker { var d = *c; d.t = t; return &d }
@@ -573,6 +639,10 @@ func (c *checker) with(t *testing.T) *checker { var d = *c; d.t = t; return &d }
 // fail reports a failed check of field of document d.
 func (c *checker) fail(d *document, field, format string, args ...any) {
 	c.t.Helper()
+	if c.record != nil {
+		*c.record = append(*c.record, fmt.Sprintf("%s: %s", field, fmt.Sprintf(format, args...)))
+		return
+	}
 	c.t.Errorf("%s: %s: %s", d, field, fmt.Sprintf(format, args...))
 }
 
@@ -855,29 +925,8 @@ func (c *checker) checkMember(cr containerRef) {
 
 	var tlsOn = c.settingOf(cr, h, r, "consumer.server-cert-file").value != ""
 	var clientCA = c.settingOf(cr, h, r, "consumer.server-ca-file").value != ""
-	var p = cr.c.ReadinessProbe
-	switch {
-	case p == nil:
-		c.fail(d, cr.field+".readinessProbe", "a member needs a readiness probe of its port %d", port)
-	case p.Exec != nil:
-	default:
-		if n, ok := containerPort(cr.c, p.port()); !ok || n != port {
-			c.fail(d, cr.field+".readinessProbe", "checks port %q, not the member's port %d", p.port(), port)
-		}
-		if p.GRPC != nil && tlsOn {
-			c.fail(d, cr.field+".readinessProbe.grpc", "the kubelet's gRPC probes don't speak TLS, which the member's port serves")
-		}
-		if p.HTTPGet != nil {
-			switch {
-			case clientCA:
-				c.fail(d, cr.field+".readinessProbe.httpGet", "the member requires client certificates (--consumer.server-ca-file), which the kubelet's HTTP probes don't present: probe with tcpSocket")
-			case tlsOn && !strings.EqualFold(p.HTTPGet.Scheme, "HTTPS"):
-				c.fail(d, cr.field+".readinessProbe.httpGet.scheme", "the member's port serves TLS only: scheme must be HTTPS")
-			case p.HTTPGet.Path != "/metrics":
-				c.fail(d, cr.field+".readinessProbe.httpGet.path", "%q: the member serves only /metrics over HTTP", p.HTTPGet.Path)
-			}
-		}
-	}
+	c.checkMemberProbe(cr, h, "readinessProbe", cr.c.ReadinessProbe, "ready", port, tlsOn, clientCA)
+	c.checkMemberProbe(cr, h, "livenessProbe", cr.c.LivenessProbe, "live", port, tlsOn, clientCA)
 
 	// Prometheus scrapes /metrics on the member's port.
 	var ann = tmpl.Metadata.Annotations
@@ -919,6 +968,224 @@ func (c *checker) checkMember(cr containerRef) {
 		if !host.set || !strings.HasPrefix(host.value, "{metadata.name}."+svc+".") {
 			c.fail(d, host.field, "advertises %q: members serving TLS advertise {metadata.name}.%s.<namespace>.svc..., their stable names, which one certificate covers", host.value, svc)
 		}
+	}
+}
+
+// checkMemberProbe checks a member's readiness or liveness probe (field
+// name), which must check kind ("ready" or "live"): an exec probe running
+// the member's own command, `consumer probe KIND --consumer.port=PORT`,
+// with flags the command knows, on the member's port, presenting the
+// member's peer certificate if it serves TLS; or, on a port without TLS, an
+// HTTP GET of /debug/ready (readiness only: a liveness probe of it would
+// restart a member that is joining or has a FAILED shard) or a gRPC probe
+// (readiness only, for the same reason).
+func (c *checker) checkMemberProbe(cr containerRef, h *help, name string, p *probe, kind string, port int, tlsOn, clientCA bool) {
+	var d = cr.w.doc
+	var field = cr.field + "." + name
+	if p == nil {
+		c.fail(d, field, "a member needs a %s probe: `%s probe %s --consumer.port=%d`", name, consumerBinary, kind, port)
+		return
+	}
+	if p.Exec == nil {
+		if n, ok := containerPort(cr.c, p.port()); !ok || n != port {
+			c.fail(d, field, "checks port %q, not the member's port %d", p.port(), port)
+		}
+	}
+	switch {
+	case p.Exec != nil:
+		var cmd = p.Exec.Command
+		if len(cmd) < 3 || cmd[0] != consumerBinary || cmd[1] != "probe" || cmd[2] != kind {
+			c.fail(d, field+".exec.command", "%q: want [%s probe %s --consumer.port=%d]", cmd, consumerBinary, kind, port)
+			return
+		}
+		var probePort = ""
+		if e := h.flags["consumer.port"].env; e != "" {
+			for i, v := range cr.c.Env {
+				if v.Name == e {
+					probePort = expand(cr.c.Env[:i], v.Value)
+				}
+			}
+		}
+		for _, arg := range cmd[3:] {
+			var name, value, _ = strings.Cut(strings.TrimLeft(arg, "-"), "=")
+			if !strings.HasPrefix(arg, "--") {
+				c.fail(d, field+".exec.command", "%q is not a --flag=value", arg)
+			} else if _, ok := h.flags[name]; !ok {
+				c.fail(d, field+".exec.command", "--%s is not a flag of %s", name, cr.c.Image)
+			} else if name == "consumer.port" {
+				probePort = value
+			}
+		}
+		if probePort != strconv.Itoa(port) {
+			c.fail(d, field+".exec.command", "probes port %q, not the member's port %d (set --consumer.port=%d)", probePort, port, port)
+		}
+		if tlsOn && c.settingOf(cr, h, runsOf(cr.c), "consumer.peer-cert-file").value == "" {
+			c.fail(d, field, "the member serves TLS: its probe presents the peer certificate, which is not set (CONSUMER_PEER_CERT_FILE)")
+		}
+	case tlsOn || clientCA:
+		c.fail(d, field, "the member serves mutual TLS, which the kubelet's HTTP, gRPC and TCP probes don't present: probe with exec `%s probe %s`", consumerBinary, kind)
+	case kind == "live":
+		c.fail(d, field, "a member's liveness probe is exec `%s probe live`: an HTTP or gRPC probe of readiness would restart a member that is joining or has a FAILED shard, and a TCP probe succeeds while the process is wedged", consumerBinary)
+	case p.HTTPGet != nil && p.HTTPGet.Path != "/debug/ready":
+		c.fail(d, field+".httpGet.path", "%q: a member's readiness is served at /debug/ready", p.HTTPGet.Path)
+	case p.TCPSocket != nil:
+		c.fail(d, field+".tcpSocket", "a TCP probe says nothing of readiness: probe /debug/ready")
+	}
+}
+
+// checkMemberProbesCatchMistakes checks that checkMember refuses, in a
+// member of the overlay, probes that would not work or that would restart a
+// member that is only not ready.
+func (c *checker) checkMemberProbesCatchMistakes() {
+	var member *containerRef
+	c.forContainers(func(cr containerRef) {
+		if isConsumer(cr) && member == nil && cr.w.doc.Kind == "StatefulSet" {
+			member = &cr
+		}
+	})
+	if member == nil {
+		c.t.Fatal("no member in the overlay")
+	}
+	var exec = func(words ...string) *probe {
+		var p = new(probe)
+		p.Exec = &struct {
+			Command []string `yaml:"command"`
+		}{words}
+		return p
+	}
+	var tcp = new(probe)
+	tcp.TCPSocket = &struct {
+		Port string `yaml:"port"`
+	}{"8080"}
+	var httpReady = new(probe)
+	httpReady.HTTPGet = &struct {
+		Path   string `yaml:"path"`
+		Port   string `yaml:"port"`
+		Scheme string `yaml:"scheme"`
+	}{"/debug/ready", "8080", "HTTPS"}
+	for _, tc := range []struct {
+		name             string
+		readiness, liven *probe
+		want             string
+	}{
+		{"no liveness probe", member.c.ReadinessProbe, nil, "needs a livenessProbe probe"},
+		{"a TCP readiness probe", tcp, member.c.LivenessProbe, "mutual TLS"},
+		{"an HTTPS GET of /debug/ready", httpReady, member.c.LivenessProbe, "mutual TLS"},
+		{"liveness probing readiness", member.c.ReadinessProbe, exec(consumerBinary, "probe", "ready", "--consumer.port=8080"), "want [" + consumerBinary + " probe live"},
+		{"another port", exec(consumerBinary, "probe", "ready", "--consumer.port=9000"), member.c.LivenessProbe, `probes port "9000"`},
+		{"no port", exec(consumerBinary, "probe", "ready"), member.c.LivenessProbe, `probes port ""`},
+		{"an unknown flag", exec(consumerBinary, "probe", "ready", "--consumer.port=8080", "--probe.timeout=3s"), member.c.LivenessProbe, "--probe.timeout is not a flag"},
+	} {
+		var mutated = *member.c
+		mutated.ReadinessProbe, mutated.LivenessProbe = tc.readiness, tc.liven
+		var cr = *member
+		cr.c = &mutated
+		var failures []string
+		var rc = *c
+		rc.record = &failures
+		rc.checkMember(cr)
+		if !strings.Contains(strings.Join(failures, "\n"), tc.want) {
+			c.t.Errorf("%s: checkMember reported %q, not %q", tc.name, failures, tc.want)
+		}
+	}
+}
+
+// checkBrokerGatewayFenced checks that brokers (`gazette serve`) that
+// require authorization but not client certificates are fenced by a
+// NetworkPolicy: their HTTP gateway signs every request with the broker's
+// key, so only pods that hold the brokers' keys anyway (brokers, and pods
+// with BROKER_AUTH_KEYS) may reach them; and that every pod that talks to
+// the brokers (BROKER_ADDRESS) is admitted.
+func (c *checker) checkBrokerGatewayFenced() {
+	var holdsKeys = func(w *workload) bool {
+		for _, cr := range w.containers() {
+			if r := runsOf(cr.c); path.Base(r.binary) == "gazette" {
+				return true
+			}
+			for _, e := range cr.c.Env {
+				if e.Name == "BROKER_AUTH_KEYS" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var envOf = func(cr containerRef, name string) bool {
+		for _, e := range cr.c.Env {
+			if e.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	var brokers int
+	for _, w := range c.m.workloads {
+		var serves, keyed, clientCA bool
+		for _, cr := range w.containers() {
+			if r := runsOf(cr.c); path.Base(r.binary) == "gazette" && strings.Join(r.sub, " ") == "serve" {
+				serves, keyed, clientCA = true, envOf(cr, "BROKER_AUTH_KEYS"), envOf(cr, "BROKER_SERVER_CA_FILE")
+			}
+		}
+		if !serves || !keyed || clientCA {
+			continue
+		}
+		brokers++
+		var labels = w.Spec.Template.Metadata.Labels
+		var fenced bool
+		var admits = func(pod map[string]string) bool {
+			for _, p := range c.m.policies {
+				if p.doc.Metadata.Namespace != w.doc.Metadata.Namespace || !p.Spec.PodSelector.matches(labels) {
+					continue
+				}
+				for _, rule := range p.Spec.Ingress {
+					for _, from := range rule.From {
+						if from.PodSelector != nil && from.NamespaceSelector == nil && from.IPBlock == nil && from.PodSelector.matches(pod) {
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}
+		for _, p := range c.m.policies {
+			if p.doc.Metadata.Namespace != w.doc.Metadata.Namespace || !p.Spec.PodSelector.matches(labels) || !slices.Contains(p.Spec.PolicyTypes, "Ingress") {
+				continue
+			}
+			fenced = true
+			for i, rule := range p.Spec.Ingress {
+				if len(rule.From) == 0 {
+					c.fail(p.doc, fmt.Sprintf("spec.ingress[%d]", i), "admits every pod to the brokers, whose HTTP gateway signs unsigned requests with their own key")
+				}
+				for j, from := range rule.From {
+					if from.PodSelector == nil || from.NamespaceSelector != nil || from.IPBlock != nil {
+						c.fail(p.doc, fmt.Sprintf("spec.ingress[%d].from[%d]", i, j), "admits peers other than pods of the namespace: the brokers' HTTP gateway serves them unsigned")
+					}
+				}
+			}
+		}
+		if !fenced {
+			c.fail(w.doc, "spec.template.metadata.labels", "brokers require authorization (BROKER_AUTH_KEYS) but their HTTP gateway signs every request with their own key: no NetworkPolicy fences their port")
+			continue
+		}
+		for _, o := range c.m.workloads {
+			var pod = o.Spec.Template.Metadata.Labels
+			if o.doc.Metadata.Namespace != w.doc.Metadata.Namespace {
+				continue
+			}
+			var talks bool
+			for _, cr := range o.containers() {
+				talks = talks || envOf(cr, "BROKER_ADDRESS")
+			}
+			switch admitted := admits(pod); {
+			case admitted && !holdsKeys(o):
+				c.fail(o.doc, "spec.template.metadata.labels", "is admitted to the brokers, whose HTTP gateway it could use unsigned, but holds no BROKER_AUTH_KEYS")
+			case !admitted && talks && o != w:
+				c.fail(o.doc, "spec.template.metadata.labels", "talks to the brokers (BROKER_ADDRESS) but no NetworkPolicy admits it")
+			}
+		}
+	}
+	if brokers == 0 {
+		c.t.Errorf("no brokers requiring authorization in the overlay: the check checked nothing")
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker"
-	"go.gazette.dev/core/broker/http_gateway"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/server"
 	"go.gazette.dev/core/task"
@@ -61,7 +60,7 @@ func startBroker(ctx context.Context, s *Stack, index, port int) (*Broker, error
 
 	srv.HTTPMux = http.NewServeMux()
 	srv.HTTPMux.Handle("/metrics", promhttp.Handler())
-	srv.HTTPMux.Handle("/", http_gateway.NewGateway(pb.NewRoutedJournalClient(lo, pb.NoopDispatchRouter{})))
+	srv.HTTPMux.Handle("/", s.gateway(srv.GRPCLoopback))
 	ks.WatchApplyDelay = 10 * time.Millisecond
 
 	err = allocator.StartSession(allocator.SessionArgs{

@@ -108,7 +108,9 @@ type Options struct {
 	TLS bool
 	// AuthKeys, if set, are Gazette's authorization keys (whitespace- or
 	// comma-separated, base64): brokers refuse requests not signed by them,
-	// and the stack's own clients sign with the first.
+	// those of their HTTP gateway included (an Authorization: Bearer token,
+	// unlike `gazette serve`'s gateway, which signs them itself), and the
+	// stack's own clients sign with the first.
 	AuthKeys string
 }
 

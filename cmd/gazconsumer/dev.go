@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"github.com/gazconsumer/gazconsumer/internal/logformat"
 	"io"
 	"log/slog"
 	"os"
@@ -23,10 +24,14 @@ type devFlags struct {
 	brokerPort int
 	journals   []string
 	logLevel   string
+	logFormat  string
 	envFile    string
 	tls        bool
 	authKeys   string
 }
+
+// logOutput is where dev logs: standard error, but in tests.
+var logOutput io.Writer = os.Stderr
 
 func newDevCmd() *cobra.Command {
 	var f devFlags
@@ -51,6 +56,7 @@ brokers persist their journal fragments before exiting.`,
 	cmd.Flags().IntVar(&f.brokerPort, "broker-port", 8080, "loopback port of the first broker; the others follow it (0: any free port)")
 	cmd.Flags().StringSliceVar(&f.journals, "journals", nil, "journal spec YAML files to apply once the stack is up (gazctl journals apply format); journals without a revision are created or updated, so that a restart applies them again")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	cmd.Flags().StringVar(&f.logFormat, "log-format", envOr("LOG_FORMAT", "text"), "log format of the stack's logs (etcd's and Gazette's included): json (a JSON object a line), text or color (text) (env LOG_FORMAT)")
 	cmd.Flags().StringVar(&f.envFile, "env-file", "", "also write the gazctl environment to this file, as shell exports")
 	cmd.Flags().BoolVar(&f.tls, "tls", false, "serve etcd and the brokers over mutual TLS, with a CA and certificates made under --dir/tls; the environment printed has gazctl and members use them")
 	cmd.Flags().StringVar(&f.authKeys, "auth-keys", "", "Gazette authorization keys (base64, comma-separated; \"generate\" makes one): brokers and members refuse requests not signed by them; the environment printed has gazctl and members sign with them")
@@ -62,7 +68,13 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	if f.logFormat == "" {
+		f.logFormat = "text"
+	}
+	if err := logformat.Valid(f.logFormat); err != nil {
+		return fmt.Errorf("--log-format (env LOG_FORMAT): %w", err)
+	}
+	slog.SetDefault(slog.New(logformat.Handler(logOutput, f.logFormat, level)))
 
 	// Read and validate every journal file before starting anything: bad
 	// specs fail at once, with the file, the journal and the field.
@@ -118,6 +130,12 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	}
 
 	var env = devEnv(stack)
+	var brokers []string
+	for _, b := range stack.Brokers() {
+		brokers = append(brokers, string(b.Endpoint()))
+	}
+	slog.Info("gazconsumer dev: the stack is running", "dir", stack.Dir(), "etcd", stack.EtcdURL(), "brokers", brokers,
+		"tls", f.tls, "authorization", f.authKeys != "")
 	fmt.Fprintf(out, "gazconsumer dev: running (data in %s)\n", stack.Dir())
 	fmt.Fprintf(out, "  etcd:    %s (prefix %s)\n", stack.EtcdURL(), stack.EtcdPrefix())
 	for _, b := range stack.Brokers() {

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -150,4 +154,65 @@ func TestDevSecured(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("runDev: %v", err)
 	}
+}
+
+// With --log-format json, the stack logs a JSON object a line (etcd's and
+// Gazette's logs included); a format it does not know fails it at once.
+func TestDevLogFormat(t *testing.T) {
+	var dir = t.TempDir()
+	if err := runDev(context.Background(), io.Discard, devFlags{dir: dir, brokers: 1, logLevel: "info", logFormat: "xml"}); err == nil ||
+		!strings.Contains(err.Error(), "--log-format") || !strings.Contains(err.Error(), `"xml"`) {
+		t.Fatalf("runDev with --log-format xml: %v", err)
+	}
+
+	var logs lockedBuffer
+	logOutput = &logs
+	defer func() { logOutput = os.Stderr; slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil))) }()
+	var envFile = filepath.Join(dir, "env")
+	var ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	var done = make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, io.Discard, devFlags{dir: filepath.Join(dir, "stack"), brokers: 1, brokerPort: 0, logLevel: "info", logFormat: "json", envFile: envFile})
+	}()
+	for deadline := time.Now().Add(time.Minute); ; {
+		if b, err := os.ReadFile(envFile); err == nil && len(b) != 0 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("gazconsumer dev did not write its environment")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("runDev: %v", err)
+	}
+	var lines = strings.Split(strings.TrimSuffix(logs.String(), "\n"), "\n")
+	if !strings.Contains(logs.String(), `"msg":"gazconsumer dev: the stack is running"`) {
+		t.Fatalf("it logged %q", logs.String())
+	}
+	for _, l := range lines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil || v["msg"] == nil || v["level"] == nil {
+			t.Errorf("line %q is not a JSON log record: %v", l, err)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

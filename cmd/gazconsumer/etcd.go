@@ -20,7 +20,7 @@ type etcdFlags struct {
 	initialCluster, initialClusterState          string
 	certFile, keyFile, trustedCAFile             string
 	peerCertFile, peerKeyFile, peerTrustedCAFile string
-	logLevel                                     string
+	logLevel, logFormat                          string
 	quotaBackendBytes                            int64
 }
 
@@ -59,6 +59,7 @@ etcd as its operators run it.`,
 	fl.StringVar(&f.peerTrustedCAFile, "peer-trusted-ca-file", "", "path to the CA of peer certificates: if set, peers must present one it signed")
 	fl.Int64Var(&f.quotaBackendBytes, "quota-backend-bytes", 0, "raise alarms when the backend size exceeds this quota (0: etcd's default)")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "etcd's log level: debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", envOr("LOG_FORMAT", "json"), "etcd's log format: json, or text (color and etcd's console are synonyms) (env LOG_FORMAT)")
 	return cmd
 }
 
@@ -112,6 +113,14 @@ func runEtcd(ctx context.Context, out io.Writer, f etcdFlags) error {
 		cfg.LogLevel = f.logLevel
 	default:
 		return fmt.Errorf("--log-level: %q is not debug, info, warn or error", f.logLevel)
+	}
+	switch f.logFormat {
+	case "json", "":
+		cfg.LogFormat = "json"
+	case "text", "color", "console":
+		cfg.LogFormat = "console"
+	default:
+		return fmt.Errorf("--log-format (env LOG_FORMAT): %q is not json, text, color or console", f.logFormat)
 	}
 	if err = cfg.Validate(); err != nil {
 		return fmt.Errorf("etcd configuration: %w", err)

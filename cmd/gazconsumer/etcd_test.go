@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -102,5 +103,13 @@ func TestEtcdServesMutualTLS(t *testing.T) {
 		if err := runEtcd(context.Background(), &out, tc.f); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("runEtcd(%+v) = %v, want an error naming %q", tc.f, err, tc.want)
 		}
+	}
+}
+
+// A log format etcd does not know fails the command before etcd starts.
+func TestEtcdRefusesUnknownLogFormat(t *testing.T) {
+	var err = runEtcd(context.Background(), io.Discard, etcdFlags{name: "e1", dataDir: t.TempDir(), initialClusterState: "new", logLevel: "warn", logFormat: "xml"})
+	if err == nil || !strings.Contains(err.Error(), "--log-format") || !strings.Contains(err.Error(), `"xml"`) {
+		t.Fatalf("runEtcd with --log-format xml: %v", err)
 	}
 }

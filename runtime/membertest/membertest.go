@@ -70,6 +70,9 @@ type Cluster struct {
 	// service.Config; each member has a clone). The cluster's own calls
 	// present PeerTLS.
 	ServerTLS, PeerTLS *tls.Config
+	// ReadyIgnoresFailed keeps members ready while their shards are
+	// FAILED (see service.Config).
+	ReadyIgnoresFailed bool
 
 	mu      sync.Mutex
 	started int
@@ -116,6 +119,7 @@ func (c *Cluster) Start(id string) (*Member, error) {
 		Authorizer:          c.Authorizer,
 		ServerTLS:           cloneTLS(c.ServerTLS),
 		PeerTLS:             cloneTLS(c.PeerTLS),
+		ReadyIgnoresFailed:  c.ReadyIgnoresFailed,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting member %s: %w", id, err)

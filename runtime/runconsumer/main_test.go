@@ -2,6 +2,7 @@ package runconsumer_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -65,6 +66,10 @@ func TestMisconfigurationFailsAtStart(t *testing.T) {
 			[]string{"--consumer.peer-ca-file", "/etc/ca.crt"}},
 		{"a malformed flag", nil, []string{"--consumer.limit=many"}, []string{"consumer.limit", "many"}},
 		{"an unknown flag", nil, []string{"--consumer.limt=3"}, []string{"consumer.limt"}},
+		{"malformed LOG_FORMAT", []string{"LOG_FORMAT=xml"}, nil, []string{`LOG_FORMAT=\"xml\"`, "--log.format", "not a log format"}},
+		{"malformed --log.format", nil, []string{"--log.format=logfmt"}, []string{"--log.format", `\"logfmt\"`, "json, text or color"}},
+		{"malformed CONSUMER_READY_IGNORES_FAILED", []string{"CONSUMER_READY_IGNORES_FAILED=maybe"}, nil,
+			[]string{`CONSUMER_READY_IGNORES_FAILED=\"maybe\"`, "--consumer.ready-ignores-failed", "not a boolean"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var cmd, out = mainCmd(t, tc.env, tc.args...)
@@ -129,4 +134,68 @@ func TestUnreachableEtcd(t *testing.T) {
 			t.Errorf("stopped while starting: %v, want exit code 0; it printed:\n%s", err, out)
 		}
 	})
+}
+
+// With --log.format=json (or LOG_FORMAT=json) a member logs a JSON object a
+// line, its errors included; text and color log slog's key=value text.
+func TestLogFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"flag", nil, []string{"--log.format=json"}},
+		{"environment", []string{"LOG_FORMAT=json"}, nil},
+		{"flag over environment", []string{"LOG_FORMAT=text"}, []string{"--log.format=json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// It logs as it starts, then fails to reach etcd.
+			var cmd, out = mainCmd(t, tc.env, append(tc.args, "--etcd.address=http://127.0.0.1:1", "--consumer.host=127.0.0.1")...)
+			if code := exitCode(t, cmd); code != runconsumer.ExitEtcdUnreachable {
+				t.Fatalf("exit code %d, want %d; it printed:\n%s", code, runconsumer.ExitEtcdUnreachable, out)
+			}
+			checkJSONLines(t, out.String(), "etcd is unreachable")
+		})
+	}
+	t.Run("misconfigured", func(t *testing.T) {
+		var cmd, out = mainCmd(t, []string{"LOG_FORMAT=json"}, "--consumer.limit=0")
+		if code := exitCode(t, cmd); code != runconsumer.ExitFailure {
+			t.Fatalf("exit code %d, want %d; it printed:\n%s", code, runconsumer.ExitFailure, out)
+		}
+		checkJSONLines(t, out.String(), "--consumer.limit")
+	})
+	for _, format := range []string{"text", "color"} {
+		t.Run(format, func(t *testing.T) {
+			var cmd, out = mainCmd(t, nil, "--log.format="+format, "--consumer.limit=0")
+			if code := exitCode(t, cmd); code != runconsumer.ExitFailure {
+				t.Fatalf("exit code %d, want %d; it printed:\n%s", code, runconsumer.ExitFailure, out)
+			}
+			if !strings.HasPrefix(out.String(), "time=") || !strings.Contains(out.String(), "level=ERROR") {
+				t.Errorf("it printed %q, not slog's text", out)
+			}
+		})
+	}
+}
+
+// checkJSONLines checks that each line of out is a JSON object with a time,
+// a level and a message, and that one of them holds want.
+func checkJSONLines(t *testing.T, out, want string) {
+	t.Helper()
+	var found bool
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("line %q is not JSON: %v", line, err)
+			continue
+		}
+		for _, k := range []string{"time", "level", "msg"} {
+			if _, ok := v[k]; !ok {
+				t.Errorf("line %q has no %q", line, k)
+			}
+		}
+		found = found || strings.Contains(line, want)
+	}
+	if !found {
+		t.Errorf("no line of %q holds %q", out, want)
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/gazconsumer/gazconsumer/internal/logformat"
 	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
@@ -72,7 +73,13 @@ type Flags struct {
 	ShardLimit uint
 	StateDir   string
 	Handoff    time.Duration
-	LogLevel   slog.Level
+	// ReadyIgnoresFailed keeps the member ready while replicas of its
+	// shards are FAILED (see service.Config).
+	ReadyIgnoresFailed bool
+	LogLevel           slog.Level
+	// LogFormat is json, text or color (Gazette's names; color logs as
+	// text).
+	LogFormat string
 
 	// envErrs are the malformed values of environment variables that give
 	// flags their defaults, by flag name: configuration errors, unless the
@@ -113,6 +120,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.UintVar(&f.ShardLimit, "consumer.limit", uint(f.envInt("consumer.limit", "CONSUMER_LIMIT", 1024, 1)), "most shards this member runs (env CONSUMER_LIMIT)")
 	fs.StringVar(&f.StateDir, "consumer.state-dir", env("CONSUMER_STATE_DIR", ""), "directory of the shards' local stores (env CONSUMER_STATE_DIR)")
 	fs.DurationVar(&f.Handoff, "consumer.handoff", f.envDuration("consumer.handoff", "CONSUMER_HANDOFF", 30*time.Second), "how long to wait for other members to take over on shutdown (env CONSUMER_HANDOFF)")
+	fs.BoolVar(&f.ReadyIgnoresFailed, "consumer.ready-ignores-failed", f.envBool("consumer.ready-ignores-failed", "CONSUMER_READY_IGNORES_FAILED", false), "keep the member ready (/debug/ready, gRPC health) while shards of its are FAILED (env CONSUMER_READY_IGNORES_FAILED)")
 	f.LogLevel = slog.LevelInfo
 	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
 		if err := f.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -120,6 +128,15 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 		}
 	}
 	fs.TextVar(&f.LogLevel, "log.level", f.LogLevel, "log level: debug, info, warn or error (env LOG_LEVEL)")
+	f.LogFormat = "text"
+	if v, ok := os.LookupEnv("LOG_FORMAT"); ok {
+		if logformat.Valid(v) != nil {
+			f.envErr("log.format", "LOG_FORMAT", v, "not a log format (json, text or color)")
+		} else {
+			f.LogFormat = v
+		}
+	}
+	fs.StringVar(&f.LogFormat, "log.format", f.LogFormat, "log format: json (a JSON object a line), text or color (text) (env LOG_FORMAT)")
 }
 
 // Check checks f once fs, with which f was registered, has parsed the
@@ -147,6 +164,9 @@ func (f Flags) Validate() error {
 	}
 	if f.ShardLimit == 0 || f.ShardLimit > math.MaxUint32 {
 		errs = append(errs, fmt.Errorf("--consumer.limit (env CONSUMER_LIMIT) is %d: it must be from 1 to %d", f.ShardLimit, uint32(math.MaxUint32)))
+	}
+	if err := logformat.Valid(f.LogFormat); err != nil {
+		errs = append(errs, fmt.Errorf("--log.format (env LOG_FORMAT) is %q: it must be json, text or color", f.LogFormat))
 	}
 	if f.BrokerCacheSize < 0 {
 		errs = append(errs, fmt.Errorf("--broker.cache.size (env BROKER_CACHE_SIZE) is %d: it must not be negative", f.BrokerCacheSize))
@@ -218,13 +238,21 @@ func ExitCode(err error) int {
 
 // Main is the whole main function of a consumer command named name: it
 // parses the command line into Flags, logs to stderr with slog at
-// --log.level, serves the application newApp builds until SIGTERM or
+// --log.level in --log.format, serves the application newApp builds until SIGTERM or
 // SIGINT (handing its shards off), and exits with ExitCode, saying why in
 // one line if it failed. A misconfigured flag or environment variable
 // exits with ExitFailure at once, naming it and its value. After the first
 // signal, the member stops within its handoff timeout and StopGrace, or
 // exits anyway; a second signal ends it at once.
+//
+// `<command> probe ready|live [flags]` probes the member of this host
+// instead (see Probe), taking the same flags and environment as the member
+// (Kubernetes' exec probes run with the container's environment): it exits
+// with 0 if the probe succeeded, ExitFailure otherwise.
 func Main(name string, newApp func(Deps) (runtime.Application, error)) {
+	if len(os.Args) > 1 && os.Args[1] == ProbeCommand {
+		os.Exit(probeMain(name, os.Args[2:], os.Stdout))
+	}
 	var f Flags
 	var fs = flag.CommandLine
 	fs.Init(os.Args[0], flag.ContinueOnError)
@@ -234,7 +262,7 @@ func Main(name string, newApp func(Deps) (runtime.Application, error)) {
 	} else if err != nil {
 		os.Exit(ExitFailure) // The flag package said why.
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: f.LogLevel})))
+	slog.SetDefault(slog.New(logformat.Handler(os.Stderr, f.LogFormat, f.LogLevel)))
 	if err := f.Check(fs); err != nil {
 		slog.Error(name+" is misconfigured", "err", err, "exitCode", ExitFailure)
 		os.Exit(ExitFailure)
@@ -331,20 +359,21 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		return fmt.Errorf("building the application: %w", err)
 	}
 	svc, err := service.New(service.Config{
-		App:        app,
-		Etcd:       etcd,
-		Prefix:     f.EtcdPrefix,
-		Journals:   journals,
-		Zone:       f.Zone,
-		ID:         f.ID,
-		Host:       f.Host,
-		Port:       f.Port,
-		ShardLimit: uint32(f.ShardLimit),
-		LeaseTTL:   f.EtcdLeaseTTL,
-		StateDir:   f.StateDir,
-		ServerTLS:  sec.server,
-		PeerTLS:    sec.peer,
-		Verifier:   sec.verifier,
+		App:                app,
+		Etcd:               etcd,
+		Prefix:             f.EtcdPrefix,
+		Journals:           journals,
+		Zone:               f.Zone,
+		ID:                 f.ID,
+		Host:               f.Host,
+		Port:               f.Port,
+		ShardLimit:         uint32(f.ShardLimit),
+		LeaseTTL:           f.EtcdLeaseTTL,
+		StateDir:           f.StateDir,
+		ReadyIgnoresFailed: f.ReadyIgnoresFailed,
+		ServerTLS:          sec.server,
+		PeerTLS:            sec.peer,
+		Verifier:           sec.verifier,
 
 		DirectFragmentReads: f.FileRoot != "",
 	})
@@ -458,6 +487,18 @@ func (f *Flags) envInt(flag, name string, fallback, least int) int {
 		} else {
 			return n
 		}
+	}
+	return fallback
+}
+
+// envBool returns the boolean of environment variable name, the default of
+// flag, or fallback if it is not set.
+func (f *Flags) envBool(flag, name string, fallback bool) bool {
+	if v, ok := os.LookupEnv(name); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+		f.envErr(flag, name, v, "not a boolean (true or false)")
 	}
 	return fallback
 }

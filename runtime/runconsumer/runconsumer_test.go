@@ -9,9 +9,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
 	"github.com/gazconsumer/gazconsumer/runtime/runconsumer"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -321,6 +324,20 @@ func TestSecuredMember(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "shard-0") || !strings.Contains(string(out), "PRIMARY") {
 		t.Fatalf("gazctl shards list: %v\n%s", err, out)
 	}
+
+	// Its probes present its peer certificate, and check its own against
+	// the host it advertises.
+	f.Port = addr.URL().Port()
+	for _, kind := range []string{"ready", "live"} {
+		if answer, err := runconsumer.Probe(ctx, f, kind); err != nil || answer != "200 ready" {
+			t.Errorf("probe %s: %q, %v", kind, answer, err)
+		}
+	}
+	var noCert = f
+	noCert.PeerCertFile, noCert.PeerCertKeyFile = "", ""
+	if _, err := runconsumer.Probe(ctx, noCert, "live"); err == nil {
+		t.Errorf("a probe without the peer certificate succeeded")
+	}
 }
 
 // memberAddress returns the endpoint member id advertises in etcd.
@@ -355,4 +372,85 @@ func mustPool(t *testing.T, caFile string) *x509.CertPool {
 		t.Fatal(err)
 	}
 	return cfg.RootCAs
+}
+
+// freePort returns a port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	var l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// `<command> probe ready` succeeds once the member has joined its group;
+// `probe live` as soon as it answers at all, and fails where no member
+// answers.
+func TestProbe(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var c = newCluster(t)
+	var port = freePort(t)
+	var prefix = "/gazette/consumers/" + c.Name
+
+	// A former lease of the member's key holds it back from joining.
+	var etcd = testStack.Etcd()
+	var lease, err = etcd.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = etcd.Put(ctx, allocator.MemberKey(service.NewKeySpace(prefix), "local", "probed"), "former",
+		clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	var f, _ = serve(t, c, "--etcd.address="+testStack.EtcdURL(), "--broker.address="+string(testStack.Brokers()[0].Endpoint()),
+		"--consumer.id=probed", "--consumer.host=127.0.0.1", "--consumer.port="+port, "--consumer.state-dir="+t.TempDir())
+
+	var probe = func(kind string) (string, error) {
+		t.Helper()
+		for {
+			var answer, err = runconsumer.Probe(ctx, f, kind)
+			if err == nil || !strings.Contains(err.Error(), "connection refused") || ctx.Err() != nil {
+				return answer, err // Unless the member has not bound its port yet.
+			}
+			time.Sleep(membertest.PollInterval)
+		}
+	}
+	if answer, err := probe("ready"); err == nil || !strings.HasPrefix(answer, "503 ") || !strings.Contains(answer, "member probed has not joined its group yet") {
+		t.Errorf("probe ready of a member not joined: %q, %v", answer, err)
+	}
+	if answer, err := probe("live"); err != nil || !strings.HasPrefix(answer, "503") {
+		t.Errorf("probe live of a member not joined: %q, %v", answer, err)
+	}
+
+	if _, err = etcd.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if answer, err := probe("ready"); err == nil {
+			if answer != "200 ready" {
+				t.Errorf("probe ready: %q", answer)
+			}
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("the member never became ready: %v", err)
+		}
+		time.Sleep(membertest.PollInterval)
+	}
+
+	// As a command, the way a Kubernetes exec probe runs it.
+	var cmd, out = mainCmd(t, []string{"CONSUMER_PORT=" + port}, "probe", "ready")
+	if code := exitCode(t, cmd); code != 0 || !strings.Contains(out.String(), "200 ready") {
+		t.Errorf("probe ready: exit code %d, it printed %q", code, out)
+	}
+	cmd, out = mainCmd(t, nil, "probe", "live", "--consumer.port="+freePort(t))
+	if code := exitCode(t, cmd); code != runconsumer.ExitFailure || !strings.Contains(out.String(), "connection refused") {
+		t.Errorf("probe live of a port nobody serves: exit code %d, it printed %q", code, out)
+	}
+	cmd, out = mainCmd(t, nil, "probe", "sideways", "--consumer.port="+port)
+	if code := exitCode(t, cmd); code != runconsumer.ExitFailure || !strings.Contains(out.String(), "want ready or live") {
+		t.Errorf("probe sideways: exit code %d, it printed %q", code, out)
+	}
 }

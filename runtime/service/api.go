@@ -24,9 +24,24 @@ const HintsCommand = "gazconsumer shards hints"
 // shardAPI serves Gazette's Shard API for a Service.
 type shardAPI struct{ svc *Service }
 
+// joined waits until the member has joined its group, and returns an
+// Unavailable error if ctx ends first: its port is served from the start,
+// but what it knows of shards and assignments is loaded as it joins.
+func (a *shardAPI) joined(ctx context.Context) error {
+	select {
+	case <-a.svc.joinedCh:
+		return nil
+	case <-ctx.Done():
+		return status.Errorf(codes.Unavailable, "member %s has not joined its group yet: %v", a.svc.cfg.ID, ctx.Err())
+	}
+}
+
 // List the shards whose labels match the request's selector, with their
 // routes and the status of each replica.
-func (a *shardAPI) List(_ context.Context, claims pb.Claims, req *pc.ListRequest) (*pc.ListResponse, error) {
+func (a *shardAPI) List(ctx context.Context, claims pb.Claims, req *pc.ListRequest) (*pc.ListResponse, error) {
+	if err := a.joined(ctx); err != nil {
+		return nil, err
+	}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -75,6 +90,9 @@ func (a *shardAPI) List(_ context.Context, claims pb.Claims, req *pc.ListRequest
 // primary still recovering the shard, or starting, is waited for, within
 // the call's deadline.
 func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatRequest) (*pc.StatResponse, error) {
+	if err := a.joined(ctx); err != nil {
+		return nil, err
+	}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -167,6 +185,9 @@ func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatReque
 // runtime.ShardDefaulter) and validated first, and the journals they read and record to must
 // exist: an invalid request leaves etcd unchanged.
 func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyRequest) (*pc.ApplyResponse, error) {
+	if err := a.joined(ctx); err != nil {
+		return nil, err
+	}
 	if d, ok := a.svc.cfg.App.(runtime.ShardDefaulter); ok {
 		var defaults = d.ShardDefaults()
 		for _, change := range req.Changes {
@@ -301,6 +322,9 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 // ones, if asked), so that the allocator assigns them afresh: a hot standby
 // keeps its assignment and is promoted.
 func (a *shardAPI) Unassign(ctx context.Context, claims pb.Claims, req *pc.UnassignRequest) (*pc.UnassignResponse, error) {
+	if err := a.joined(ctx); err != nil {
+		return nil, err
+	}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -30,9 +30,18 @@
 // shards answering (see runtime/query). Reflection, which reveals only the
 // schema, is served to anyone who reaches the port.
 //
+// # Diagnostics
+//
+// A member serves, over HTTP on its port, /debug/ready (200 once it has
+// joined its group, while it is not exiting and no replica of its shards
+// is FAILED, unless Config.ReadyIgnoresFailed; 503 and the reason
+// otherwise: see Service.Ready), Go's profiles at /debug/pprof/ and expvar
+// at /debug/vars; and the gRPC health service (grpc.health.v1), SERVING
+// for "" and each of its services exactly when it is ready.
+//
 // # Metrics
 //
-// A member serves Prometheus metrics at /metrics on its port: per shard,
+// A member serves Prometheus metrics at /metrics and /debug/metrics on its port: per shard,
 // transactions, their durations and the time spent in each of their phases,
 // the messages, bytes and skipped messages they consumed, the offsets a
 // primary has read through and how far it lags each source's write head,
@@ -46,7 +55,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -57,7 +65,6 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.gazette.dev/core/allocator"
@@ -67,6 +74,7 @@ import (
 	"go.gazette.dev/core/keyspace"
 	"go.gazette.dev/core/server"
 	"go.gazette.dev/core/task"
+	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/reflection"
 )
 
@@ -124,6 +132,10 @@ type Config struct {
 	// DoNotProxy), rather than through the brokers. The process must be
 	// able to open the URLs brokers sign: see Flags.FileRoot.
 	DirectFragmentReads bool
+	// ReadyIgnoresFailed keeps the member ready (at /debug/ready, and in
+	// the gRPC health service) while replicas of its shards are FAILED: by
+	// default, a FAILED shard makes it not ready, naming the shard.
+	ReadyIgnoresFailed bool
 }
 
 // Service is a running member of a consumer application.
@@ -145,6 +157,13 @@ type Service struct {
 	stopWatch func()        // Stops the watches of partitions the service started.
 
 	aborted atomic.Bool // Set by Abort.
+
+	joined      atomic.Bool    // Set once the member's session started and its KeySpace loaded.
+	joinedCh    chan struct{}  // Closed as joined is set.
+	exiting     atomic.Bool    // Set once Run's context is done.
+	health      *health.Server // The gRPC health service, reflecting Ready.
+	healthNames []string       // The services it reports on.
+	healthMu    sync.Mutex     // Orders the updates of health.
 }
 
 // New builds a Service and binds its port. Run starts it.
@@ -202,9 +221,11 @@ func New(cfg Config) (*Service, error) {
 		tasks:  task.NewGroup(context.Background()),
 		sigCh:  make(chan os.Signal, 1),
 		shards: make(map[pc.ShardID]*shard),
+
+		joinedCh: make(chan struct{}),
 	}
 	s.state = allocator.NewObservedState(s.ks, allocator.MemberKey(s.ks, cfg.Zone, cfg.ID), shardIsConsistent)
-	s.ks.Observers = append(s.ks.Observers, s.updateLocalShards)
+	s.ks.Observers = append(s.ks.Observers, s.updateLocalShards, s.updateHealth)
 	s.ks.WatchApplyDelay = 10 * time.Millisecond
 
 	var verifier = cfg.Verifier
@@ -214,8 +235,9 @@ func New(cfg Config) (*Service, error) {
 	pc.RegisterShardServer(srv.GRPCServer, pc.NewVerifiedShardServer(&shardAPI{svc: s}, verifier))
 	s.serveQueries()
 	reflection.Register(srv.GRPCServer)
-	srv.HTTPMux = http.NewServeMux()
-	srv.HTTPMux.Handle("/metrics", promhttp.Handler())
+	s.serveDiagnostics()
+	s.healthNames = s.healthServices()
+	s.refreshHealth()
 	return s, nil
 }
 
@@ -317,8 +339,18 @@ var ErrLeaseLost = errors.New("lost the member's etcd lease (etcd was unreachabl
 // Run returns nil if ctx is done before the member has started (it may be
 // waiting for etcd, or for a former lease of its key to expire).
 func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
+	// The port is served from the start, so that /debug/ready and the
+	// health service answer (not ready) while the member joins, which may
+	// take as long as a former lease of its key lives; calls of the Shard
+	// API wait for it to join, within their deadlines.
+	var serving = task.NewGroup(context.Background())
+	s.srv.QueueTasks(serving)
+	serving.GoRun()
 	if err := s.startSession(ctx); err != nil {
-		s.srv.CMux.Close()
+		s.health.Shutdown()
+		serving.Cancel()
+		s.srv.BoundedGracefulStop()
+		_ = serving.Wait()
 		_ = s.srv.GRPCLoopback.Close()
 		s.stopWatch()
 		if ctx.Err() != nil {
@@ -327,7 +359,13 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 		}
 		return fmt.Errorf("service: member %s: %w", s.cfg.ID, err)
 	}
-	s.srv.QueueTasks(s.tasks)
+	s.joined.Store(true)
+	close(s.joinedCh)
+	s.refreshHealth()
+	s.tasks.Queue("server", func() error {
+		<-serving.Context().Done() // Cancelled by service.Stop, or by an error of the server.
+		return serving.Wait()
+	})
 	s.tasks.Queue("keyspace.Watch", func() error {
 		if err := s.ks.Watch(s.tasks.Context(), s.cfg.Etcd); err != nil && s.tasks.Context().Err() == nil {
 			return fmt.Errorf("watching %s: %w", s.cfg.Prefix, err)
@@ -337,6 +375,7 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 	s.tasks.Queue("service.Stop", func() error {
 		<-s.tasks.Context().Done()
 		s.stopShards()
+		serving.Cancel()
 		s.srv.BoundedGracefulStop()
 		return nil
 	})
@@ -351,6 +390,8 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 	var handoffErr error
 	select {
 	case <-ctx.Done():
+		s.exiting.Store(true)
+		s.refreshHealth()
 		s.ks.Mu.RLock()
 		var alone = len(s.state.Members) <= 1
 		s.ks.Mu.RUnlock()
@@ -369,6 +410,8 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 		timer.Stop()
 	case <-s.tasks.Context().Done():
 	}
+	s.exiting.Store(true)
+	s.health.Shutdown() // NOT_SERVING, for good.
 	s.tasks.Cancel()
 	var err = s.tasks.Wait()
 	_ = s.srv.GRPCLoopback.Close()
