@@ -68,7 +68,7 @@ type Flags struct {
 	ServerCertFile, ServerCertKeyFile, ServerCAFile string
 	PeerCertFile, PeerCertKeyFile, PeerCAFile       string
 	// AuthKeys verify the authorization of calls of the member's gRPC
-	// services (the Shard API and the application's).
+	// services (the Shard API and the queries services).
 	AuthKeys   string
 	ShardLimit uint
 	StateDir   string
