@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
 
@@ -71,22 +72,7 @@ func load(files []protoreflect.FileDescriptor) *schema {
 		journalByMsg:   map[protoreflect.FullName]*journal{},
 		consumerByName: map[protoreflect.FullName]*consumer{},
 	}
-	var all []protoreflect.FileDescriptor
-	seen := map[string]bool{}
-	var visit func(f protoreflect.FileDescriptor)
-	visit = func(f protoreflect.FileDescriptor) {
-		if f == nil || seen[f.Path()] {
-			return
-		}
-		seen[f.Path()] = true
-		for i := 0; i < f.Imports().Len(); i++ {
-			visit(f.Imports().Get(i).FileDescriptor)
-		}
-		all = append(all, f)
-	}
-	for _, f := range files {
-		visit(f)
-	}
+	all := protoload.WithImports(files...)
 	// Files in path order, so that duplicate declarations of an invalid set
 	// resolve the same way whatever the order of the input.
 	slices.SortFunc(all, func(a, b protoreflect.FileDescriptor) int { return strings.Compare(a.Path(), b.Path()) })

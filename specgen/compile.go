@@ -3,12 +3,9 @@ package specgen
 import (
 	"context"
 	"fmt"
-	"os"
 
-	"github.com/bufbuild/protocompile"
-	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -20,40 +17,11 @@ import (
 // gazconsumer/v1/options.proto built into this package. It returns the
 // descriptors of files, in order, with their gazconsumer options decoded.
 func Compile(ctx context.Context, importPaths, files []string) ([]protoreflect.FileDescriptor, error) {
-	var builtin = protocompile.ResolverFunc(func(path string) (protocompile.SearchResult, error) {
-		if path == gcv1.File_gazconsumer_v1_options_proto.Path() {
-			return protocompile.SearchResult{Desc: gcv1.File_gazconsumer_v1_options_proto}, nil
-		}
-		return protocompile.SearchResult{}, os.ErrNotExist
-	})
-	var c = protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(protocompile.CompositeResolver{
-			&protocompile.SourceResolver{ImportPaths: importPaths},
-			builtin,
-		}),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	var compiled, err = c.Compile(ctx, files...)
+	var compiled, err = protoload.Compile(ctx, protoload.WithOptionsProto(protoload.Roots(importPaths...)), nil, files...)
 	if err != nil {
 		return nil, err // Already positioned at file.proto:line:col.
 	}
-	var set = new(descriptorpb.FileDescriptorSet)
-	var seen = map[string]bool{}
-	var add func(fd protoreflect.FileDescriptor)
-	add = func(fd protoreflect.FileDescriptor) {
-		if seen[fd.Path()] {
-			return
-		}
-		seen[fd.Path()] = true
-		var imports = fd.Imports()
-		for i := 0; i < imports.Len(); i++ {
-			add(imports.Get(i).FileDescriptor)
-		}
-		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
-	}
-	for _, f := range compiled {
-		add(f)
-	}
+	var set = protoload.Collect(compiled...)
 	// Round trip through the wire, so that the options are decoded by the
 	// types linked into this package, as from a descriptor set.
 	b, err := proto.Marshal(set)
@@ -99,11 +67,11 @@ func ReadDescriptorSet(data []byte) ([]protoreflect.FileDescriptor, error) {
 // descriptors decodes an encoded FileDescriptorSet, its options by the types
 // linked into this package, and links its files.
 func descriptors(data []byte) (*descriptorpb.FileDescriptorSet, *protoregistry.Files, error) {
-	var set = new(descriptorpb.FileDescriptorSet)
-	if err := (proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes}).Unmarshal(data, set); err != nil {
+	var set, err = protoload.DecodeSet(data)
+	if err != nil {
 		return nil, nil, fmt.Errorf("decoding descriptor set: %w", err)
 	}
-	var files, err = protodesc.NewFiles(set)
+	files, err := protoload.LinkSet(set, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("linking descriptor set: %w", err)
 	}

@@ -17,14 +17,9 @@ import (
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/reporter"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
-	"gopkg.in/yaml.v2"
 
-	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	"github.com/gazconsumer/gazconsumer/schemacheck"
 )
 
@@ -258,25 +253,9 @@ func inDir(dir, p string) bool {
 // modules of ./buf.yaml, or else the directories of args and, for the files
 // of args, ".".
 func importRoots(protoPaths, args []string) ([]string, error) {
-	roots := protoPaths
-	if len(roots) == 0 {
-		var err error
-		if roots, err = bufModules("buf.yaml"); err != nil {
-			return nil, err
-		}
-	}
-	if len(roots) == 0 {
-		var files bool
-		for _, arg := range args {
-			if info, err := os.Stat(arg); err == nil && info.IsDir() {
-				roots = append(roots, arg)
-			} else {
-				files = true
-			}
-		}
-		if files {
-			roots = append(roots, ".")
-		}
+	roots, err := protoload.ImportRoots(protoPaths, "buf.yaml", args, ".")
+	if err != nil {
+		return nil, err
 	}
 	wd, err := os.Getwd()
 	if err != nil {
@@ -298,37 +277,6 @@ func relative(wd, p string) (string, error) {
 		p = filepath.Join(wd, p)
 	}
 	return filepath.Rel(wd, p)
-}
-
-// bufModules returns the module directories of buf configuration file
-// path, a buf.yaml of version v2 (v1 modules are their buf.yaml's
-// directory), or nil if there is no such file.
-func bufModules(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	var cfg struct {
-		Version string `yaml:"version"`
-		Modules []struct {
-			Path string `yaml:"path"`
-		} `yaml:"modules"`
-	}
-	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	var roots []string
-	for _, m := range cfg.Modules {
-		if cfg.Version == "v2" && m.Path != "" {
-			roots = append(roots, filepath.Join(filepath.Dir(path), m.Path))
-		}
-	}
-	if len(roots) == 0 {
-		roots = []string{filepath.Dir(path)}
-	}
-	return roots, nil
 }
 
 // compileProtos compiles paths, .proto files relative to the working
@@ -362,8 +310,8 @@ func compileProtos(ctx context.Context, roots, paths []string, open func(string)
 			mu.Unlock()
 			return protocompile.SearchResult{Source: rc}, nil
 		}
-		if name == gcv1.File_gazconsumer_v1_options_proto.Path() {
-			return protocompile.SearchResult{Desc: gcv1.File_gazconsumer_v1_options_proto}, nil
+		if r, err := protoload.OptionsProto.FindFileByPath(name); err == nil {
+			return r, nil
 		}
 		return protocompile.SearchResult{}, fmt.Errorf("%s is in no import root (%s): %w", name, strings.Join(roots, ", "), fs.ErrNotExist)
 	})
@@ -375,18 +323,14 @@ func compileProtos(ctx context.Context, roots, paths []string, open func(string)
 		return fmt.Errorf("%s:%d:%d: %w", v.display(pos.Filename), pos.Line, pos.Col, err.Unwrap())
 	}
 	var errs []error
-	compiler := protocompile.Compiler{
-		Resolver:       protocompile.WithStandardImports(resolve),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-		Reporter: reporter.NewReporter(func(err reporter.ErrorWithPos) error {
-			e := positioned(err)
-			mu.Lock()
-			errs = append(errs, e)
-			mu.Unlock()
-			return nil // Go on, to report every error.
-		}, nil),
-	}
-	compiled, err := compiler.Compile(ctx, names...)
+	rep := reporter.NewReporter(func(err reporter.ErrorWithPos) error {
+		e := positioned(err)
+		mu.Lock()
+		errs = append(errs, e)
+		mu.Unlock()
+		return nil // Go on, to report every error.
+	}, nil)
+	compiled, err := protoload.Compile(ctx, resolve, rep, names...)
 	var withPos reporter.ErrorWithPos
 	switch {
 	case len(errs) != 0:
@@ -396,19 +340,15 @@ func compileProtos(ctx context.Context, roots, paths []string, open func(string)
 	case err != nil:
 		return nil, err
 	}
-	for _, f := range compiled {
-		v.files = append(v.files, f)
-	}
+	v.files = compiled
 	return v, nil
 }
 
 // importPath returns the path by which file p, under one of roots, is
 // imported.
 func importPath(roots []string, p string) (string, error) {
-	for _, r := range roots {
-		if rel, err := filepath.Rel(r, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return filepath.ToSlash(rel), nil
-		}
+	if name, ok := protoload.ImportPath(roots, p); ok {
+		return name, nil
 	}
 	return "", fmt.Errorf("%s is in no import root (%s): name its root with -I", p, strings.Join(roots, ", "))
 }
@@ -421,28 +361,13 @@ func readDescriptorSet(path string) ([]protoreflect.FileDescriptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := new(descriptorpb.FileDescriptorSet)
-	if err := proto.Unmarshal(b, set); err != nil {
+	set, err := protoload.DecodeSet(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s is not a FileDescriptorSet: %w", path, err)
 	} else if len(set.File) == 0 {
 		return nil, fmt.Errorf("%s is not a FileDescriptorSet: it holds no files", path)
 	}
-	have := map[string]bool{}
-	for _, f := range set.File {
-		have[f.GetName()] = true
-	}
-	for i := 0; i < len(set.File); i++ {
-		for _, dep := range set.File[i].GetDependency() {
-			if have[dep] {
-				continue
-			}
-			if fd, err := protoregistry.GlobalFiles.FindFileByPath(dep); err == nil {
-				set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
-				have[dep] = true
-			}
-		}
-	}
-	files, err := protodesc.NewFiles(set)
+	files, err := protoload.LinkSet(set, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (a set built by protoc needs --include_imports)", path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	"github.com/gazconsumer/gazconsumer/specgen"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -112,7 +113,6 @@ func runSpecs(ctx context.Context, stdout io.Writer, f specsFlags, args []string
 // the files of paths.
 func protoFiles(importPaths, paths []string) ([]string, []string, error) {
 	var found []string
-	var dirs []string
 	for _, p := range paths {
 		var err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -125,29 +125,19 @@ func protoFiles(importPaths, paths []string) ([]string, []string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			dirs = append(dirs, p)
-		} else {
-			dirs = append(dirs, filepath.Dir(p))
-		}
 	}
 	if len(found) == 0 {
 		return nil, nil, fmt.Errorf("no .proto files in %s", strings.Join(paths, ", "))
 	}
-	if len(importPaths) == 0 {
-		importPaths = dirs
+	importPaths, err := protoload.ImportRoots(importPaths, "", paths, "")
+	if err != nil {
+		return nil, nil, err
 	}
 	var names []string
 	var seen = map[string]bool{}
 	for _, path := range found {
-		var name string
-		for _, root := range importPaths {
-			if rel, err := filepath.Rel(root, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				name = filepath.ToSlash(rel)
-				break
-			}
-		}
-		if name == "" {
+		var name, ok = protoload.ImportPath(importPaths, path)
+		if !ok {
 			return nil, nil, fmt.Errorf("%s is under none of the import paths (-I) %s", path, strings.Join(importPaths, ", "))
 		} else if !seen[name] {
 			seen[name] = true
