@@ -2,9 +2,6 @@ package schemacheck_test
 
 import (
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +9,7 @@ import (
 	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	"github.com/gazconsumer/gazconsumer/schemacheck"
 )
 
@@ -103,12 +101,7 @@ var baseline = fuzzed{
 
 // memResolver resolves "shop.proto" to src, and other files from protoRoot.
 func memResolver(src string) protocompile.Resolver {
-	return &protocompile.SourceResolver{Accessor: func(path string) (io.ReadCloser, error) {
-		if path == "shop.proto" {
-			return io.NopCloser(strings.NewReader(src)), nil
-		}
-		return os.Open(filepath.Join(protoRoot, path))
-	}}
+	return protoload.InMemory(map[string]string{"shop.proto": src}, protoRoot)
 }
 
 // FuzzCheck mutates the option values and field types of an annotated

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	"github.com/gazconsumer/gazconsumer/schemacheck"
 )
 
@@ -39,7 +39,7 @@ func compile(t testing.TB, dir string) []protoreflect.FileDescriptor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return compileWith(t, &protocompile.SourceResolver{ImportPaths: []string{dir, protoRoot}}, files...)
+	return compileWith(t, protoload.Roots(dir, protoRoot), files...)
 }
 
 // compileWith compiles files found by r.
@@ -53,19 +53,7 @@ func compileWith(t testing.TB, r protocompile.Resolver, files ...string) []proto
 }
 
 func tryCompile(r protocompile.Resolver, files ...string) ([]protoreflect.FileDescriptor, error) {
-	c := protocompile.Compiler{
-		Resolver:       protocompile.WithStandardImports(r),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	compiled, err := c.Compile(context.Background(), files...)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]protoreflect.FileDescriptor, len(compiled))
-	for i, f := range compiled {
-		out[i] = f
-	}
-	return out, nil
+	return protoload.Compile(context.Background(), r, nil, files...)
 }
 
 // render is how a want file spells a finding: as Finding.String, after
@@ -166,23 +154,7 @@ func TestFindingsAtFilesWithoutSourceInfo(t *testing.T) {
 // registryOf returns a resolver of the imports of fd.
 func registryOf(t *testing.T, fd protoreflect.FileDescriptor) protodesc.Resolver {
 	t.Helper()
-	set := &descriptorpb.FileDescriptorSet{}
-	seen := map[string]bool{}
-	var add func(f protoreflect.FileDescriptor)
-	add = func(f protoreflect.FileDescriptor) {
-		if seen[f.Path()] {
-			return
-		}
-		seen[f.Path()] = true
-		for i := 0; i < f.Imports().Len(); i++ {
-			add(f.Imports().Get(i).FileDescriptor)
-		}
-		set.File = append(set.File, protodesc.ToFileDescriptorProto(f))
-	}
-	for i := 0; i < fd.Imports().Len(); i++ {
-		add(fd.Imports().Get(i).FileDescriptor)
-	}
-	files, err := protodesc.NewFiles(set)
+	files, err := protoload.LinkSet(protoload.Collect(protoload.Imports(fd)...), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,29 +166,16 @@ func registryOf(t *testing.T, fd protoreflect.FileDescriptor) protodesc.Resolver
 // protoc are) compare equal to those compiled from source.
 func TestOptionsFromDescriptorSet(t *testing.T) {
 	compiled := compile(t, "testdata/cases/allowed_identical/old")
-	set := &descriptorpb.FileDescriptorSet{}
-	seen := map[string]bool{}
-	var add func(f protoreflect.FileDescriptor)
-	add = func(f protoreflect.FileDescriptor) {
-		if seen[f.Path()] {
-			return
-		}
-		seen[f.Path()] = true
-		for i := 0; i < f.Imports().Len(); i++ {
-			add(f.Imports().Get(i).FileDescriptor)
-		}
-		set.File = append(set.File, protodesc.ToFileDescriptorProto(f))
-	}
-	add(compiled[0])
+	set := protoload.Collect(compiled[0])
 	b, err := proto.Marshal(set)
 	if err != nil {
 		t.Fatal(err)
 	}
-	decoded := &descriptorpb.FileDescriptorSet{}
-	if err := proto.Unmarshal(b, decoded); err != nil {
+	decoded, err := protoload.DecodeSet(b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := protodesc.NewFiles(decoded)
+	files, err := protoload.LinkSet(decoded, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	"github.com/gazconsumer/gazconsumer/specgen"
 	"github.com/gazconsumer/gazconsumer/specs"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/consumer/shardspace"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 	"gopkg.in/yaml.v2"
 )
 
@@ -142,22 +141,7 @@ func TestGolden(t *testing.T) {
 	checkApplicable(t, got)
 
 	// The same files in a descriptor set, as buf build writes it.
-	var set = new(descriptorpb.FileDescriptorSet)
-	var seen = map[string]bool{}
-	var add func(fd protoreflect.FileDescriptor)
-	add = func(fd protoreflect.FileDescriptor) {
-		if seen[fd.Path()] {
-			return
-		}
-		seen[fd.Path()] = true
-		for i := 0; i < fd.Imports().Len(); i++ {
-			add(fd.Imports().Get(i).FileDescriptor)
-		}
-		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
-	}
-	for _, fd := range fds {
-		add(fd)
-	}
+	var set = protoload.Collect(fds...)
 	data, err := proto.Marshal(set)
 	if err != nil {
 		t.Fatal(err)

@@ -9,11 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 )
 
 // breakingCases holds the before/after pairs of package schemacheck's
@@ -62,28 +60,11 @@ func writeFile(t *testing.T, path string, content []byte) {
 // imports and source info, as `buf build -o` writes one.
 func descriptorSet(t *testing.T, root, file string) []byte {
 	t.Helper()
-	c := protocompile.Compiler{
-		Resolver:       protocompile.WithStandardImports(&protocompile.SourceResolver{ImportPaths: []string{root, "../../proto"}}),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	compiled, err := c.Compile(context.Background(), file)
+	compiled, err := protoload.Compile(context.Background(), protoload.Roots(root, "../../proto"), nil, file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := new(descriptorpb.FileDescriptorSet)
-	seen := map[string]bool{}
-	var add func(f protoreflect.FileDescriptor)
-	add = func(f protoreflect.FileDescriptor) {
-		if seen[f.Path()] {
-			return
-		}
-		seen[f.Path()] = true
-		for i := 0; i < f.Imports().Len(); i++ {
-			add(f.Imports().Get(i).FileDescriptor)
-		}
-		set.File = append(set.File, protodesc.ToFileDescriptorProto(f))
-	}
-	add(compiled[0])
+	set := protoload.Collect(compiled[0])
 	b, err := proto.Marshal(set)
 	if err != nil {
 		t.Fatal(err)

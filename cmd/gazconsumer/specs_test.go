@@ -8,11 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	"github.com/gazconsumer/gazconsumer/specgen"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // runSpecsCmd runs `gazconsumer specs args...`, returning its stdout.
@@ -104,22 +102,7 @@ func TestSpecsDescriptorSet(t *testing.T) {
 	}
 	// As buf build writes it: the files and their imports, the options
 	// encoded in them.
-	var set = new(descriptorpb.FileDescriptorSet)
-	var seen = map[string]bool{}
-	var add func(fd protoreflect.FileDescriptor)
-	add = func(fd protoreflect.FileDescriptor) {
-		if seen[fd.Path()] {
-			return
-		}
-		seen[fd.Path()] = true
-		for i := 0; i < fd.Imports().Len(); i++ {
-			add(fd.Imports().Get(i).FileDescriptor)
-		}
-		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
-	}
-	for _, fd := range files {
-		add(fd)
-	}
+	var set = protoload.Collect(files...)
 	data, err := proto.Marshal(set)
 	if err != nil {
 		t.Fatal(err)

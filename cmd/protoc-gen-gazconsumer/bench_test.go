@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bufbuild/protocompile"
 	gengo "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
 	"google.golang.org/protobuf/compiler/protogen"
 
 	"github.com/gazconsumer/gazconsumer/cmd/protoc-gen-gazconsumer/internal/gengc"
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 )
 
 // bigProto returns a .proto of n messages: journal messages, tables keyed
@@ -57,16 +57,8 @@ enum Kind { KIND_UNSPECIFIED = 0; KIND_A = 1; }
 // protoc-gen-go on one 500-message .proto, and reports the ratio of their
 // times as "x-protoc-gen-go".
 func BenchmarkPluginVsProtocGenGo(b *testing.B) {
-	c := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(protocompile.CompositeResolver{
-			&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(map[string]string{
-				"big/v1/big.proto": bigProto(500),
-			})},
-			&protocompile.SourceResolver{ImportPaths: []string{protoRoot}},
-		}),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	compiled, err := c.Compile(context.Background(), "big/v1/big.proto")
+	sources := map[string]string{"big/v1/big.proto": bigProto(500)}
+	compiled, err := protoload.Compile(context.Background(), protoload.InMemory(sources, protoRoot), nil, "big/v1/big.proto")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,25 +27,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/gazconsumer/gazconsumer/cmd/protoc-gen-gazconsumer/internal/gengc"
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 )
 
 // compileSources compiles the .proto files of sources (by path), and
 // returns a CodeGeneratorRequest generating paths.
 func compileSources(t testing.TB, sources map[string]string, paths []string) *pluginpb.CodeGeneratorRequest {
 	t.Helper()
-	c := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(protocompile.CompositeResolver{
-			&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(sources)},
-			&protocompile.SourceResolver{ImportPaths: []string{protoRoot}},
-		}),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	compiled, err := c.Compile(context.Background(), paths...)
+	compiled, err := protoload.Compile(context.Background(), protoload.InMemory(sources, protoRoot), nil, paths...)
 	if err != nil {
 		t.Fatalf("compiling: %v\n%s", err, dumpSources(sources))
 	}

@@ -14,16 +14,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bufbuild/protocompile"
-	"github.com/bufbuild/protocompile/linker"
 	gengo "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/pluginpb"
 
 	"github.com/gazconsumer/gazconsumer/cmd/protoc-gen-gazconsumer/internal/gengc"
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -35,13 +33,7 @@ const protoRoot = "../../proto"
 // generating them.
 func compile(t testing.TB, importDir string, files []string) *pluginpb.CodeGeneratorRequest {
 	t.Helper()
-	c := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			ImportPaths: []string{importDir, protoRoot},
-		}),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	compiled, err := c.Compile(context.Background(), files...)
+	compiled, err := protoload.Compile(context.Background(), protoload.Roots(importDir, protoRoot), nil, files...)
 	if err != nil {
 		t.Fatalf("compiling %v: %v", files, err)
 	}
@@ -50,24 +42,9 @@ func compile(t testing.TB, importDir string, files []string) *pluginpb.CodeGener
 
 // request builds a CodeGeneratorRequest of compiled files and all their
 // dependencies, as protoc would.
-func request(t testing.TB, compiled linker.Files, files []string) *pluginpb.CodeGeneratorRequest {
+func request(t testing.TB, compiled []protoreflect.FileDescriptor, files []string) *pluginpb.CodeGeneratorRequest {
 	req := &pluginpb.CodeGeneratorRequest{FileToGenerate: files, Parameter: proto.String("")}
-	seen := map[string]bool{}
-	var add func(fd protoreflect.FileDescriptor)
-	add = func(fd protoreflect.FileDescriptor) {
-		if seen[fd.Path()] {
-			return
-		}
-		seen[fd.Path()] = true
-		imports := fd.Imports()
-		for i := 0; i < imports.Len(); i++ {
-			add(imports.Get(i).FileDescriptor)
-		}
-		req.ProtoFile = append(req.ProtoFile, protodesc.ToFileDescriptorProto(fd))
-	}
-	for _, f := range compiled {
-		add(f)
-	}
+	req.ProtoFile = protoload.Collect(compiled...).File
 	// Round trip through the wire, so that options are decoded by the
 	// registry linked into the plugin, exactly as from protoc.
 	b, err := proto.Marshal(req)
