@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
@@ -101,7 +101,7 @@ func loadShard(ctx context.Context, f hintsFlags) (*pc.ShardSpec, *clientv3.Clie
 
 func shardSpec(ctx context.Context, etcd *clientv3.Client, f hintsFlags) (*pc.ShardSpec, error) {
 
-	var ks = service.NewKeySpace(f.prefix)
+	var ks = groupkeys.NewKeySpace(f.prefix)
 	var key = allocator.ItemKey(ks, f.shard)
 	resp, err := etcd.Get(ctx, key)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -30,7 +30,7 @@ func TestShardsHintsPrintsStoredGenerations(t *testing.T) {
 		HintBackups: 1, MaxTxnDuration: time.Second,
 	}
 	const prefix = "/gazette/consumers/orders"
-	if _, err = stack.Etcd().Put(ctx, allocator.ItemKey(service.NewKeySpace(prefix), "orders-0"), spec.MarshalString()); err != nil {
+	if _, err = stack.Etcd().Put(ctx, allocator.ItemKey(groupkeys.NewKeySpace(prefix), "orders-0"), spec.MarshalString()); err != nil {
 		t.Fatal(err)
 	}
 	var flags = hintsFlags{etcd: stack.EtcdURL(), prefix: prefix, shard: "orders-0"}
@@ -70,7 +70,7 @@ func TestShardsRecoveryReportsAndPrunes(t *testing.T) {
 		HintBackups: 1, MaxTxnDuration: time.Second,
 	}
 	const prefix = "/gazette/consumers/bank"
-	if _, err := stack.Etcd().Put(ctx, allocator.ItemKey(service.NewKeySpace(prefix), "00"), spec.MarshalString()); err != nil {
+	if _, err := stack.Etcd().Put(ctx, allocator.ItemKey(groupkeys.NewKeySpace(prefix), "00"), spec.MarshalString()); err != nil {
 		t.Fatal(err)
 	}
 	var flags = recoveryFlags{

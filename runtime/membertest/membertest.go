@@ -21,6 +21,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/devstack"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
@@ -315,7 +316,7 @@ func (c *Cluster) WaitStatus(ctx context.Context, id pc.ShardID, member pb.Proce
 // status. It reads the assignments in etcd, whichever process runs the
 // member.
 func WaitStatus(ctx context.Context, etcd *clientv3.Client, prefix string, id pc.ShardID, member pb.ProcessSpec_ID, code pc.ReplicaStatus_Code) (pc.ReplicaStatus, error) {
-	var assignments = allocator.ItemAssignmentsPrefix(service.NewKeySpace(prefix), id.String())
+	var assignments = allocator.ItemAssignmentsPrefix(groupkeys.NewKeySpace(prefix), id.String())
 	var of = assignments + member.Zone + "#" + member.Suffix + "#"
 	for {
 		var resp, err = etcd.Get(ctx, assignments, clientv3.WithPrefix())

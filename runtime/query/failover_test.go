@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/query/internal/testpb"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -382,7 +382,7 @@ func TestRoutedAfterWritesElsewhere(t *testing.T) {
 	}
 	var watchCtx, stopWatch = context.WithCancel(ctx)
 	defer stopWatch()
-	var ks, err = service.WatchKeySpace(watchCtx, f.stack.Etcd(), f.c.Prefix)
+	var ks, err = groupkeys.Watch(watchCtx, f.stack.Etcd(), f.c.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/runtime/query/internal/testpb"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/broker/client"
@@ -222,7 +222,7 @@ func (f *fixture) through(m *membertest.Member) *query.Client {
 func (f *fixture) routedByEtcd() *query.Client {
 	f.t.Helper()
 	var watchCtx, stopWatch = context.WithCancel(f.ctx)
-	var ks, err = service.WatchKeySpace(watchCtx, f.stack.Etcd(), f.c.Prefix)
+	var ks, err = groupkeys.Watch(watchCtx, f.stack.Etcd(), f.c.Prefix)
 	if err != nil {
 		stopWatch()
 		f.t.Fatal(err)

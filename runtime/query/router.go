@@ -21,8 +21,8 @@ import (
 
 // Router maps the calls of a consumer's queries services to the consumer's
 // shards, and the shards to their primaries. It reads the consumer's
-// KeySpace (its shard specs, members and assignments, as runtime/service
-// lays them out in etcd: service.NewKeySpace), kept current by its owner's
+// KeySpace (its shard specs, members and assignments, as package
+// runtime/groupkeys lays them out in etcd), kept current by its owner's
 // watch, and lists the partitions that partition keys map among.
 //
 // The shard of a partition key is found as the consumer's messages find

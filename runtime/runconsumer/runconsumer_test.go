@@ -21,6 +21,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/devstack/devcerts"
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
 	"github.com/gazconsumer/gazconsumer/runtime/runconsumer"
@@ -122,7 +123,7 @@ func waitPrimary(t *testing.T, c *sums.Cluster, prefix, id string) {
 	defer cancel()
 	var spec = c.ShardSpec(0)
 	spec.HotStandbys = 0
-	var ks = service.NewKeySpace(prefix)
+	var ks = groupkeys.NewKeySpace(prefix)
 	if _, err := testStack.Etcd().Put(ctx, allocator.ItemKey(ks, spec.Id.String()), spec.MarshalString()); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +344,7 @@ func TestSecuredMember(t *testing.T) {
 // memberAddress returns the endpoint member id advertises in etcd.
 func memberAddress(t *testing.T, prefix, id string) pb.Endpoint {
 	t.Helper()
-	var ks = service.NewKeySpace(prefix)
+	var ks = groupkeys.NewKeySpace(prefix)
 	var resp, err = testStack.Etcd().Get(context.Background(), allocator.MemberKey(ks, "local", id))
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("member %s: %v %v", id, resp, err)
@@ -401,7 +402,7 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err = etcd.Put(ctx, allocator.MemberKey(service.NewKeySpace(prefix), "local", "probed"), "former",
+	if _, err = etcd.Put(ctx, allocator.MemberKey(groupkeys.NewKeySpace(prefix), "local", "probed"), "former",
 		clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -94,7 +94,7 @@ func TestDiagnostics(t *testing.T) {
 	// A former lease of member-a's key holds it back from joining.
 	var lease, err = etcd.Grant(ctx, 60)
 	must(t, err)
-	var ks = service.NewKeySpace(c.Prefix)
+	var ks = groupkeys.NewKeySpace(c.Prefix)
 	_, err = etcd.Put(ctx, allocator.MemberKey(ks, "local", "member-a"), (&pc.ConsumerSpec{
 		ProcessSpec: pb.ProcessSpec{Id: pb.ProcessSpec_ID{Zone: "local", Suffix: "member-a"}, Endpoint: "http://127.0.0.1:1"},
 		ShardLimit:  1,

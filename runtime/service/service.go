@@ -63,6 +63,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -216,7 +217,7 @@ func New(cfg Config) (*Service, error) {
 
 	var s = &Service{
 		cfg:    cfg,
-		ks:     NewKeySpace(cfg.Prefix),
+		ks:     groupkeys.NewKeySpace(cfg.Prefix),
 		srv:    srv,
 		tasks:  task.NewGroup(context.Background()),
 		sigCh:  make(chan os.Signal, 1),

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	rquery "github.com/gazconsumer/gazconsumer/runtime/query"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
 )
 
 // queryClient returns a client of the queries services of the consumer
@@ -40,7 +40,7 @@ func (e *endpoints) queryClient(ctx context.Context, app, flag, addr string, rou
 		if err != nil {
 			return nil, err
 		}
-		ks, err := service.WatchKeySpace(ctx, etcd, "/gazette/consumers/"+app)
+		ks, err := groupkeys.Watch(ctx, etcd, "/gazette/consumers/"+app)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,11 @@
-package service
+// Package groupkeys is the layout of a consumer group's keys in etcd: under
+// the group's prefix, its shard specs (the allocator's items), its members'
+// ConsumerSpecs and the ReplicaStatus of each assignment, laid out as
+// Gazette's consumers lay theirs out, so that gazctl and other tools read
+// them unchanged. Members (runtime/service) and pure clients (query routers,
+// commands) load and watch a group's KeySpace through it, without the
+// server.
+package groupkeys
 
 import (
 	"context"
@@ -20,11 +27,11 @@ func NewKeySpace(prefix string) *keyspace.KeySpace {
 	return allocator.NewAllocatorKeySpace(prefix, decoder{})
 }
 
-// WatchKeySpace loads the KeySpace of the consumer application rooted at
+// Watch loads the KeySpace of the consumer application rooted at
 // prefix from etcd, and keeps it current until ctx is done: what a client
 // routing calls to members (runtime/query.NewRouter) reads. Watch errors
 // are logged by the KeySpace, which retries.
-func WatchKeySpace(ctx context.Context, etcd *clientv3.Client, prefix string) (*keyspace.KeySpace, error) {
+func Watch(ctx context.Context, etcd *clientv3.Client, prefix string) (*keyspace.KeySpace, error) {
 	var ks = NewKeySpace(prefix)
 	if err := ks.Load(ctx, etcd, 0); err != nil {
 		return nil, fmt.Errorf("loading the KeySpace %s: %w", prefix, err)
@@ -69,25 +76,4 @@ func (decoder) DecodeAssignment(_, _, _ string, _ int, raw *mvccpb.KeyValue) (al
 		return nil, err
 	}
 	return s, nil
-}
-
-// shardIsConsistent tells the allocator whether a shard's assignment may be
-// counted on: a replica that is still starting or back-filling its recovery
-// log is not ready to take over. A failed replica is as good as any other
-// when the primary has failed too, so that failed shards may be moved.
-func shardIsConsistent(_ allocator.Item, asn keyspace.KeyValue, all keyspace.KeyValues) bool {
-	switch asn.Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus).Code {
-	case pc.ReplicaStatus_STANDBY, pc.ReplicaStatus_PRIMARY:
-		return true
-	case pc.ReplicaStatus_FAILED:
-		for _, a := range all {
-			var d = a.Decoded.(allocator.Assignment)
-			if d.Slot == 0 {
-				return d.AssignmentValue.(*pc.ReplicaStatus).Code == pc.ReplicaStatus_FAILED
-			}
-		}
-		return false
-	default: // IDLE, BACKFILL.
-		return false
-	}
 }
