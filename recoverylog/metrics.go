@@ -1,6 +1,10 @@
 package recoverylog
 
 import (
+	"errors"
+	"log/slog"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -27,3 +31,25 @@ var (
 		Help: "Bytes of ops and data written by recovery log recorders.",
 	})
 )
+
+// recoveredBytes returns Gazette's counter gazette_recoverylog_recovered_bytes_total,
+// of the bytes of file data that players wrote to local disk. Gazette's
+// consumer/recoverylog package (which Gazette's consumer/protocol imports)
+// registers it as it is initialized, and never counts: players count into
+// it, or into one registered in its place if that package is not linked
+// in. It is looked up once, after every package is initialized.
+var recoveredBytes = sync.OnceValue(func() prometheus.Counter {
+	var c = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gazette_recoverylog_recovered_bytes_total",
+		Help: "Cumulative number of bytes recovered to local disk from recovery logs.",
+	})
+	var are prometheus.AlreadyRegisteredError
+	if err := prometheus.Register(c); errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(prometheus.Counter); ok {
+			return existing
+		}
+	} else if err != nil {
+		slog.Warn("registering gazette_recoverylog_recovered_bytes_total", "err", err)
+	}
+	return c
+})

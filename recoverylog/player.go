@@ -427,6 +427,7 @@ func (p *Player) play(f *frame) error {
 		if _, err = file.WriteAt(f.data, k.Write.Offset); err != nil {
 			return fmt.Errorf("writing node %d: %w", k.Write.Fnode, err)
 		}
+		recoveredBytes().Add(float64(len(f.data)))
 	case *Op_Link:
 		var target = p.localPath(k.Link.Path)
 		if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh installs what building and testing gazconsumer needs, and only what
-# is missing: Debian packages (RocksDB, protoc and its well-known types), buf
+# is missing: Debian packages (RocksDB, protoc and its well-known types,
+# Prometheus' promtool), buf
 # from npm, and protoc-gen-go, gazctl and gazette built from the versions in
 # go.mod.
 # It is idempotent: a second run changes nothing.
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 TOOLS="$PWD/.tools"
 BUF_VERSION=1.75.0
-APT_PACKAGES=(librocksdb-dev protobuf-compiler libprotobuf-dev)
+APT_PACKAGES=(librocksdb-dev protobuf-compiler libprotobuf-dev prometheus) # prometheus: promtool, for go test ./deploy/
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 	var m = start(t, c, "member-a")
 	var spec = c.ShardSpec(0)
 	spec.HotStandbys = 0
+	var shard = map[string]string{"shard": spec.Id.String()}
+	var failures = scrape(t).value("gazconsumer_shard_failures_total", shard)
 	var sc = shardClient(t, c, m)
 	if resp, err := sc.Apply(ctx, &pc.ApplyRequest{Changes: []pc.ApplyRequest_Change{{Upsert: spec}}}); err != nil || resp.Status != pc.Status_OK {
 		t.Fatalf("Apply: %v %v", resp, err)
@@ -39,6 +42,23 @@ func TestUndecodableMessageFailsTheShard(t *testing.T) {
 	// The bad line follows the 28 bytes of the good one.
 	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "journal "+c.Input(0).String()+" offset 28: undecodable message") {
 		t.Fatalf("failed status %v does not name the journal and offset", st.Errors)
+	}
+	// It is counted, and gazette_shard_up says so.
+	var after = scrape(t)
+	if got := after.value("gazconsumer_shard_failures_total", shard) - failures; got != 1 {
+		t.Errorf("gazconsumer_shard_failures_total grew by %v, want 1", got)
+	}
+	// The member reports the status it has observed in etcd, soon.
+	for after.value("gazette_shard_up", map[string]string{"shard": spec.Id.String(), "status": "FAILED"}) != 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gazette_shard_up{status=FAILED} is not 1")
+		case <-time.After(membertest.PollInterval):
+		}
+		after = scrape(t)
+	}
+	if got := after.value("gazconsumer_member_ready", map[string]string{"member": "member-a"}); got != 0 {
+		t.Errorf("gazconsumer_member_ready of a member with a FAILED shard is %v, want 0", got)
 	}
 }
 

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.gazette.dev/core/allocator"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"google.golang.org/grpc"
@@ -60,10 +63,142 @@ var (
 		Name: "gazconsumer_shard_recovery_remaining_bytes",
 		Help: "Bytes of its recovery log that a replica recovering the shard, or standing by, has yet to read to reach the log's write head (as the broker last told it).",
 	}, []string{"shard"})
+	failuresTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_shard_failures_total",
+		Help: "Replicas of a shard that failed (and set its status FAILED) on this member, by shard.",
+	}, []string{"shard"})
+	commitFailuresTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_shard_commit_failures_total",
+		Help: "Transactions of a shard whose commit to its store failed, failing the primary, by shard.",
+	}, []string{"shard"})
 )
 
-// recordMetrics records a committed transaction of shard id.
-func recordMetrics(id pc.ShardID, st txn.Stats) {
+// Gazette's consumer metrics (package go.gazette.dev/core/consumer, which
+// gazconsumer does not import), with their names, types, labels and
+// meaning. As in Gazette, the transaction metrics' label shard is the
+// shard's fully qualified name, the etcd key of its spec
+// (<prefix>/items/<id>), and gazette_shard_up's is the shard's ID.
+var (
+	gazetteTxnTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazette_shard_transactions_total",
+		Help: "Total number of consumer transactions.",
+	}, []string{"shard"})
+	gazetteReadMsgsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazette_shard_read_messages_total",
+		Help: "Total number of messages processed by completed consumer transactions.",
+	}, []string{"shard"})
+	gazetteReadBytesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazette_shard_read_bytes_total",
+		Help: "Total byte-length of messages processed by completed consumer transactions.",
+	}, []string{"shard"})
+	gazetteReadHead = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gazette_shard_read_head",
+		Help: "Current read head of the consumer (i.e., next journal byte offset to be read).",
+	}, []string{"shard", "journal"})
+	gazettePhaseSeconds = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazette_shard_phase_seconds_total",
+		Help: "Cumulative number of seconds processing transactions.",
+	}, []string{"shard", "phase", "type"})
+
+	shardUpDesc = prometheus.NewDesc(
+		"gazette_shard_up",
+		"Indicates the processing status of a shard by this consumer.",
+		[]string{"shard", "status"}, nil)
+)
+
+// memberReadyDesc describes gazconsumer_member_ready.
+var memberReadyDesc = prometheus.NewDesc(
+	"gazconsumer_member_ready",
+	"1 while the member is ready (as /debug/ready answers 200: joined its group, not exiting, no FAILED shard unless --consumer.ready-ignores-failed), 0 otherwise, by member ID.",
+	[]string{"member"}, nil)
+
+// members are the Services running in the process, which memberCollector
+// reports on.
+var members sync.Map // Of *Service.
+
+func init() { prometheus.MustRegister(memberCollector{}) }
+
+// memberCollector collects, of the members running in the process,
+// gazconsumer_member_ready and gazette_shard_up: 1 for each replica of a
+// shard that a member runs, labelled with the shard's ID and the replica's
+// status (PRIMARY, STANDBY, BACKFILL, FAILED, IDLE), as Gazette's
+// consumer.Resolver collects it. Replicas of one shard with one status in
+// several members of the process are one series.
+type memberCollector struct{}
+
+// Describe implements prometheus.Collector.
+func (memberCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- shardUpDesc
+	ch <- memberReadyDesc
+}
+
+// Collect implements prometheus.Collector.
+func (memberCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct{ shard, status string }
+	var seen = make(map[key]bool)
+	var ready = make(map[string]float64) // Of member IDs; a member ID twice in a process (in tests) is ready if all are.
+	members.Range(func(m, _ any) bool {
+		var s = m.(*Service)
+		if _, ok := ready[s.cfg.ID]; !ok {
+			ready[s.cfg.ID] = 1
+		}
+		if s.Ready() != nil {
+			ready[s.cfg.ID] = 0
+		}
+		s.ks.Mu.RLock()
+		for id, sh := range s.shards {
+			var status = sh.Assignment().Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus)
+			seen[key{id.String(), status.Code.String()}] = true
+		}
+		s.ks.Mu.RUnlock()
+		return true
+	})
+	for k := range seen {
+		ch <- prometheus.MustNewConstMetric(shardUpDesc, prometheus.GaugeValue, 1, k.shard, k.status)
+	}
+	for id, v := range ready {
+		ch <- prometheus.MustNewConstMetric(memberReadyDesc, prometheus.GaugeValue, v, id)
+	}
+}
+
+// initMetrics creates the counters of shard id that count failures and
+// skips at zero, so that rules see them before a first one (increase() of
+// a series that is born at 1 is 0).
+func initMetrics(id pc.ShardID) {
+	skippedTotal.WithLabelValues(id.String())
+	failuresTotal.WithLabelValues(id.String())
+	commitFailuresTotal.WithLabelValues(id.String())
+}
+
+// recordFailure counts a failure of a replica of shard id, and a commit
+// failure if err is one.
+func recordFailure(id pc.ShardID, err error) {
+	failuresTotal.WithLabelValues(id.String()).Inc()
+	var ce *txn.CommitError
+	if errors.As(err, &ce) {
+		commitFailuresTotal.WithLabelValues(id.String()).Inc()
+	}
+}
+
+// recordMetrics records a committed transaction of shard id, whose fully
+// qualified name is fqn, begun notRunning after its predecessor's commit
+// started (zero for the first transaction of a primary).
+func recordMetrics(id pc.ShardID, fqn string, notRunning time.Duration, st txn.Stats) {
+	gazetteTxnTotal.WithLabelValues(fqn).Inc()
+	gazetteReadMsgsTotal.WithLabelValues(fqn).Add(float64(st.Messages))
+	gazetteReadBytesTotal.WithLabelValues(fqn).Add(float64(st.Bytes))
+	for journal, src := range st.Checkpoint.Sources {
+		gazetteReadHead.WithLabelValues(fqn, journal.String()).Set(float64(src.ReadThrough))
+	}
+	// Gazette's phases: its consuming excludes the time stalled, which
+	// ours includes.
+	gazettePhaseSeconds.WithLabelValues(fqn, "10-not-running", "sync").Add(notRunning.Seconds())
+	gazettePhaseSeconds.WithLabelValues(fqn, "20-consuming", "sync").Add(max(0, st.Consume-st.Stalled).Seconds())
+	gazettePhaseSeconds.WithLabelValues(fqn, "30-stalled", "sync").Add(st.Stalled.Seconds())
+	gazettePhaseSeconds.WithLabelValues(fqn, "40-preparing", "sync").Add(st.Finalize.Seconds())
+	gazettePhaseSeconds.WithLabelValues(fqn, "50-committing", "async").Add(st.Commit.Seconds())
+	gazettePhaseSeconds.WithLabelValues(fqn, "60-acknowledging", "async").Add(st.Ack.Seconds())
+
 	var shard = id.String()
 	txnTotal.WithLabelValues(shard).Inc()
 	txnSeconds.WithLabelValues(shard).Observe((st.Consume + st.Finalize + st.Commit + st.Ack).Seconds())
@@ -82,8 +217,10 @@ func recordMetrics(id pc.ShardID, st txn.Stats) {
 	}
 }
 
-// forgetReads removes the gauges of a primary's reads of shard id.
-func forgetReads(id pc.ShardID) {
+// forgetReads removes the gauges of a primary's reads of shard id, whose
+// fully qualified name is fqn.
+func forgetReads(id pc.ShardID, fqn string) {
+	gazetteReadHead.DeletePartialMatch(prometheus.Labels{"shard": fqn})
 	readThroughOffset.DeletePartialMatch(prometheus.Labels{"shard": id.String()})
 	readLagBytes.DeletePartialMatch(prometheus.Labels{"shard": id.String()})
 }

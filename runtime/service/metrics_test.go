@@ -66,6 +66,48 @@ func TestMetricsDescribeShards(t *testing.T) {
 		t.Errorf("read lag of a caught-up shard: %v", got)
 	}
 
+	// Gazette's metrics say the same, under the shard's fully qualified name.
+	var fqn = map[string]string{"shard": c.Prefix + "/items/shard-0"}
+	var gdelta = func(name string) float64 { return after.value(name, fqn) - before.value(name, fqn) }
+	if got := gdelta("gazette_shard_transactions_total"); got != txns {
+		t.Errorf("gazette_shard_transactions_total grew by %v, gazconsumer's by %v", got, txns)
+	}
+	if got := gdelta("gazette_shard_read_messages_total"); got != 300 {
+		t.Errorf("gazette_shard_read_messages_total grew by %v, want 300", got)
+	}
+	if got := gdelta("gazette_shard_read_bytes_total"); got != float64(head1-head0) {
+		t.Errorf("gazette_shard_read_bytes_total grew by %v, want %d", got, head1-head0)
+	}
+	if got := after.value("gazette_shard_read_head", map[string]string{"shard": fqn["shard"], "journal": c.Input(0).String()}); got != float64(head1) {
+		t.Errorf("gazette_shard_read_head %v, want %d", got, head1)
+	}
+	for _, phase := range []string{"10-not-running", "20-consuming", "30-stalled", "40-preparing", "50-committing", "60-acknowledging"} {
+		if _, ok := after.find("gazette_shard_phase_seconds_total", map[string]string{"shard": fqn["shard"], "phase": phase}); !ok {
+			t.Errorf("gazette_shard_phase_seconds_total lacks phase %s", phase)
+		}
+	}
+	if got := after.value("gazette_shard_phase_seconds_total", map[string]string{"shard": fqn["shard"], "phase": "20-consuming", "type": "sync"}); got <= 0 {
+		t.Errorf("gazette_shard_phase_seconds_total: %vs consuming", got)
+	}
+	for _, status := range []string{"PRIMARY", "STANDBY"} {
+		if got := after.value("gazette_shard_up", map[string]string{"shard": "shard-0", "status": status}); got != 1 {
+			t.Errorf("gazette_shard_up{status=%q} is %v, want 1", status, got)
+		}
+	}
+	for _, name := range []string{"gazconsumer_shard_failures_total", "gazconsumer_shard_commit_failures_total"} {
+		if _, ok := after.find(name, shard); !ok || delta(name) != 0 {
+			t.Errorf("%s of a healthy shard: present %v, grew by %v", name, ok, delta(name))
+		}
+	}
+	for _, id := range []string{"member-a", "member-b"} {
+		if got := after.value("gazconsumer_member_ready", map[string]string{"member": id}); got != 1 {
+			t.Errorf("gazconsumer_member_ready{member=%q} is %v, want 1", id, got)
+		}
+	}
+	if got := after.value("gazette_recoverylog_recovered_bytes_total", nil); got <= 0 {
+		t.Errorf("gazette_recoverylog_recovered_bytes_total is %v", got)
+	}
+
 	// The standby plays the log as the primary writes it, through its head.
 	for {
 		var m = scrape(t)

@@ -46,7 +46,11 @@
 // the messages, bytes and skipped messages they consumed, the offsets a
 // primary has read through and how far it lags each source's write head,
 // and how much of its recovery log a recovering or standby replica has
-// played and has yet to play.
+// played and has yet to play, the failures of its replicas and of their
+// commits, and whether the member is ready. It also exports the metrics of
+// Gazette's consumers that it fills with their meaning (gazette_shard_up,
+// gazette_shard_transactions_total, gazette_shard_read_*,
+// gazette_shard_phase_seconds_total), under their names and labels.
 package service
 
 import (
@@ -344,6 +348,8 @@ func (s *Service) Run(ctx context.Context, handoff time.Duration) error {
 	// health service answer (not ready) while the member joins, which may
 	// take as long as a former lease of its key lives; calls of the Shard
 	// API wait for it to join, within their deadlines.
+	members.Store(s, struct{}{}) // For gazette_shard_up.
+	defer members.Delete(s)
 	var serving = task.NewGroup(context.Background())
 	s.srv.QueueTasks(serving)
 	serving.GoRun()

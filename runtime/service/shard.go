@@ -52,6 +52,13 @@ type shard struct {
 	promotedCh chan struct{}           // Closed once the replica is the primary.
 	promoted   bool
 
+	// fqn is the shard's fully qualified name, the etcd key of its spec:
+	// the label of Gazette's metrics of its transactions.
+	fqn string
+	// preparedAt is when the last transaction committed by the primary
+	// began its commit, for the metric of the time between transactions.
+	preparedAt time.Time
+
 	// writer identifies this replica's writes to the recovery log. It's
 	// fixed when the replica starts: a promotion moves its assignment to a
 	// new key, but the replica that played the log is the one to write it.
@@ -79,6 +86,7 @@ func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
 		promotedCh: make(chan struct{}),
 		servingCh:  make(chan struct{}),
 		done:       make(chan struct{}),
+		fqn:        allocator.ItemKey(svc.ks, spec.Id.String()),
 	}
 	s.writer = authorOf(asn)
 	s.progress.readThrough = make(pb.Offsets)
@@ -203,10 +211,11 @@ func (s *shard) serve() {
 	}
 	var id = s.Spec().Id
 	var dir = filepath.Join(s.svc.cfg.StateDir, strings.ReplaceAll(id.String(), "/", "_")+fmt.Sprintf("-%d", s.createRevision()))
+	initMetrics(id)
 	defer func() {
 		s.cancel()
 		forgetRecovery(id)
-		forgetReads(id)
+		forgetReads(id, s.fqn)
 		if err := os.RemoveAll(dir); err != nil {
 			slog.Warn("removing shard directory", "shard", id, "dir", dir, "err", err)
 		}
@@ -215,6 +224,7 @@ func (s *shard) serve() {
 	var err = s.run(dir)
 	if err != nil && s.ctx.Err() == nil {
 		slog.Error("shard failed", "shard", id, "member", s.svc.cfg.ID, "err", err)
+		recordFailure(id, err)
 		var msg = err.Error()
 		if len(msg) > maxStatusErrorLen {
 			msg = msg[:maxStatusErrorLen] + " ...[truncated]"
@@ -462,7 +472,12 @@ func (s *shard) skip(env message.Envelope, cause error, pub *message.Publisher) 
 
 // committed records the progress of a committed transaction.
 func (s *shard) committed(st txn.Stats) {
-	recordMetrics(s.Spec().Id, st)
+	var notRunning time.Duration
+	if !s.preparedAt.IsZero() {
+		notRunning = max(0, st.Began.Sub(s.preparedAt))
+	}
+	s.preparedAt = st.Began.Add(st.Consume + st.Finalize)
+	recordMetrics(s.Spec().Id, s.fqn, notRunning, st)
 	s.progress.Lock()
 	for j, src := range st.Checkpoint.Sources {
 		s.progress.readThrough[j] = src.ReadThrough

@@ -72,6 +72,19 @@ type Stats struct {
 	PublishAt pb.Offsets
 }
 
+// CommitError is the error of a transaction whose commit, as its Store's
+// StartCommit resolved it, failed: Pipeline.Run returns it wrapped. Its
+// text is Err's.
+type CommitError struct {
+	Err error
+}
+
+// Error returns the text of Err.
+func (e *CommitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *CommitError) Unwrap() error { return e.Err }
+
 // Limits bound a transaction. A MaxDuration below MinDuration is taken as
 // MinDuration.
 type Limits struct {
@@ -506,7 +519,7 @@ func (p *Pipeline) onBarrier(cur, prev *txn) error {
 	var now = p.Clock.Now()
 	if prev.committedAt.IsZero() {
 		if err := prev.commit.Err(); err != nil {
-			return fmt.Errorf("committing the previous transaction: %w", err)
+			return fmt.Errorf("committing the previous transaction: %w", &CommitError{Err: err})
 		}
 		prev.committedAt = now
 	}
@@ -572,7 +585,7 @@ func (p *Pipeline) startCommit(cur *txn) error {
 		// A commit that failed at once fails the shard now, before the
 		// application is handed another message.
 		if err = commit.Err(); err != nil {
-			return fmt.Errorf("committing: %w", err)
+			return fmt.Errorf("committing: %w", &CommitError{Err: err})
 		}
 	default:
 	}

@@ -472,8 +472,13 @@ func TestFailedCommitFailsTheShard(t *testing.T) {
 		h.expect("consume a")
 		h.clock.Advance(minDur)
 		h.expect("finalize")
-		if err := <-h.done; err == nil || !strings.Contains(err.Error(), "disk full") {
+		var err = <-h.done
+		if err == nil || !strings.Contains(err.Error(), "disk full") {
 			t.Fatalf("Run returned %v", err)
+		}
+		var ce *CommitError
+		if !errors.As(err, &ce) {
+			t.Fatalf("Run returned %v, not a CommitError", err)
 		}
 	})
 	t.Run("asynchronously", func(t *testing.T) {
@@ -490,6 +495,9 @@ func TestFailedCommitFailsTheShard(t *testing.T) {
 		var err = <-h.done
 		if err == nil || !strings.Contains(err.Error(), "committing the previous transaction: append failed") {
 			t.Fatalf("Run returned %v", err)
+		}
+		if ce := (*CommitError)(nil); !errors.As(err, &ce) {
+			t.Fatalf("Run returned %v, not a CommitError", err)
 		}
 		select {
 		case got := <-h.app.events:
