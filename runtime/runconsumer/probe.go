@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gazconsumer/gazconsumer/internal/clientflags"
 	"io"
 	"net"
 	"net/http"
@@ -39,7 +40,7 @@ func Probe(ctx context.Context, f Flags, kind string) (string, error) {
 	var scheme = "http"
 	var transport = &http.Transport{DisableKeepAlives: true}
 	if f.ServerCertFile != "" {
-		var cfg, err = buildTLS("consumer.peer-cert-file", "consumer.peer-cert-key-file", f.PeerCertFile, f.PeerCertKeyFile, f.PeerCAFile)
+		var cfg, err = clientflags.BuildTLS("consumer.peer-cert-file", "consumer.peer-cert-key-file", f.PeerCertFile, f.PeerCertKeyFile, f.PeerCAFile)
 		if err != nil {
 			return "", fmt.Errorf("probe: %w", err)
 		}
