@@ -512,6 +512,26 @@ func consumerNamesOf(c *consumer) consumerNames {
 		desc: "gazconsumer" + s + "Consumer"}
 }
 
+// queriesNames are the package-level names generated for a queries service.
+type queriesNames struct{ desc, client, ctor string }
+
+func queriesNamesOf(q *queries) queriesNames {
+	s := q.svc.GoName
+	return queriesNames{desc: "gazconsumer" + s + "Service", client: s + "Client", ctor: "New" + s + "Client"}
+}
+
+// declareQueries declares the methods of the client of q.
+func declareQueries(q *queries) error {
+	n := queriesNamesOf(q)
+	s := newScope("struct %s", n.client)
+	for _, r := range q.reads {
+		if err := s.declare(r.method.GoName, from(posOf(r.method.Desc), "the client method of rpc %s", r.method.Desc.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // publisherCtorName is the name of the constructor of the Publisher of j.
 func publisherCtorName(j *journalMsg) string { return "New" + j.msg.GoIdent.GoName + "Publisher" }
 
