@@ -46,6 +46,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/devstack/devcerts"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/gazconsumer/gazconsumer/internal/fragstores"
 	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -56,7 +57,6 @@ import (
 	"go.gazette.dev/core/broker/client"
 	"go.gazette.dev/core/broker/fragment"
 	pb "go.gazette.dev/core/broker/protocol"
-	"go.gazette.dev/core/broker/stores"
 	"go.gazette.dev/core/broker/stores/fs"
 	"go.gazette.dev/core/keyspace"
 	"go.gazette.dev/core/server"
@@ -388,12 +388,14 @@ func (s *Stack) resetHeads(ctx context.Context) error {
 
 var registerOnce sync.Once
 
-// registerProcessGlobals installs Gazette's gRPC dispatcher and the file://
-// fragment store provider, once per process.
+// registerProcessGlobals installs Gazette's gRPC dispatcher and the
+// providers of every fragment store Gazette supports (file:// rooted at the
+// stack's fragments, s3:// and the others as brokers register them), once
+// per process.
 func registerProcessGlobals(zone string) {
 	registerOnce.Do(func() {
 		pb.RegisterGRPCDispatcher(zone)
-		stores.RegisterProviders(map[string]stores.Constructor{"file": fs.New})
+		fragstores.Register("")
 	})
 }
 

@@ -4,35 +4,32 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
-	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
-	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
-	"go.gazette.dev/core/broker/stores"
-	"go.gazette.dev/core/broker/stores/fs"
+	pc "go.gazette.dev/core/consumer/protocol"
+
+	"github.com/gazconsumer/gazconsumer/recoverylog"
 )
 
 type recoveryFlags struct {
-	hintsFlags
-	broker, fileRoot string
-	prune            bool
+	shardsFlags
+	prune, dryRun bool
 }
 
 func newRecoveryCmd() *cobra.Command {
 	var f recoveryFlags
 	var cmd = &cobra.Command{
-		Use:   "recovery",
-		Short: "Report what recovering a shard costs, and prune its recovery log",
-		Long: `recovery reports, for a shard, the live state of its store (the files its newest
-hints hold), the bytes a replica recovering it would read (the hinted segments,
-then the log after the hints), and the fragments of its recovery log which no
-stored generation of hints needs: those pruning may delete. With --prune, it
-deletes them from their fragment stores: file:// stores, rooted at --file-root
-(cloud stores are left to their own tooling, with the fragments listed).
+		Use:   "recovery (--shard ID | -l SELECTOR)",
+		Short: "Report what recovering shards costs",
+		Long: `recovery reports, for each shard, the live state of its store (the files its
+newest hints hold), the bytes a replica recovering it would read (the hinted
+segments, then the log after the hints), and the fragments of its recovery log
+which no stored generation of hints needs: those "gazconsumer shards prune"
+deletes (--prune does it here too).
 
 Log compaction (store/rocks, recoverylog.Recorder.Compact) keeps what a recovery
 reads close to the live state, so that older fragments become prunable.`,
@@ -42,19 +39,59 @@ reads close to the live state, so that older fragments become prunable.`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&f.broker, "broker", envOr("BROKER_ADDRESS", "http://127.0.0.1:8080"), "Gazette broker endpoint (env BROKER_ADDRESS)")
-	cmd.Flags().StringVar(&f.fileRoot, "file-root", os.Getenv("BROKER_FILE_ROOT"), "filesystem path which roots file:// fragment stores, to prune them (env BROKER_FILE_ROOT)")
-	cmd.Flags().BoolVar(&f.prune, "prune", false, "delete the prunable fragments from their stores")
+	cmd.Flags().BoolVar(&f.prune, "prune", false, "delete the prunable fragments from their stores, as gazconsumer shards prune")
+	return cmd
+}
+
+func newPruneCmd() *cobra.Command {
+	var f recoveryFlags
+	var cmd = &cobra.Command{
+		Use:   "prune (--shard ID | -l SELECTOR) [--dry-run]",
+		Short: "Delete the fragments of shards' recovery logs that no stored hints need",
+		Long: `prune deletes, for each shard, the fragments of its recovery log which no stored
+generation of its hints needs (a recovery from any of them reads nothing
+before), from their fragment stores: file:// (rooted at --broker.file-root),
+s3://, gs://, azure:// and azure-ad://, through Gazette's own store code and
+credentials (as gazctl shards prune does: AWS_* variables or profiles, Google
+application credentials, Azure's). Fragments not yet persisted are left to a
+later run. With --dry-run, it lists them and deletes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.prune = true
+			return runRecovery(cmd.Context(), cmd.OutOrStdout(), f)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "list what would be pruned, and delete nothing")
 	return cmd
 }
 
 func runRecovery(ctx context.Context, out io.Writer, f recoveryFlags) error {
-	var spec, etcd, err = loadShard(ctx, f.hintsFlags)
+	var specs, etcd, err = f.selectShards(ctx)
 	if err != nil {
 		return err
 	}
 	defer etcd.Close()
-	gens, err := recoverylog.FetchHints(ctx, etcd, spec.HintPrimaryKey(), int(spec.HintBackups)+1)
+	jc, conn, err := f.Brokers()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for i, spec := range specs {
+		if i != 0 {
+			fmt.Fprintln(out)
+		}
+		if err = recoveryOf(ctx, out, f, etcd, jc, spec); err != nil {
+			return fmt.Errorf("shard %s: %w", spec.Id, err)
+		}
+	}
+	return nil
+}
+
+// recoveryOf reports on the recovery of shard spec, and prunes its log if
+// f says so.
+func recoveryOf(ctx context.Context, out io.Writer, f recoveryFlags, etcd *clientv3.Client, jc pb.RoutedJournalClient, spec *pc.ShardSpec) error {
+	var gens, err = recoverylog.FetchHints(ctx, etcd, spec.HintPrimaryKey(), int(spec.HintBackups)+1)
 	if err != nil {
 		return err
 	}
@@ -65,13 +102,6 @@ func runRecovery(ctx context.Context, out io.Writer, f recoveryFlags) error {
 			kept = append(kept, h)
 		}
 	}
-
-	brokerconn.RegisterDispatcher("")
-	jc, conn, err := brokerconn.Dial(pb.Endpoint(f.broker), pb.NoopDispatchRouter{})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
 	frags, err := client.ListAllFragments(ctx, jc, pb.FragmentsRequest{Journal: log})
 	if err != nil {
 		return fmt.Errorf("listing fragments of %s: %w", log, err)
@@ -85,7 +115,7 @@ func runRecovery(ctx context.Context, out io.Writer, f recoveryFlags) error {
 	fmt.Fprintf(w, "shard\t%s\n", spec.Id)
 	fmt.Fprintf(w, "recovery log\t%s, written through offset %d, in %d fragments\n", log, head, len(frags.Fragments))
 	if len(kept) == 0 {
-		fmt.Fprintf(w, "hints\tnone stored: a recovery reads the whole log, %s\n", humanBytes(head))
+		fmt.Fprintf(w, "hints\tnone stored: a recovery reads the whole log, %s; nothing is prunable\n", humanBytes(head))
 		return w.Flush()
 	}
 	var st = recoverylog.StatsOf(kept[0])
@@ -116,28 +146,13 @@ func runRecovery(ctx context.Context, out io.Writer, f recoveryFlags) error {
 	}
 	if err = w.Flush(); err != nil || !f.prune {
 		return err
+	} else if f.dryRun {
+		fmt.Fprintf(out, "dry run: pruned nothing\n")
+		return nil
 	}
-
-	for _, fr := range prunable {
-		if fr.BackingStore != "" && fr.BackingStore.URL().Scheme != "file" {
-			return fmt.Errorf("--prune deletes fragments of file:// stores only, not of %s: delete the fragments listed above with its own tooling", fr.BackingStore)
-		}
-	}
-	if f.fileRoot == "" {
-		return fmt.Errorf("--prune needs --file-root, the root of the file:// fragment store")
-	}
-	registerStores(f.fileRoot)
 	removed, err := recoverylog.Prune(ctx, jc, log, kept...)
 	fmt.Fprintf(out, "pruned %d fragments\n", len(removed))
 	return err
-}
-
-// registerStores registers the provider of file:// fragment stores, rooted
-// at fileRoot. (Those of cloud stores would add their SDKs' large module
-// graphs to every module which uses this command as a tool.)
-func registerStores(fileRoot string) {
-	fs.FileSystemStoreRoot = fileRoot
-	stores.RegisterProviders(map[string]stores.Constructor{"file": fs.New})
 }
 
 // humanBytes formats n bytes for people.
