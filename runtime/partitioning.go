@@ -48,6 +48,13 @@ type partitionGuard struct {
 	key     []byte                            // Scratch space of partition keys.
 	lists   map[string]message.PartitionsFunc // Of each family read.
 	sources map[pb.Journal]int                // Each source's index in its family, as built.
+
+	// Of the journal of the last message checked (messages come in runs of
+	// one journal, whose spec they share): its index and count of
+	// partitions, as built, and whether it's a source checked.
+	last         *pb.JournalSpec
+	lastI, lastN int
+	lastChecked  bool
 }
 
 // guardPartitions returns the partitionGuard of store, which reads and (on
@@ -133,16 +140,18 @@ func (g *partitionGuard) check(shard Shard, consumer string) error {
 // was built under, than the journal it was read from: it was published
 // under another partitioning.
 func (g *partitionGuard) checkMessage(shard Shard, env message.Envelope, key []byte) error {
-	var i, ok = g.sources[env.Journal.Name]
-	if !ok {
+	if env.Journal != g.last {
+		var i, ok = g.sources[env.Journal.Name]
+		g.last, g.lastI, g.lastN, g.lastChecked = env.Journal, i, g.built.Families[env.Journal.LabelSet.ValueOf(labels.MessageType)], ok
+	}
+	if !g.lastChecked {
 		return nil
 	}
-	var family = env.Journal.LabelSet.ValueOf(labels.MessageType)
-	var n = g.built.Families[family]
-	if k := partition.Index(key, n); k != i {
+	if k := partition.Index(key, g.lastN); k != g.lastI {
 		return fmt.Errorf("shard %s: %w: the message at offset %d of journal %s (partition %d of %d of family %s=%s) has a partition key of partition %d of %d: "+
 			"it was published under another partitioning, and its key's state is held by another shard",
-			shard.Spec().Id, ErrRepartitioned, env.Begin, env.Journal.Name, i, n, labels.MessageType, family, k, n)
+			shard.Spec().Id, ErrRepartitioned, env.Begin, env.Journal.Name, g.lastI, g.lastN, labels.MessageType,
+			env.Journal.LabelSet.ValueOf(labels.MessageType), k, g.lastN)
 	}
 	return nil
 }

@@ -12,7 +12,6 @@
 package partition
 
 import (
-	"hash/fnv"
 	"io"
 
 	"go.gazette.dev/core/message"
@@ -26,9 +25,19 @@ func Index(key []byte, n int) int {
 	if n <= 1 {
 		return 0
 	}
-	var h = fnv.New32a()
-	_, _ = h.Write(key)
-	return int(h.Sum32()) % n
+	return int(fnv32a(key)) % n
+}
+
+// fnv32a is the 32-bit FNV-1a hash of b, as hash/fnv's New32a sums it,
+// without its allocation and interface calls.
+func fnv32a(b []byte) uint32 {
+	const offset, prime = 2166136261, 16777619
+	var h uint32 = offset
+	for _, c := range b {
+		h ^= uint32(c)
+		h *= prime
+	}
+	return h
 }
 
 // Keyed is implemented by generated journal messages having a partition
