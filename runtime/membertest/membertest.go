@@ -74,6 +74,9 @@ type Cluster struct {
 	// ReadyIgnoresFailed keeps members ready while their shards are
 	// FAILED (see service.Config).
 	ReadyIgnoresFailed bool
+	// Services, if set, registers the application's own gRPC services
+	// with each member's Registrar (see service.Config).
+	Services func(*service.Registrar)
 
 	mu      sync.Mutex
 	started int
@@ -106,8 +109,14 @@ func (c *Cluster) Start(id string) (*Member, error) {
 	var dir = filepath.Join(c.StateDir, fmt.Sprintf("%s-%d", id, c.started))
 	c.mu.Unlock()
 
+	var services *service.Registrar
+	if c.Services != nil {
+		services = service.NewRegistrar()
+		c.Services(services)
+	}
 	var svc, err = service.New(service.Config{
 		App:                 c.App,
+		Services:            services,
 		Etcd:                c.Stack.Etcd(),
 		Prefix:              c.Prefix,
 		Journals:            c.Stack.Journals(),

@@ -68,7 +68,7 @@ type Flags struct {
 	ServerCertFile, ServerCertKeyFile, ServerCAFile string
 	PeerCertFile, PeerCertKeyFile, PeerCAFile       string
 	// AuthKeys verify the authorization of calls of the member's gRPC
-	// services (the Shard API and the queries services).
+	// services (the Shard API, the queries services and the application's).
 	AuthKeys   string
 	ShardLimit uint
 	StateDir   string
@@ -196,6 +196,15 @@ type Deps struct {
 	Journals pb.RoutedJournalClient
 	// Partitions resolves the partitions that generated publishers route to.
 	Partitions *partition.Watched
+	// Server registers the application's own gRPC services on the
+	// member's port, as Gazette's InitApplication hands an application its
+	// server: pass it to generated registration functions
+	// (pb.RegisterFooServer(d.Server, impl)) in the constructor. They are
+	// served over the member's TLS, and each call needs a token of
+	// capability READ verified by --consumer.auth-keys (or the capability
+	// that Server.WithCapability gives), as the Shard API's calls do; see
+	// service.Registrar.
+	Server *service.Registrar
 }
 
 // Exit codes of a consumer command, by the error Serve returned.
@@ -354,12 +363,14 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 
 	var appCtx, stopApp = context.WithCancel(context.Background())
 	defer stopApp()
-	app, err := newApp(Deps{Journals: journals, Partitions: partition.NewWatched(appCtx, journals)})
+	var services = service.NewRegistrar()
+	app, err := newApp(Deps{Journals: journals, Partitions: partition.NewWatched(appCtx, journals), Server: services})
 	if err != nil {
 		return fmt.Errorf("building the application: %w", err)
 	}
 	svc, err := service.New(service.Config{
 		App:                app,
+		Services:           services,
 		Etcd:               etcd,
 		Prefix:             f.EtcdPrefix,
 		Journals:           journals,

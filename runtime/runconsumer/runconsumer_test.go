@@ -33,6 +33,8 @@ import (
 	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/server"
 	"google.golang.org/grpc"
+	channelzpb "google.golang.org/grpc/channelz/grpc_channelz_v1"
+	channelzsvc "google.golang.org/grpc/channelz/service"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -91,9 +93,11 @@ func serve(t *testing.T, c *sums.Cluster, args ...string) (runconsumer.Flags, fu
 	var done = make(chan error, 1)
 	go func() {
 		done <- runconsumer.Serve(ctx, f, func(d runconsumer.Deps) (runtime.Application, error) {
-			if d.Journals == nil || d.Partitions == nil {
-				t.Error("Deps lack the journal client or partitions")
+			if d.Journals == nil || d.Partitions == nil || d.Server == nil {
+				t.Error("Deps lack the journal client, partitions or server")
 			}
+			// An application's own service, on the member's port.
+			channelzsvc.RegisterChannelzServiceToServer(d.Server)
 			return sums.App{Output: c.Output()}, nil
 		})
 	}()
@@ -309,6 +313,34 @@ func TestSecuredMember(t *testing.T) {
 	resp, err := sc.List(ctx, &pc.ListRequest{})
 	if err != nil || len(resp.Shards) != 1 {
 		t.Fatalf("List: %v %v", resp, err)
+	}
+
+	// The application's own service (channelz, registered through
+	// Deps.Server) is served under the same TLS and keys: READ by default.
+	var channelz = func(creds credentials.TransportCredentials, callCtx context.Context) error {
+		var conn, err = grpc.NewClient(addr.GRPCAddr(), grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, err = channelzpb.NewChannelzClient(conn).GetTopChannels(callCtx, &channelzpb.GetTopChannelsRequest{})
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		code codes.Code
+	}{
+		{"plaintext", channelz(insecure.NewCredentials(), signed(key, pb.Claims{Capability: pb.Capability_READ})), codes.Unavailable},
+		{"a certificate of another CA", channelz(tlsCreds(rogue), signed(key, pb.Claims{Capability: pb.Capability_READ})), codes.Unavailable},
+		{"no token", channelz(tlsCreds(client), ctx), codes.Unauthenticated},
+		{"a token of another key", channelz(tlsCreds(client), signed(otherKey, pb.Claims{Capability: pb.Capability_READ})), codes.Unauthenticated},
+		{"a LIST token", channelz(tlsCreds(client), signed(key, list)), codes.Unauthenticated},
+		{"a READ token", channelz(tlsCreds(client), signed(key, pb.Claims{Capability: pb.Capability_READ})), codes.OK},
+	} {
+		if status.Code(tc.err) != tc.code {
+			t.Errorf("the application's service, %s: %v, want %s", tc.name, tc.err, tc.code)
+		}
 	}
 
 	// And gazctl, as an operator runs it.

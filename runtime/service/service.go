@@ -137,6 +137,10 @@ type Config struct {
 	// DoNotProxy), rather than through the brokers. The process must be
 	// able to open the URLs brokers sign: see Flags.FileRoot.
 	DirectFragmentReads bool
+	// Services are the application's own gRPC services, served on the
+	// member's port and verified by the Verifier (see Registrar). Nil
+	// serves none.
+	Services *Registrar
 	// ReadyIgnoresFailed keeps the member ready (at /debug/ready, and in
 	// the gRPC health service) while replicas of its shards are FAILED: by
 	// default, a FAILED shard makes it not ready, naming the shard.
@@ -241,6 +245,19 @@ func New(cfg Config) (*Service, error) {
 	s.serveQueries()
 	reflection.Register(srv.GRPCServer)
 	s.serveDiagnostics()
+	if cfg.Services != nil {
+		if err := cfg.Services.serve(srv.GRPCServer, verifier); err != nil {
+			s.health.Shutdown()
+			s.stopWatch()
+			if s.queries != nil {
+				s.queries.Close()
+			}
+			_ = srv.GRPCLoopback.Close()
+			srv.GRPCServer.Stop()
+			srv.CMux.Close() // Its listener: nothing serves it yet.
+			return nil, fmt.Errorf("service: %w", err)
+		}
+	}
 	s.healthNames = s.healthServices()
 	s.refreshHealth()
 	return s, nil

@@ -20,10 +20,19 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/runconsumer"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
+	channelzsvc "google.golang.org/grpc/channelz/service"
 )
 
 func main() {
 	runconsumer.Main("ledger", func(d runconsumer.Deps) (runtime.Application, error) {
+		// The member's port also serves services of the application's own,
+		// registered through d.Server: under the member's TLS, and each call
+		// verified by --consumer.auth-keys (a READ token, by default). Here,
+		// gRPC's channelz (grpc.channelz.v1.Channelz: the member's gRPC
+		// channels, servers and sockets, as grpcdebug shows them), which
+		// needs no .proto of ours and tells the operator only what a token
+		// should be needed for.
+		channelzsvc.RegisterChannelzServiceToServer(d.Server)
 		return bankv1.NewLedgerApplication(ledger.NewLedgerHandler(), rocks.Opener{}, d.Partitions)
 	})
 }
