@@ -82,11 +82,7 @@ func genPublisher(fc *fileCtx, j *journalMsg) {
 	name := j.msg.GoIdent.GoName
 	route := "spreading them over the partitions at random (it has no partition key)"
 	if len(j.partitionKey) != 0 {
-		var fields []string
-		for _, f := range j.partitionKey {
-			fields = append(fields, string(f.Desc.Name()))
-		}
-		route = fmt.Sprintf("to the partition their partition key (%s) maps them to, as the shards consuming them assume", strings.Join(fields, ", "))
+		route = fmt.Sprintf("to the partition their partition key (%s) maps them to, as the shards consuming them assume", fieldNames(j.partitionKey))
 	}
 	sel := labels.MessageType + "=" + j.messageType
 	fc.doc("%s returns the Publisher through p of %s messages, to the journals labeled %s, %s.",

@@ -119,6 +119,19 @@ func fieldByName(m *protogen.Message, name string) *protogen.Field {
 	return nil
 }
 
+// inOneof reports whether f is a member of a oneof declared as such: not
+// of the synthetic oneof of a proto3 optional field.
+func inOneof(f *protogen.Field) bool { return f.Oneof != nil && !f.Oneof.Desc.IsSynthetic() }
+
+// fieldNames returns the names of fs, as "a, b".
+func fieldNames(fs []*protogen.Field) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, string(f.Desc.Name()))
+	}
+	return strings.Join(out, ", ")
+}
+
 // buildModel resolves the annotations of every file of gen, and validates
 // those of the files to generate. Files are taken in the order of their
 // paths, whatever their order in the request.
@@ -267,7 +280,7 @@ func (md *model) journal(m *protogen.Message) (*journalMsg, error) {
 	case j.uuid.Desc.Kind() != protoreflect.BytesKind || j.uuid.Desc.Cardinality() == protoreflect.Repeated:
 		return nil, optErrorf(m.Desc, uuidAt, "uuid_field %s (%s) must be a singular bytes field holding a 16-byte UUID, not %s",
 			j.uuid.Desc.Name(), posOf(j.uuid.Desc), fieldKindString(j.uuid.Desc))
-	case j.uuid.Oneof != nil && !j.uuid.Oneof.Desc.IsSynthetic():
+	case inOneof(j.uuid):
 		return nil, optErrorf(m.Desc, uuidAt, "uuid_field %s (%s) may not be a member of oneof %s", j.uuid.Desc.Name(), posOf(j.uuid.Desc), j.uuid.Oneof.Desc.Name())
 	}
 	for i, name := range opts.GetPartitionKey() {
@@ -333,7 +346,7 @@ func checkKeyField(m protoreflect.Descriptor, path []int32, f *protogen.Field, w
 	if f.Desc.IsList() || f.Desc.IsMap() {
 		return fail("must be singular, not %s", fieldKindString(f.Desc))
 	}
-	if f.Oneof != nil && !f.Oneof.Desc.IsSynthetic() {
+	if inOneof(f) {
 		return fail("may not be a member of oneof %s", f.Oneof.Desc.Name())
 	}
 	const want = "(want an integer, bool, string, bytes, enum or google.protobuf.Timestamp)"
@@ -367,18 +380,30 @@ func fieldKindString(f protoreflect.FieldDescriptor) string {
 	return s
 }
 
-// resolve resolves a type name relative to the package of d.
+// resolve resolves a message name relative to the package of d.
 func (md *model) resolve(d protoreflect.Descriptor, name string) *protogen.Message {
+	return resolveIn(md.messages, d, name)
+}
+
+// resolveService resolves a service name relative to the package of d.
+func (md *model) resolveService(d protoreflect.Descriptor, name string) *protogen.Service {
+	return resolveIn(md.services, d, name)
+}
+
+// resolveIn resolves name, as protobuf resolves a type name relative to the
+// package of d (a leading dot makes it fully qualified), among byName. It
+// returns nil if byName has no such name.
+func resolveIn[T any](byName map[protoreflect.FullName]*T, d protoreflect.Descriptor, name string) *T {
 	if strings.HasPrefix(name, ".") {
-		return md.messages[protoreflect.FullName(name[1:])]
+		return byName[protoreflect.FullName(name[1:])]
 	}
 	for scope := d.ParentFile().Package(); ; scope = scope.Parent() {
 		full := protoreflect.FullName(name)
 		if scope != "" {
 			full = protoreflect.FullName(string(scope) + "." + name)
 		}
-		if m, ok := md.messages[full]; ok {
-			return m
+		if v, ok := byName[full]; ok {
+			return v
 		}
 		if scope == "" {
 			return nil

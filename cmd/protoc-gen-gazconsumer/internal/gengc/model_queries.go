@@ -51,9 +51,8 @@ type read struct {
 	defaultLimit, maxLimit               int
 }
 
-// Field numbers of the queries annotations, and of descriptor.proto.
+// Field numbers of the queries annotations.
 const (
-	methodOptionsField = 4 // MethodDescriptorProto.options
 	optQueriesConsumer = 1 // Queries.consumer
 	optReadTable       = 1 // Read.table
 	optReadKind        = 2 // Read.kind
@@ -88,25 +87,6 @@ func queriesErrorf(s *protogen.Service, path []int32, format string, args ...any
 // m.
 func readErrorf(m *protogen.Method, path []int32, format string, args ...any) error {
 	return errorAt(extPos(m.Desc, methodOptionsField, int32(gcv1.E_Read.Field), path...), format, args...)
-}
-
-// resolveService resolves a service name relative to the package of d.
-func (md *model) resolveService(d protoreflect.Descriptor, name string) *protogen.Service {
-	if strings.HasPrefix(name, ".") {
-		return md.services[protoreflect.FullName(name[1:])]
-	}
-	for scope := d.ParentFile().Package(); ; scope = scope.Parent() {
-		full := protoreflect.FullName(name)
-		if scope != "" {
-			full = protoreflect.FullName(string(scope) + "." + name)
-		}
-		if s, ok := md.services[full]; ok {
-			return s
-		}
-		if scope == "" {
-			return nil
-		}
-	}
 }
 
 // queries returns the queries annotation of s, or nil if it has none.
@@ -301,7 +281,7 @@ func (md *model) read(q *queries, m *protogen.Method) (*read, error) {
 				f.Desc.Name(), req.Desc.FullName(), presenceWord(f), fieldKindString(f.Desc), k.field.Desc.Name(), t.msg.Desc.FullName(),
 				posOf(k.field.Desc), presenceWord(k.field), fieldKindString(k.field.Desc))
 		}
-		if f.Oneof != nil && !f.Oneof.Desc.IsSynthetic() {
+		if inOneof(f) {
 			return nil, errorf(f.Desc, "key field %s of %s may not be a member of oneof %s", f.Desc.Name(), req.Desc.FullName(), f.Oneof.Desc.Name())
 		}
 		r.key = append(r.key, f)
@@ -315,7 +295,7 @@ func (md *model) read(q *queries, m *protogen.Method) (*read, error) {
 			if f == nil {
 				missing = append(missing, string(pk.Desc.Name()))
 				continue
-			} else if !sameType(f.Desc, pk.Desc) || (f.Oneof != nil && !f.Oneof.Desc.IsSynthetic()) {
+			} else if !sameType(f.Desc, pk.Desc) || inOneof(f) {
 				return nil, errorf(f.Desc, "field %s of %s is named as partition key field %s of %s (%s), the consumer's source, but is %s, not %s: it would route requests to the wrong shard",
 					f.Desc.Name(), req.Desc.FullName(), pk.Desc.Name(), q.routeBy.msg.Desc.FullName(), posOf(pk.Desc), fieldKindString(f.Desc), fieldKindString(pk.Desc))
 			}
@@ -386,7 +366,7 @@ func (md *model) readResponse(r *read, opts *gcv1.Read) error {
 			return nil
 		}
 		r.row, err = pick(opts.GetRowField(), optReadRowField, func(f *protogen.Field) bool {
-			return ofRow(f) && !f.Desc.IsList() && (f.Oneof == nil || f.Oneof.Desc.IsSynthetic())
+			return ofRow(f) && !f.Desc.IsList() && !inOneof(f)
 		}, "a singular field of "+string(t.msg.Desc.FullName()))
 		return err
 	}
@@ -401,7 +381,7 @@ func (md *model) readResponse(r *read, opts *gcv1.Read) error {
 	} else if r.next.Desc.Kind() != r.token.Desc.Kind() || !isToken(r.next) {
 		return errorf(r.next.Desc, "next page token field %s of %s must be a singular %s, as page token field %s of %s is, not %s",
 			r.next.Desc.Name(), resp.Desc.FullName(), r.token.Desc.Kind(), r.token.Desc.Name(), m.Input.Desc.FullName(), fieldKindString(r.next.Desc))
-	} else if r.next.Oneof != nil && !r.next.Oneof.Desc.IsSynthetic() {
+	} else if inOneof(r.next) {
 		return errorf(r.next.Desc, "next page token field %s of %s may not be a member of oneof %s", r.next.Desc.Name(), resp.Desc.FullName(), r.next.Oneof.Desc.Name())
 	}
 	return nil
@@ -413,14 +393,6 @@ func samePartitionKey(a, b *journalMsg) bool {
 	return slices.EqualFunc(a.partitionKey, b.partitionKey, func(x, y *protogen.Field) bool {
 		return x.Desc.Name() == y.Desc.Name() && sameType(x.Desc, y.Desc)
 	})
-}
-
-func fieldNames(fs []*protogen.Field) string {
-	var out []string
-	for _, f := range fs {
-		out = append(out, string(f.Desc.Name()))
-	}
-	return strings.Join(out, ", ")
 }
 
 func presenceWord(f *protogen.Field) string {

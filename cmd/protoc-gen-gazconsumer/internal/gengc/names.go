@@ -355,7 +355,7 @@ func methodScope(m *protogen.Message) *scope {
 	open := m.APILevel == gofeaturespb.GoFeatures_API_OPEN
 	for _, f := range m.Fields {
 		o := from(posOf(f.Desc), "protoc-gen-go's accessor of field %s", f.Desc.Name())
-		if f.Oneof != nil && !f.Oneof.Desc.IsSynthetic() {
+		if inOneof(f) {
 			oo := from(posOf(f.Oneof.Desc), "protoc-gen-go's accessor of oneof %s", f.Oneof.Desc.Name())
 			if open {
 				s.reserve(f.Oneof.GoName, oo)

@@ -38,6 +38,7 @@ func errorf(d protoreflect.Descriptor, format string, args ...any) error {
 const (
 	messageOptionsField = 7 // DescriptorProto.options
 	serviceOptionsField = 3 // ServiceDescriptorProto.options
+	methodOptionsField  = 4 // MethodDescriptorProto.options
 )
 
 // Paths within the options of gazconsumer.v1, by field number.
