@@ -131,28 +131,25 @@ func codecsSupported(f *protogen.File) bool {
 	if s := f.Desc.Syntax(); s != protoreflect.Proto2 && s != protoreflect.Proto3 {
 		return false
 	}
-	var supported func([]*protogen.Message) bool
-	supported = func(ms []*protogen.Message) bool {
-		for _, m := range ms {
-			if m.APILevel == gofeaturespb.GoFeatures_API_OPAQUE || m.Desc.ExtensionRanges().Len() != 0 || !supported(m.Messages) {
-				return false
-			}
-			for _, fd := range m.Fields {
-				if slices.Contains(codecMethods, fd.GoName) {
-					return false // The field would clash with a method.
-				} else if fd.Desc.Kind() == protoreflect.GroupKind || fd.Desc.IsWeak() {
-					return false
-				}
-			}
-			for _, o := range m.Oneofs {
-				if slices.Contains(codecMethods, o.GoName) {
-					return false
-				}
+	supported := true
+	walkMessages(f.Messages, func(m *protogen.Message) {
+		if m.APILevel == gofeaturespb.GoFeatures_API_OPAQUE || m.Desc.ExtensionRanges().Len() != 0 {
+			supported = false
+		}
+		for _, fd := range m.Fields {
+			if slices.Contains(codecMethods, fd.GoName) {
+				supported = false // The field would clash with a method.
+			} else if fd.Desc.Kind() == protoreflect.GroupKind || fd.Desc.IsWeak() {
+				supported = false
 			}
 		}
-		return true
-	}
-	return supported(f.Messages)
+		for _, o := range m.Oneofs {
+			if slices.Contains(codecMethods, o.GoName) {
+				supported = false
+			}
+		}
+	})
+	return supported
 }
 
 // dropCallers drops from the files of gen to generate, until none is left,
@@ -178,22 +175,19 @@ func dropCallers(gen *protogen.Plugin) {
 				local[f.Desc.Package()] = true
 			}
 		}
-		var calls func([]*protogen.Message) bool
-		calls = func(ms []*protogen.Message) bool {
-			for _, m := range ms {
+		calls := func(f *protogen.File) bool {
+			var calls bool
+			walkMessages(f.Messages, func(m *protogen.Message) {
 				for _, fd := range m.Fields {
 					if to := fd.Message; to != nil && local[to.Desc.ParentFile().Package()] && !vtWellKnown(to.Desc.FullName()) && !withCodecs(to) {
-						return true
+						calls = true
 					}
 				}
-				if calls(m.Messages) {
-					return true
-				}
-			}
-			return false
+			})
+			return calls
 		}
 		for _, f := range gen.Files {
-			if f.Generate && calls(f.Messages) {
+			if f.Generate && calls(f) {
 				f.Generate, dropped = false, true
 			}
 		}
@@ -291,34 +285,29 @@ func faithful(src []byte, f *protogen.File) ([]byte, error) {
 
 	// The floating-point fields without presence, and their tests.
 	bits := map[string]map[string]string{} // By message, by field, the function of math.
-	var walk func([]*protogen.Message)
-	walk = func(ms []*protogen.Message) {
-		for _, m := range ms {
-			walk(m.Messages)
-			if m.Desc.IsMapEntry() {
-				continue // Encoded whole, by the message of the map.
-			}
-			for _, fd := range m.Fields {
-				if fd.Desc.IsList() || fd.Desc.HasPresence() {
-					continue
-				}
-				var fn string
-				switch fd.Desc.Kind() {
-				case protoreflect.DoubleKind:
-					fn = "Float64bits"
-				case protoreflect.FloatKind:
-					fn = "Float32bits"
-				default:
-					continue
-				}
-				if bits[m.GoIdent.GoName] == nil {
-					bits[m.GoIdent.GoName] = map[string]string{}
-				}
-				bits[m.GoIdent.GoName][fd.GoName] = fn
-			}
+	walkMessages(f.Messages, func(m *protogen.Message) {
+		if m.Desc.IsMapEntry() {
+			return // Encoded whole, by the message of the map.
 		}
-	}
-	walk(f.Messages)
+		for _, fd := range m.Fields {
+			if fd.Desc.IsList() || fd.Desc.HasPresence() {
+				continue
+			}
+			var fn string
+			switch fd.Desc.Kind() {
+			case protoreflect.DoubleKind:
+				fn = "Float64bits"
+			case protoreflect.FloatKind:
+				fn = "Float32bits"
+			default:
+				continue
+			}
+			if bits[m.GoIdent.GoName] == nil {
+				bits[m.GoIdent.GoName] = map[string]string{}
+			}
+			bits[m.GoIdent.GoName][fd.GoName] = fn
+		}
+	})
 	want := 0
 	for _, fields := range bits {
 		want += 2 * len(fields) // Their size, and their encoding.
