@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/gazconsumer/gazconsumer/internal/clientflags"
 	"github.com/gazconsumer/gazconsumer/internal/logformat"
 	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
 	"github.com/gazconsumer/gazconsumer/runtime"
@@ -39,7 +40,6 @@ import (
 	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
-	"go.gazette.dev/core/server"
 	"go.uber.org/zap"
 )
 
@@ -318,12 +318,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		return fmt.Errorf("--broker.address: %w", err)
 	}
 
-	var endpoints []string
-	for _, e := range strings.Split(f.EtcdAddress, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			endpoints = append(endpoints, e)
-		}
-	}
+	var endpoints = clientflags.Endpoints(f.EtcdAddress)
 	if len(endpoints) == 0 {
 		return errors.New("--etcd.address: no endpoint")
 	}
@@ -410,28 +405,21 @@ func (f Flags) security() (security, error) {
 	var sec security
 	var err error
 	if f.EtcdCertFile != "" || f.EtcdTrustedCAFile != "" || strings.Contains(f.EtcdAddress, "https://") {
-		if sec.etcdTLS, err = buildTLS("etcd.cert-file", "etcd.cert-key-file", f.EtcdCertFile, f.EtcdCertKeyFile, f.EtcdTrustedCAFile); err != nil {
+		if sec.etcdTLS, err = clientflags.BuildTLS("etcd.cert-file", "etcd.cert-key-file", f.EtcdCertFile, f.EtcdCertKeyFile, f.EtcdTrustedCAFile); err != nil {
 			return sec, err
 		}
 	}
-	if sec.broker.TLS, err = buildTLS("broker.cert-file", "broker.cert-key-file", f.BrokerCertFile, f.BrokerCertKeyFile, f.BrokerTrustedCAFile); err != nil {
+	if sec.broker.TLS, err = clientflags.BuildTLS("broker.cert-file", "broker.cert-key-file", f.BrokerCertFile, f.BrokerCertKeyFile, f.BrokerTrustedCAFile); err != nil {
 		return sec, err
 	}
-	switch {
-	case f.BrokerAuthKeys != "":
-		var a, err = auth.NewKeyedAuth(f.BrokerAuthKeys)
-		if err != nil {
-			return sec, fmt.Errorf("--broker.auth-keys: %w", err)
-		}
-		sec.broker.Auth = a
-	case f.BrokerAuthToken != "":
-		sec.broker.Auth = auth.NewBearerAuth(f.BrokerAuthToken)
+	if sec.broker.Auth, err = clientflags.BrokerAuth(f.BrokerAuthKeys, f.BrokerAuthToken); err != nil {
+		return sec, err
 	}
 	if f.ServerCertFile != "" {
-		if sec.server, err = buildTLS("consumer.server-cert-file", "consumer.server-cert-key-file", f.ServerCertFile, f.ServerCertKeyFile, f.ServerCAFile); err != nil {
+		if sec.server, err = clientflags.BuildTLS("consumer.server-cert-file", "consumer.server-cert-key-file", f.ServerCertFile, f.ServerCertKeyFile, f.ServerCAFile); err != nil {
 			return sec, err
 		}
-		if sec.peer, err = buildTLS("consumer.peer-cert-file", "consumer.peer-cert-key-file", f.PeerCertFile, f.PeerCertKeyFile, f.PeerCAFile); err != nil {
+		if sec.peer, err = clientflags.BuildTLS("consumer.peer-cert-file", "consumer.peer-cert-key-file", f.PeerCertFile, f.PeerCertKeyFile, f.PeerCAFile); err != nil {
 			return sec, err
 		}
 	} else if f.ServerCertKeyFile != "" || f.ServerCAFile != "" {
@@ -445,19 +433,6 @@ func (f Flags) security() (security, error) {
 		sec.verifier = a
 	}
 	return sec, nil
-}
-
-// buildTLS builds the TLS configuration of a certificate, its key and a CA,
-// as Gazette's consumers do, naming the flags certFlag and keyFlag.
-func buildTLS(certFlag, keyFlag, cert, key, ca string) (*tls.Config, error) {
-	if (cert == "") != (key == "") {
-		return nil, fmt.Errorf("--%s and --%s go together: one is set, the other is not", certFlag, keyFlag)
-	}
-	var c, err = server.BuildTLSConfig(cert, key, ca)
-	if err != nil {
-		return nil, fmt.Errorf("--%s: %w", certFlag, err)
-	}
-	return c, nil
 }
 
 // reachEtcd returns an error wrapping ErrEtcdUnreachable, naming address,
