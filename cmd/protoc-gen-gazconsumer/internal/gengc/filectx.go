@@ -3,7 +3,6 @@ package gengc
 import (
 	"bytes"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
@@ -78,10 +77,7 @@ func (fc *fileCtx) importNames() {
 		}
 	}
 	slices.Sort(paths)
-	chosen := map[string]bool{}
-	taken := func(name string) bool {
-		return chosen[name] || fc.pkg.has(name) || slices.Contains(fc.locals, name) || isReserved(name)
-	}
+	names := newNamer(func(name string) bool { return fc.pkg.has(name) || slices.Contains(fc.locals, name) })
 	for _, p := range paths {
 		declared, preferred := string(fc.md.pkgNames[protogen.GoImportPath(p)]), ""
 		if names, ok := packageNames[p]; ok {
@@ -90,12 +86,11 @@ func (fc *fileCtx) importNames() {
 		if preferred == "" {
 			preferred = sanitize(declared)
 		}
-		name := uniqueName(preferred, taken)
-		chosen[name] = true
-		if name == declared && name == path.Base(p) {
-			fc.jf.ImportName(p, name)
-		} else {
+		name := names.pick(preferred)
+		if needsAlias(p, declared, name) {
 			fc.jf.ImportAlias(p, name)
+		} else {
+			fc.jf.ImportName(p, name)
 		}
 	}
 }
@@ -123,6 +118,34 @@ func wrap(text string) []string {
 	}
 	return lines
 }
+
+// commentText returns the leading comments cs, or fallback if there are none.
+func commentText(cs protogen.CommentSet, fallback string) string {
+	if t := strings.TrimSpace(string(cs.Leading)); t != "" {
+		return t
+	}
+	return fallback
+}
+
+// commentLines returns text as comment lines.
+func commentLines(text string) []jen.Code {
+	var out []jen.Code
+	for _, line := range strings.Split(text, "\n") {
+		out = append(out, jen.Comment(strings.TrimPrefix(line, " ")))
+	}
+	return out
+}
+
+// comments writes the leading comments cs, as written, or fallback if
+// there are none.
+func (fc *fileCtx) comments(cs protogen.CommentSet, fallback string) {
+	for _, c := range commentLines(commentText(cs, fallback)) {
+		fc.jf.Add(c)
+	}
+}
+
+// multiLine is a composite literal of one element a line.
+var multiLine = jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}
 
 // doc writes a doc comment, wrapped.
 func (fc *fileCtx) doc(format string, args ...any) {

@@ -1,31 +1,12 @@
 package gengc
 
 import (
-	"strings"
 	"time"
 
 	"github.com/dave/jennifer/jen"
-	"google.golang.org/protobuf/compiler/protogen"
 
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
-
-// commentText returns the leading comments cs, or fallback if there are none.
-func commentText(cs protogen.CommentSet, fallback string) string {
-	if t := strings.TrimSpace(string(cs.Leading)); t != "" {
-		return t
-	}
-	return fallback
-}
-
-// commentLines returns text as comment lines.
-func commentLines(text string) []jen.Code {
-	var out []jen.Code
-	for _, line := range strings.Split(text, "\n") {
-		out = append(out, jen.Comment(strings.TrimPrefix(line, " ")))
-	}
-	return out
-}
 
 // durationExpr returns d as a Go expression of a time.Duration: a multiple
 // of the largest unit dividing it.
@@ -57,9 +38,7 @@ func genConsumer(fc *fileCtx, c *consumer) {
 	// missing one (a forgotten rpc, or one added to the .proto since) is a
 	// compile error naming the method, not a shard failing at run time.
 	// The service's own comments, as written.
-	for _, line := range strings.Split(commentText(c.svc.Comments, n.handler+" handles the messages consumed by "+full+"."), "\n") {
-		jf.Comment(strings.TrimPrefix(line, " "))
-	}
+	fc.comments(c.svc.Comments, n.handler+" handles the messages consumed by "+full+".")
 	jf.Comment("")
 	jf.Comment("It lists a method for every rpc of the service: an rpc added to the .proto")
 	jf.Comment("breaks the build of a handler until it implements the rpc. Optional hooks")
@@ -115,7 +94,6 @@ func genConsumer(fc *fileCtx, c *consumer) {
 	)
 	jf.Line()
 
-	multi := jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}
 	store := c.opts.GetStore()
 	if store == gcv1.StoreKind_STORE_KIND_UNSPECIFIED {
 		store = gcv1.StoreKind_STORE_KIND_ROCKSDB
@@ -143,13 +121,13 @@ func genConsumer(fc *fileCtx, c *consumer) {
 		inputs = append(inputs, fc.q(pathRuntime, "Handle").Call(jen.Lit(h.journal.messageType), jen.Lit(h.journal.contentType),
 			jen.Lit(string(h.method.Desc.Name())), jen.Id(n.handler).Dot(h.method.GoName)))
 	}
-	desc = append(desc, jen.Id("Inputs").Op(":").Index().Add(fc.q(pathRuntime, "Input")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multi, inputs...))
+	desc = append(desc, jen.Id("Inputs").Op(":").Index().Add(fc.q(pathRuntime, "Input")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, inputs...))
 	if len(c.publishes) != 0 {
 		var outputs []jen.Code
 		for _, p := range c.publishes {
 			outputs = append(outputs, fc.q(pathRuntime, "Publishes").Types(fc.ident(p.journal.msg.GoIdent)).Call(jen.Lit(p.selector)))
 		}
-		desc = append(desc, jen.Id("Outputs").Op(":").Index().Add(fc.q(pathRuntime, "Output")).Custom(multi, outputs...))
+		desc = append(desc, jen.Id("Outputs").Op(":").Index().Add(fc.q(pathRuntime, "Output")).Custom(multiLine, outputs...))
 	}
 	if len(c.tables) != 0 {
 		var tables []jen.Code
@@ -157,11 +135,11 @@ func genConsumer(fc *fileCtx, c *consumer) {
 			tables = append(tables, jen.Id(t.msg.GoIdent.GoName).Op(":").Add(fc.q(string(t.msg.GoIdent.GoImportPath), tableNamesOf(t).ctor)).Call(jen.Id("kv")))
 		}
 		desc = append(desc, jen.Id("NewTxn").Op(":").Func().Params(jen.Id("kv").Add(fc.q(pathRuntime, "KV"))).Add(txnP.Clone()).Block(
-			jen.Return(jen.Op("&").Id(n.txn).Custom(multi, tables...)),
+			jen.Return(jen.Op("&").Id(n.txn).Custom(multiLine, tables...)),
 		))
 	}
 	desc = append(desc, jen.Id("FinalizeTxn").Op(":").Id(n.handler).Dot("FinalizeTxn"))
 	fc.doc("%s describes consumer %s to runtime.NewAdapter.", n.desc, full)
-	jf.Var().Id(n.desc).Op("=").Op("&").Add(fc.q(pathRuntime, "Consumer")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multi, desc...)
+	jf.Var().Id(n.desc).Op("=").Op("&").Add(fc.q(pathRuntime, "Consumer")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, desc...)
 	jf.Line()
 }

@@ -59,7 +59,6 @@ func genHarness(md *model, fm *fileModel, c *consumer, h *harnessNames) *fileCtx
 	jf.Type().Id("Producer").Struct(jen.Op("*").Add(fc.q(pathConsumertest, "Producer")))
 	jf.Line()
 
-	multi := jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}
 	var inputs []jen.Code
 	for _, hd := range c.handlers {
 		inputs = append(inputs, fc.q(pathConsumertest, "InputOf").Types(msgType(hd.journal.msg)).
@@ -71,7 +70,7 @@ func genHarness(md *model, fm *fileModel, c *consumer, h *harnessNames) *fileCtx
 			Params(fc.q(pathRuntime, "Application"), jen.Error()).Block(
 			jen.Return(fc.q(string(fm.file.GoImportPath), consumerNamesOf(c).ctor).Call(jen.Id("handler"), jen.Id("stores"), jen.Id("journals"))),
 		),
-		jen.Id("Inputs").Op(":").Index().Add(fc.q(pathConsumertest, "Input")).Custom(multi, inputs...),
+		jen.Id("Inputs").Op(":").Index().Add(fc.q(pathConsumertest, "Input")).Custom(multiLine, inputs...),
 	}
 	if len(c.publishes) != 0 {
 		var outputs []jen.Code
@@ -80,11 +79,11 @@ func genHarness(md *model, fm *fileModel, c *consumer, h *harnessNames) *fileCtx
 			outputs = append(outputs, fc.q(pathConsumertest, "OutputOf").Types(msgType(j.msg)).
 				Call(jen.Lit(j.messageType), jen.Lit(j.contentType), jen.Lit(p.selector), jen.Lit(string(j.uuid.Desc.Name()))))
 		}
-		consumer = append(consumer, jen.Id("Outputs").Op(":").Index().Add(fc.q(pathConsumertest, "Output")).Custom(multi, outputs...))
+		consumer = append(consumer, jen.Id("Outputs").Op(":").Index().Add(fc.q(pathConsumertest, "Output")).Custom(multiLine, outputs...))
 	}
 	body := []jen.Code{
 		jen.Id("h").Op(":=").Op("&").Id("Harness").Values(jen.Id("Harness").Op(":").Add(fc.q(pathConsumertest, "New")).Call(
-			jen.Id("t"), fc.q(pathConsumertest, "Consumer").Custom(multi, consumer...), jen.Id("opts").Op("..."))),
+			jen.Id("t"), fc.q(pathConsumertest, "Consumer").Custom(multiLine, consumer...), jen.Id("opts").Op("..."))),
 	}
 	for i, t := range c.tables {
 		body = append(body, jen.Id("h").Dot(h.tables[i]).Op("=").Add(fc.q(pathConsumertest, "NewTable")).Types(keyType(t), jen.Op("*").Add(msgType(t.msg))).Call(

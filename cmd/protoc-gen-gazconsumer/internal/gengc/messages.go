@@ -59,20 +59,11 @@ func genMessageMethods(fc *fileCtx, j *journalMsg) {
 		jen.Return(fc.q(pathProtojson, "Unmarshal").Call(jen.Id("b"), x)))
 
 	if len(j.partitionKey) != 0 {
-		var body []jen.Code
-		for i, f := range j.partitionKey {
-			app := appendValue(fc, jen.Id("b"), f, get(x, f))
-			if i == len(j.partitionKey)-1 {
-				body = append(body, jen.Return(app))
-			} else {
-				body = append(body, jen.Id("b").Op("=").Add(app))
-			}
-		}
 		method([]string{
 			"AppendPartitionKey appends to b the order-preserving encoding of the",
 			"message's partition key fields, which selects the partition journal it is",
 			"published to.",
-		}, "AppendPartitionKey", []jen.Code{jen.Id("b").Index().Byte()}, jen.Index().Byte(), body...)
+		}, "AppendPartitionKey", []jen.Code{jen.Id("b").Index().Byte()}, jen.Index().Byte(), appendPartitionKey(fc, x, j.partitionKey)...)
 	}
 }
 
@@ -92,6 +83,21 @@ func genPublisher(fc *fileCtx, j *journalMsg) {
 		Op("*").Add(fc.q(pathProducer, "Publisher")).Types(ptr).
 		Block(jen.Return(fc.q(pathProducer, "For").Types(ptr.Clone()).Call(jen.Id("p"), jen.Lit(sel))))
 	fc.jf.Line()
+}
+
+// appendPartitionKey returns the statements appending to b the encoding of
+// fields fs of x, a partition key's, and returning b.
+func appendPartitionKey(fc *fileCtx, x jen.Code, fs []*protogen.Field) []jen.Code {
+	var body []jen.Code
+	for i, f := range fs {
+		app := appendValue(fc, jen.Id("b"), f, get(x, f))
+		if i == len(fs)-1 {
+			body = append(body, jen.Return(app))
+		} else {
+			body = append(body, jen.Id("b").Op("=").Add(app))
+		}
+	}
+	return body
 }
 
 // appendValue returns an expression appending to b the ascending encoding

@@ -103,6 +103,33 @@ func uniqueName(name string, taken func(string) bool) string {
 	return unique
 }
 
+// namer picks names of one scope: names not otherwise taken, nor Go
+// keywords or predeclared identifiers, nor those it picked before.
+type namer struct {
+	taken  func(string) bool
+	picked map[string]bool
+}
+
+// newNamer returns a namer of the scope where taken reports the names taken.
+func newNamer(taken func(string) bool) *namer {
+	return &namer{taken: taken, picked: map[string]bool{}}
+}
+
+// pick returns name, or name numbered as uniqueName numbers it, as the first
+// name free, and takes it.
+func (n *namer) pick(name string) string {
+	unique := uniqueName(name, func(s string) bool { return n.picked[s] || n.taken(s) || isReserved(s) })
+	n.picked[unique] = true
+	return unique
+}
+
+// needsAlias reports whether the package of import path p, declaring
+// package declared, is imported as name by an import spec naming it: unless
+// name is both its declared name and the last element of its path.
+func needsAlias(p, declared, name string) bool {
+	return name != declared || name != path.Base(p)
+}
+
 // sanitize turns s into a Go identifier, as protogen names packages.
 func sanitize(s string) string {
 	var b strings.Builder

@@ -2,7 +2,6 @@ package gengc
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/dave/jennifer/jen"
 	"google.golang.org/protobuf/compiler/protogen"
@@ -27,7 +26,7 @@ func genQueries(fc *fileCtx, q *queries) {
 			q.routeBy.msg.Desc.FullName(), fieldNames(q.routeBy.partitionKey), q.selector)
 	}
 	fc.doc("%s describes queries service %s to runtime/query: members of consumer %s serve it, from their shards' committed state. %s", n.desc, full, q.consumer.svc.Desc.FullName(), how)
-	jf.Var().Id(n.desc).Op("=").Op("&").Add(fc.q(pathQuery, "Service")).Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true},
+	jf.Var().Id(n.desc).Op("=").Op("&").Add(fc.q(pathQuery, "Service")).Custom(multiLine,
 		jen.Id("Name").Op(":").Lit(full),
 		jen.Id("Consumer").Op(":").Lit(string(q.consumer.svc.Desc.FullName())),
 		jen.Id("File").Op(":").Lit(q.svc.Desc.ParentFile().Path()),
@@ -38,9 +37,7 @@ func genQueries(fc *fileCtx, q *queries) {
 	jf.Func().Id("init").Params().Block(fc.q(pathQuery, "Register").Call(jen.Id(n.desc)))
 	jf.Line()
 
-	for _, line := range strings.Split(commentText(q.svc.Comments, n.client+" calls queries service "+full+"."), "\n") {
-		jf.Comment(strings.TrimPrefix(line, " "))
-	}
+	fc.comments(q.svc.Comments, n.client+" calls queries service "+full+".")
 	jf.Comment("")
 	fc.doc("%s calls queries service %s through a query.Client: one calling a member, which routes each call (query.NewClient), or one routing each call itself to the primary of its shard (query.NewRoutedClient).", n.client, full)
 	jf.Type().Id(n.client).Struct(jen.Id("c").Op("*").Add(fc.q(pathQuery, "Client")))
@@ -50,9 +47,7 @@ func genQueries(fc *fileCtx, q *queries) {
 		jen.Return(jen.Id(n.client).Values(jen.Id("c"))))
 	jf.Line()
 	for _, r := range q.reads {
-		for _, c := range commentLines(commentText(r.method.Comments, r.method.GoName+" calls rpc "+string(r.method.Desc.Name())+".")) {
-			jf.Add(c)
-		}
+		fc.comments(r.method.Comments, r.method.GoName+" calls rpc "+string(r.method.Desc.Name())+".")
 		out := jen.Op("*").Add(fc.ident(r.method.Output.GoIdent))
 		jf.Func().Params(jen.Id("c").Id(n.client)).Id(r.method.GoName).Params(
 			jen.Id("ctx").Add(fc.q(pathContext, "Context")),
@@ -85,23 +80,13 @@ func genRead(fc *fileCtx, q *queries, r *read) jen.Code {
 	field("Name", jen.Lit(string(r.method.Desc.Name())))
 	field("Table", jen.Id(tn.schema))
 	if len(r.partition) != 0 {
-		var body []jen.Code
-		for i, f := range r.partition {
-			app := appendValue(fc, jen.Id("b"), f, rf(f))
-			if i == len(r.partition)-1 {
-				body = append(body, jen.Return(app))
-			} else {
-				body = append(body, jen.Id("b").Op("=").Add(app))
-			}
-		}
-		field("Partition", jen.Func().Params(reqP(), jen.Id("b").Index().Byte()).Index().Byte().Block(body...))
+		field("Partition", jen.Func().Params(reqP(), jen.Id("b").Index().Byte()).Index().Byte().Block(appendPartitionKey(fc, jen.Id("r"), r.partition)...))
 	}
 	var keyVals []jen.Code
 	for i, f := range r.key {
 		keyVals = append(keyVals, jen.Id(t.key[i].field.GoName).Op(":").Add(keyOfRow(fc, jen.Id("r"), keyField{field: f})))
 	}
 	key := jen.Id(tn.key).Values(keyVals...)
-	literal := jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}
 	if r.kind == gcv1.ReadKind_READ_KIND_GET {
 		field("Key", jen.Func().Params(reqP()).Params(jen.Id(tn.key), jen.Error()).Block(jen.Return(key, jen.Nil())))
 		body := []jen.Code{jen.Return(jen.Id("row"))}
@@ -113,7 +98,7 @@ func genRead(fc *fileCtx, q *queries, r *read) jen.Code {
 			}
 		}
 		field("Response", jen.Func().Params(jen.Id("row").Add(row.Clone())).Add(resp.Clone()).Block(body...))
-		return fc.q(pathQuery, "Get").Call(fc.q(pathQuery, "GetDef").Types(types...).Custom(literal, def...))
+		return fc.q(pathQuery, "Get").Call(fc.q(pathQuery, "GetDef").Types(types...).Custom(multiLine, def...))
 	}
 	field("Prefix", jen.Func().Params(reqP()).Params(jen.Id(tn.key), jen.Int(), jen.Error()).Block(
 		jen.Return(key, jen.Lit(len(r.key)), jen.Nil())))
@@ -165,5 +150,5 @@ func genRead(fc *fileCtx, q *queries, r *read) jen.Code {
 	))
 	field("Rows", jen.Func().Params(respP()).Index().Add(row.Clone()).Block(jen.Return(rf(r.rows))))
 	field("Next", jen.Func().Params(respP()).Params(jen.Index().Byte(), jen.Error()).Block(nextToken))
-	return fc.q(pathQuery, "Scan").Call(fc.q(pathQuery, "ScanDef").Types(types...).Custom(literal, def...))
+	return fc.q(pathQuery, "Scan").Call(fc.q(pathQuery, "ScanDef").Types(types...).Custom(multiLine, def...))
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	pathpkg "path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -243,13 +242,7 @@ func renderHandlers(md *model, fm *fileModel, c *consumer, pkg string) ([]byte, 
 	}
 	// The names the template declares at package level, and its locals.
 	declared := []string{"Handler", "notImplemented", "New" + c.svc.GoName + "Handler", "h", "tx", "msg", "method"}
-	chosen := map[string]bool{}
-	taken := func(name string) bool { return chosen[name] || slices.Contains(declared, name) || isReserved(name) }
-	pick := func(name string) string {
-		unique := uniqueName(name, taken)
-		chosen[unique] = true
-		return unique
-	}
+	pick := newNamer(func(name string) bool { return slices.Contains(declared, name) }).pick
 	data.Errors = pick("errors")
 	data.GenName = pick(sanitize(string(fm.file.GoPackageName)))
 	names := map[protogen.GoImportPath]string{fm.file.GoImportPath: data.GenName}
@@ -283,13 +276,11 @@ func renderMain(md *model, fm *fileModel, c *consumer, pkg, handlers string) ([]
 	}
 	// The names the template declares, and its locals.
 	declared := []string{"main", "d"}
-	chosen := map[string]bool{}
-	taken := func(name string) bool { return chosen[name] || slices.Contains(declared, name) || isReserved(name) }
+	pick := newNamer(func(name string) bool { return slices.Contains(declared, name) }).pick
 	add := func(path, name string) string {
-		unique := uniqueName(sanitize(name), taken)
-		chosen[unique] = true
+		unique := pick(sanitize(name))
 		imp := templates.Import{Path: path}
-		if unique != name || unique != pathpkg.Base(path) {
+		if needsAlias(path, name, unique) {
 			imp.Name = unique
 		}
 		data.Imports = append(data.Imports, imp)

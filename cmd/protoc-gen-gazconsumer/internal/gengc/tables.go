@@ -182,7 +182,7 @@ func genTable(fc *fileCtx, t *table) {
 	}
 	fc.doc("%s is the schema of table %q.", n.schema, t.name)
 	jf.Var().Id(n.schema).Op("=").Add(fc.q(pathTable, "NewSchema")).Call(
-		fc.q(pathTable, "Def").Types(jen.Id(n.key), rowT.Clone()).Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, def...),
+		fc.q(pathTable, "Def").Types(jen.Id(n.key), rowT.Clone()).Custom(multiLine, def...),
 	)
 	jf.Line()
 }
