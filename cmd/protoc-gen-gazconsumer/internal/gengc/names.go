@@ -252,6 +252,17 @@ func newNames(md *model) (*names, error) {
 			}
 			return nil
 		}
+		// declareEach declares the names of one declaration of a .proto
+		// file, at p, each given with what it is: "the schema" of "table
+		// acme.v1.Spend".
+		declareEach := func(p position, of string, names ...[2]string) error {
+			for _, n := range names {
+				if err := declare(n[0], from(p, "%s of %s", n[1], of)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		if len(fm.journals) != 0 && !declaredNewMessage[pkg] {
 			declaredNewMessage[pkg] = true
 			p := optPos(fm.journals[0].msg.Desc, optJournal)
@@ -271,29 +282,23 @@ func newNames(md *model) (*names, error) {
 		for _, t := range fm.tables {
 			p := optPos(t.msg.Desc, optTable)
 			n := tableNamesOf(t)
-			for _, d := range []struct{ name, what string }{
-				{n.key, "the key type"}, {n.table, "the table type"}, {n.ctor, "the constructor"}, {n.schema, "the schema"},
-			} {
-				if err := declare(d.name, from(p, "%s of table %s", d.what, t.msg.Desc.FullName())); err != nil {
-					return nil, err
-				}
-			}
-			if err := declareKey(t); err != nil {
+			if err := declareEach(p, "table "+string(t.msg.Desc.FullName()),
+				[2]string{n.key, "the key type"}, [2]string{n.table, "the table type"}, [2]string{n.ctor, "the constructor"}, [2]string{n.schema, "the schema"},
+			); err != nil {
+				return nil, err
+			} else if err := declareKey(t); err != nil {
 				return nil, err
 			}
 		}
 		for _, c := range fm.consumers {
 			p := optPos(c.svc.Desc)
 			n := consumerNamesOf(c)
-			for _, d := range []struct{ name, what string }{
-				{n.handler, "the handler interface"}, {n.txn, "the transaction type"}, {n.app, "the Application type"},
-				{n.ctor, "the Application constructor"}, {n.desc, "the description"},
-			} {
-				if err := declare(d.name, from(p, "%s of consumer %s", d.what, c.svc.Desc.FullName())); err != nil {
-					return nil, err
-				}
-			}
-			if err := declareConsumer(c); err != nil {
+			if err := declareEach(p, "consumer "+string(c.svc.Desc.FullName()),
+				[2]string{n.handler, "the handler interface"}, [2]string{n.txn, "the transaction type"}, [2]string{n.app, "the Application type"},
+				[2]string{n.ctor, "the Application constructor"}, [2]string{n.desc, "the description"},
+			); err != nil {
+				return nil, err
+			} else if err := declareConsumer(c); err != nil {
 				return nil, err
 			}
 			h, err := declareHarness(fm, c, harnessPaths)
@@ -305,14 +310,11 @@ func newNames(md *model) (*names, error) {
 		for _, q := range fm.queries {
 			p := extPos(q.svc.Desc, serviceOptionsField, int32(gcv1.E_Queries.Field))
 			n := queriesNamesOf(q)
-			for _, d := range []struct{ name, what string }{
-				{n.desc, "the description"}, {n.client, "the client type"}, {n.ctor, "the client constructor"},
-			} {
-				if err := declare(d.name, from(p, "%s of queries service %s", d.what, q.svc.Desc.FullName())); err != nil {
-					return nil, err
-				}
-			}
-			if err := declareQueries(q); err != nil {
+			if err := declareEach(p, "queries service "+string(q.svc.Desc.FullName()),
+				[2]string{n.desc, "the description"}, [2]string{n.client, "the client type"}, [2]string{n.ctor, "the client constructor"},
+			); err != nil {
+				return nil, err
+			} else if err := declareQueries(q); err != nil {
 				return nil, err
 			}
 		}
