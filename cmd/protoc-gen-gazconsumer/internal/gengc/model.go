@@ -92,14 +92,19 @@ type model struct {
 	pkgNames map[protogen.GoImportPath]protogen.GoPackageName
 }
 
-func messageOptions(m *protogen.Message) *gcv1.MessageOptions {
-	opts, _ := proto.GetExtension(m.Desc.Options(), gcv1.E_Message).(*gcv1.MessageOptions)
+// optionOf returns the option of d that is extension x, or nil if d has
+// none.
+func optionOf[T proto.Message](d protoreflect.Descriptor, x protoreflect.ExtensionType) T {
+	opts, _ := proto.GetExtension(d.Options(), x).(T)
 	return opts
 }
 
+func messageOptions(m *protogen.Message) *gcv1.MessageOptions {
+	return optionOf[*gcv1.MessageOptions](m.Desc, gcv1.E_Message)
+}
+
 func consumerOptions(s *protogen.Service) *gcv1.Consumer {
-	opts, _ := proto.GetExtension(s.Desc.Options(), gcv1.E_Consumer).(*gcv1.Consumer)
-	return opts
+	return optionOf[*gcv1.Consumer](s.Desc, gcv1.E_Consumer)
 }
 
 func walkMessages(msgs []*protogen.Message, fn func(*protogen.Message)) {

@@ -6,7 +6,6 @@ import (
 
 	"go.gazette.dev/core/labels"
 	"google.golang.org/protobuf/compiler/protogen"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
@@ -68,13 +67,11 @@ const (
 )
 
 func queriesOptions(s *protogen.Service) *gcv1.Queries {
-	opts, _ := proto.GetExtension(s.Desc.Options(), gcv1.E_Queries).(*gcv1.Queries)
-	return opts
+	return optionOf[*gcv1.Queries](s.Desc, gcv1.E_Queries)
 }
 
 func readOptions(m *protogen.Method) *gcv1.Read {
-	opts, _ := proto.GetExtension(m.Desc.Options(), gcv1.E_Read).(*gcv1.Read)
-	return opts
+	return optionOf[*gcv1.Read](m.Desc, gcv1.E_Read)
 }
 
 // queriesErrorf returns an error positioned at path within the queries
