@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
-	"go.gazette.dev/core/labels"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -75,7 +74,7 @@ func genPublisher(fc *fileCtx, j *journalMsg) {
 	if len(j.partitionKey) != 0 {
 		route = fmt.Sprintf("to the partition their partition key (%s) maps them to, as the shards consuming them assume", fieldNames(j.partitionKey))
 	}
-	sel := labels.MessageType + "=" + j.messageType
+	sel := j.selector()
 	fc.doc("%s returns the Publisher through p of %s messages, to the journals labeled %s, %s.",
 		publisherCtorName(j), name, sel, route)
 	ptr := jen.Op("*").Id(name)

@@ -24,6 +24,10 @@ type journalMsg struct {
 	partitionKey []*protogen.Field
 }
 
+// selector returns the label selector of the journals of j's messages: those
+// labeled with its message type.
+func (j *journalMsg) selector() string { return labels.MessageType + "=" + j.messageType }
+
 // keyField is one field of a table's composite key.
 type keyField struct {
 	field *protogen.Field
@@ -127,6 +131,11 @@ func fieldByName(m *protogen.Message, name string) *protogen.Field {
 // inOneof reports whether f is a member of a oneof declared as such: not
 // of the synthetic oneof of a proto3 optional field.
 func inOneof(f *protogen.Field) bool { return f.Oneof != nil && !f.Oneof.Desc.IsSynthetic() }
+
+// streams reports whether rpc m streams its requests or its responses.
+func streams(m *protogen.Method) bool {
+	return m.Desc.IsStreamingClient() || m.Desc.IsStreamingServer()
+}
 
 // fieldNames returns the names of fs, as "a, b".
 func fieldNames(fs []*protogen.Field) string {
@@ -429,7 +438,7 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	byInput := map[protoreflect.FullName]*protogen.Method{}
 	byType := map[string]*protogen.Method{}
 	for _, meth := range s.Methods {
-		if meth.Desc.IsStreamingClient() || meth.Desc.IsStreamingServer() {
+		if streams(meth) {
 			return nil, errorf(meth.Desc, "handler %s may not stream", meth.Desc.Name())
 		}
 		j, err := md.journal(meth.Input)
@@ -482,7 +491,7 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 		}
 		sel := p.GetPartitions()
 		if sel == "" {
-			sel = labels.MessageType + "=" + j.messageType
+			sel = j.selector()
 		}
 		if _, err := pb.ParseLabelSelector(sel); err != nil {
 			return nil, optErrorf(s.Desc, append(pubAt, optPublishParts), "partitions %q of published message %s: %v", sel, m.Desc.FullName(), err)

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.gazette.dev/core/labels"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -113,7 +112,7 @@ func (md *model) queries(f *protogen.File, s *protogen.Service) (*queries, error
 	for _, h := range c.handlers {
 		if len(h.journal.partitionKey) != 0 {
 			q.routeBy = h.journal
-			q.selector = labels.MessageType + "=" + h.journal.messageType
+			q.selector = h.journal.selector()
 			break
 		}
 	}
@@ -166,7 +165,7 @@ func isToken(f *protogen.Field) bool {
 
 // read returns rpc m of queries service q.
 func (md *model) read(q *queries, m *protogen.Method) (*read, error) {
-	if m.Desc.IsStreamingClient() || m.Desc.IsStreamingServer() {
+	if streams(m) {
 		return nil, errorf(m.Desc, "rpc %s of queries service %s may not stream", m.Desc.Name(), q.svc.Desc.Name())
 	}
 	opts := readOptions(m)

@@ -569,6 +569,10 @@ const messageTypesVar = "gazconsumerMessageTypes"
 // publishName is the name of the Txn method publishing p.
 func publishName(p publish) string { return "Publish" + p.journal.msg.GoIdent.GoName }
 
-// harnessPackage returns the Go package name of the test harness of c: its
-// lower-cased service name, then "test" (which no Go keyword ends with).
-func harnessPackage(c *consumer) string { return strings.ToLower(c.svc.GoName) + "test" }
+// scaffoldPackage returns the Go package name of the scaffold of c, and the
+// name of its directory: its lower-cased service name.
+func scaffoldPackage(c *consumer) string { return strings.ToLower(c.svc.GoName) }
+
+// harnessPackage returns the Go package name of the test harness of c: that
+// of its scaffold, then "test" (which no Go keyword ends with).
+func harnessPackage(c *consumer) string { return scaffoldPackage(c) + "test" }

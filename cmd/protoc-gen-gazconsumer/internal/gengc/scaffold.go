@@ -57,7 +57,7 @@ func planScaffolds(md *model, opts Options) (*scaffolds, error) {
 	dirs := newScope("directory %s (option scaffold)", opts.ScaffoldDir)
 	for _, fm := range md.files {
 		for _, c := range fm.consumers {
-			pkg := strings.ToLower(c.svc.GoName)
+			pkg := scaffoldPackage(c)
 			p := posOf(c.svc.Desc) // Its name is at fault.
 			switch {
 			case token.IsKeyword(pkg):
