@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -202,9 +203,9 @@ func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReq
 	for _, change := range req.Changes {
 		if change.Upsert == nil {
 			continue
-		} else if _, err := decodePolicyOf(change.Upsert); err != nil {
+		} else if _, err := source.PolicyOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
-		} else if _, err := maxMessageSizeOf(change.Upsert); err != nil {
+		} else if _, err := source.MaxMessageSizeOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
@@ -270,8 +271,8 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 		if log := change.Upsert.RecoveryLog(); log != "" {
 			names = append(names, log)
 		}
-		if p, _ := decodePolicyOf(change.Upsert); p.deadLetters != "" {
-			names = append(names, p.deadLetters)
+		if p, _ := source.PolicyOf(change.Upsert); p.DeadLetters != "" {
+			names = append(names, p.DeadLetters)
 		}
 	}
 	if len(names) == 0 {
@@ -306,12 +307,12 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 		if log := change.Upsert.RecoveryLog(); log != "" && !exists[log] {
 			return fmt.Errorf("shard %s: recovery log %s does not exist", change.Upsert.Id, log)
 		}
-		if p, _ := decodePolicyOf(change.Upsert); p.deadLetters != "" {
-			if !exists[p.deadLetters] {
-				return fmt.Errorf("shard %s: dead-letter journal %s does not exist", change.Upsert.Id, p.deadLetters)
-			} else if ct := contentType[p.deadLetters]; ct != labels.ContentType_JSONLines {
+		if p, _ := source.PolicyOf(change.Upsert); p.DeadLetters != "" {
+			if !exists[p.DeadLetters] {
+				return fmt.Errorf("shard %s: dead-letter journal %s does not exist", change.Upsert.Id, p.DeadLetters)
+			} else if ct := contentType[p.DeadLetters]; ct != labels.ContentType_JSONLines {
 				return fmt.Errorf("shard %s: dead-letter journal %s has content-type %q, not %q",
-					change.Upsert.Id, p.deadLetters, ct, labels.ContentType_JSONLines)
+					change.Upsert.Id, p.DeadLetters, ct, labels.ContentType_JSONLines)
 			}
 		}
 	}

@@ -3,11 +3,11 @@ package service_test
 import (
 	"context"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -78,10 +78,10 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 		code   codes.Code
 		want   string
 	}{
-		{[]string{service.LabelOnDecodeError, "skip"}, codes.InvalidArgument, "needs label " + service.LabelDeadLetterJournal},
-		{[]string{service.LabelOnDecodeError, "ignore"}, codes.InvalidArgument, `"ignore", not "fail" or "skip"`},
-		{[]string{service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, "nowhere/at-all"}, codes.FailedPrecondition, "dead-letter journal nowhere/at-all does not exist"},
-		{[]string{service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, c.ShardSpec(0).RecoveryLog().String()}, codes.FailedPrecondition, "has content-type"},
+		{[]string{source.LabelOnDecodeError, "skip"}, codes.InvalidArgument, "needs label " + source.LabelDeadLetterJournal},
+		{[]string{source.LabelOnDecodeError, "ignore"}, codes.InvalidArgument, `"ignore", not "fail" or "skip"`},
+		{[]string{source.LabelOnDecodeError, "skip", source.LabelDeadLetterJournal, "nowhere/at-all"}, codes.FailedPrecondition, "dead-letter journal nowhere/at-all does not exist"},
+		{[]string{source.LabelOnDecodeError, "skip", source.LabelDeadLetterJournal, c.ShardSpec(0).RecoveryLog().String()}, codes.FailedPrecondition, "has content-type"},
 	} {
 		var spec = c.ShardSpec(0)
 		spec.LabelSet = pb.MustLabelSet(tc.labels...)
@@ -93,7 +93,7 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 
 	must(t, c.ApplyShards(ctx, a, func(spec *pc.ShardSpec) {
 		spec.HotStandbys = 0
-		spec.LabelSet = pb.MustLabelSet(service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, c.DeadLetters().String())
+		spec.LabelSet = pb.MustLabelSet(source.LabelOnDecodeError, "skip", source.LabelDeadLetterJournal, c.DeadLetters().String())
 	}))
 	var skippedBefore = scrape(t).value("gazconsumer_shard_skipped_messages_total", map[string]string{"shard": "shard-0"})
 
@@ -117,7 +117,7 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 
 	var checkRecorded = func() {
 		t.Helper()
-		var got, err = service.ListSkipped(ctx, c.Stack.Journals(), c.DeadLetters())
+		var got, err = source.ListSkipped(ctx, c.Stack.Journals(), c.DeadLetters())
 		must(t, err)
 		if len(got) != len(bad) {
 			t.Fatalf("recorded %d skipped messages, want %d: %+v", len(got), len(bad), got)

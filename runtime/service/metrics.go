@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -45,7 +46,7 @@ var (
 	}, []string{"shard"})
 	skippedTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "gazconsumer_shard_skipped_messages_total",
-		Help: "Undecodable messages skipped by committed transactions, by shard (under the label " + LabelOnDecodeError + "=skip).",
+		Help: "Undecodable messages skipped by committed transactions, by shard (under the label " + source.LabelOnDecodeError + "=skip).",
 	}, []string{"shard"})
 	readThroughOffset = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gazconsumer_shard_read_through_offset",

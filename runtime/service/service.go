@@ -12,10 +12,10 @@
 // A source message that fails to decode fails its shard, with a status
 // naming the journal and offset, unless the shard's labels say otherwise:
 // with gazconsumer.dev/on-decode-error=skip and
-// gazconsumer.dev/dead-letter-journal=JOURNAL (see LabelOnDecodeError), the
+// gazconsumer.dev/dead-letter-journal=JOURNAL (see source.LabelOnDecodeError), the
 // shard skips the message, logs it, counts it in the metric
 // gazconsumer_shard_skipped_messages_total and records it, exactly once,
-// into JOURNAL as a Skipped message in JSON. ListSkipped reads the records
+// into JOURNAL as a Skipped message in JSON. source.ListSkipped reads the records
 // back, read-committed; `gazctl journals read` shows them raw.
 //
 // # Queries

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
@@ -304,10 +305,10 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 // transactions from it until the shard is lost or fails.
 func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM) error {
 	var spec = s.Spec()
-	if _, err := decodePolicyOf(spec); err != nil {
+	if _, err := source.PolicyOf(spec); err != nil {
 		return err
 	}
-	maxSize, err := maxMessageSizeOf(spec)
+	maxSize, err := source.MaxMessageSizeOf(spec)
 	if err != nil {
 		return err
 	}
@@ -365,7 +366,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		Publisher: message.NewPublisher(s.ajc, nil),
 		Sequencer: message.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), ringSize),
 		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
-			return newAppSourceIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
+			return source.NewAppIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
 				Journal: journal, Offset: begin, EndOffset: end, Block: true,
 			}), s.svc.cfg.App, maxSize)
 		},
@@ -399,14 +400,14 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 	for _, src := range spec.Sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
-		var it = newAppSourceIter(rr, s.svc.cfg.App, maxSize)
+		var it = source.NewAppIter(rr, s.svc.cfg.App, maxSize)
 		var lag = lagReporter{shard: spec.Id.String(), journal: src.Journal.String(), last: -1, response: -1}
 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				var env, undecodable, err = it.next()
+				var env, undecodable, err = it.Read()
 				if err == nil {
 					// The reader's last response tells the journal's write head.
 					lag.report(max(0, rr.Reader.Response.WriteHead-env.End), rr.Reader.Response.Offset)
@@ -417,10 +418,10 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 					err = fmt.Errorf("reading journal %s (next offset %d): %w", src.Journal, rr.Offset(), err)
 				}
 				var r txn.Read
-				if policy, perr := decodePolicyOf(s.Spec()); undecodable != nil && perr != nil {
+				if policy, perr := source.PolicyOf(s.Spec()); undecodable != nil && perr != nil {
 					r = txn.Read{Err: perr}
 				} else {
-					r = policy.toRead(env, undecodable, err)
+					r = policy.ToRead(env, undecodable, err)
 				}
 				r.Behind = err == nil && rr.Reader.Response.WriteHead > env.End
 				if reads.Put(ctx, r) != nil {
@@ -461,13 +462,13 @@ func (s *shard) readIdle(journal pb.Journal, offset pb.Offset) {
 // message fails the shard.
 func (s *shard) skip(env message.Envelope, cause error, pub *message.Publisher) error {
 	var spec = s.Spec()
-	var policy, err = decodePolicyOf(spec)
+	var policy, err = source.PolicyOf(spec)
 	if err != nil {
 		return err
-	} else if !policy.skip {
+	} else if !policy.Skip {
 		return cause
 	}
-	return skipper(spec.Id, policy)(env, cause, pub)
+	return policy.Skipper(spec.Id)(env, cause, pub)
 }
 
 // committed records the progress of a committed transaction.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest/sums"
-	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -46,7 +46,7 @@ func TestSpecChangesReachRunningShards(t *testing.T) {
 	must(t, c.WaitReadThrough(ctx, sums.ShardID(0), pb.Offsets{c.Input(0): head}))
 
 	// Skip from now on: the running primary skips the next bad message.
-	spec.LabelSet = pb.MustLabelSet(service.LabelOnDecodeError, "skip", service.LabelDeadLetterJournal, c.DeadLetters().String())
+	spec.LabelSet = pb.MustLabelSet(source.LabelOnDecodeError, "skip", source.LabelDeadLetterJournal, c.DeadLetters().String())
 	apply()
 	resp, err := client.Append(ctx, c.Stack.Journals(), pb.AppendRequest{Journal: c.Input(0)}, strings.NewReader("{not json}\n"))
 	must(t, err)
@@ -55,7 +55,7 @@ func TestSpecChangesReachRunningShards(t *testing.T) {
 	head, err = membertest.WriteHead(ctx, c.Stack.Journals(), c.Input(0))
 	must(t, err)
 	must(t, c.WaitReadThrough(ctx, sums.ShardID(0), pb.Offsets{c.Input(0): head}))
-	skipped, err := service.ListSkipped(ctx, c.Stack.Journals(), c.DeadLetters())
+	skipped, err := source.ListSkipped(ctx, c.Stack.Journals(), c.DeadLetters())
 	must(t, err)
 	if len(skipped) != 1 || skipped[0].Begin != badAt {
 		t.Fatalf("skipped %+v, want the message at %d", skipped, badAt)

@@ -1,4 +1,4 @@
-package service
+package source
 
 import (
 	"bytes"
@@ -67,11 +67,11 @@ func TestSourceIterSeparatesUndecodableFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var it = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: journal, EndOffset: 48}),
+	var it = NewIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: journal, EndOffset: 48}),
 		func(*pb.JournalSpec) (message.Message, error) { return new(fixedMsg), nil }, DefaultMaxMessageSize)
 	var got []string
 	for {
-		var env, undecodable, err = it.next()
+		var env, undecodable, err = it.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
@@ -97,7 +97,7 @@ func TestSourceIterSeparatesUndecodableFrames(t *testing.T) {
 	}
 
 	// Replays pass over what they cannot decode.
-	var replay = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: journal, EndOffset: 48}),
+	var replay = NewIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: journal, EndOffset: 48}),
 		func(*pb.JournalSpec) (message.Message, error) { return new(fixedMsg), nil }, DefaultMaxMessageSize)
 	var ns []uint64
 	for {
@@ -143,11 +143,11 @@ func TestSourceIterRefusesOverlongFrames(t *testing.T) {
 	appendBytes(good(1), bogus, good(2)) // [0,16) [16,29) [29,45)
 	appendBytes(bogus)                   // [45,58): the next frame is yet to come.
 
-	var it = newSourceIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: journal, Block: true}),
+	var it = NewIter(client.NewRetryReader(ctx, stack.Journals(), pb.ReadRequest{Journal: journal, Block: true}),
 		func(*pb.JournalSpec) (message.Message, error) { return new(fixedMsg), nil }, 1024)
 	var got []string
 	var read = func() {
-		var env, undecodable, err = it.next()
+		var env, undecodable, err = it.Read()
 		switch {
 		case err != nil:
 			t.Fatal(err)

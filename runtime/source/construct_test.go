@@ -1,4 +1,4 @@
-package service
+package source
 
 import (
 	"bytes"
@@ -81,11 +81,11 @@ func TestSourceIterResolvesConstructorOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var read = func(app *constructorApp) ([]string, error) {
-		var it = newAppSourceIter(client.NewRetryReader(ctx, testStack.Journals(),
+		var it = NewAppIter(client.NewRetryReader(ctx, testStack.Journals(),
 			pb.ReadRequest{Journal: journal, EndOffset: int64(content.Len())}), app, DefaultMaxMessageSize)
 		var got []string
 		for {
-			var env, undecodable, err = it.next()
+			var env, undecodable, err = it.Read()
 			if errors.Is(err, io.EOF) {
 				return got, nil
 			} else if err != nil {

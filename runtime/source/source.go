@@ -1,4 +1,11 @@
-package service
+// Package source reads the messages of a shard's source journals: it
+// decodes them in their journals' framing (checking each protobuf frame's
+// header itself, so that undecodable content is a span of the journal with
+// its offsets, not the end of reading), and holds the policy by which a
+// shard fails on an undecodable message or skips it into a dead-letter
+// journal (the shard labels LabelOnDecodeError and LabelDeadLetterJournal),
+// and the records of skipped messages.
+package source
 
 import (
 	"bufio"
@@ -42,24 +49,26 @@ const (
 	LabelDeadLetterJournal = "gazconsumer.dev/dead-letter-journal"
 )
 
-// decodePolicy is what a shard does with an undecodable message.
-type decodePolicy struct {
-	skip        bool
-	deadLetters pb.Journal // Set if skip.
+// Policy is what a shard does with an undecodable message.
+type Policy struct {
+	// Skip undecodable messages, rather than fail the shard.
+	Skip bool
+	// DeadLetters records the messages skipped: set if Skip.
+	DeadLetters pb.Journal
 }
 
-// decodePolicyOf returns the decode policy the labels of spec choose.
-func decodePolicyOf(spec *pc.ShardSpec) (decodePolicy, error) {
-	var p decodePolicy
+// PolicyOf returns the decode policy the labels of spec choose.
+func PolicyOf(spec *pc.ShardSpec) (Policy, error) {
+	var p Policy
 	switch v := spec.LabelSet.ValueOf(LabelOnDecodeError); v {
 	case "", "fail":
 	case "skip":
-		p.skip = true
+		p.Skip = true
 	default:
 		return p, fmt.Errorf("shard %s: label %s is %q, not \"fail\" or \"skip\"", spec.Id, LabelOnDecodeError, v)
 	}
 	var dl = pb.Journal(spec.LabelSet.ValueOf(LabelDeadLetterJournal))
-	if p.skip && dl == "" {
+	if p.Skip && dl == "" {
 		return p, fmt.Errorf("shard %s: label %s=skip needs label %s, naming where skipped messages are recorded",
 			spec.Id, LabelOnDecodeError, LabelDeadLetterJournal)
 	} else if dl != "" {
@@ -67,7 +76,7 @@ func decodePolicyOf(spec *pc.ShardSpec) (decodePolicy, error) {
 			return p, fmt.Errorf("shard %s: label %s: %w", spec.Id, LabelDeadLetterJournal, err)
 		}
 	}
-	p.deadLetters = dl
+	p.DeadLetters = dl
 	return p, nil
 }
 
@@ -137,10 +146,11 @@ func ListSkipped(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Jour
 	}
 }
 
-// skipper returns the txn.Pipeline's Skip of shard id under policy p.
-func skipper(id pc.ShardID, p decodePolicy) func(message.Envelope, error, *message.Publisher) error {
+// Skipper returns the txn.Pipeline's Skip of shard id under policy p: it
+// records the message skipped into p.DeadLetters, within the transaction.
+func (p Policy) Skipper(id pc.ShardID) func(message.Envelope, error, *message.Publisher) error {
 	var toDeadLetters = func(message.Mappable) (pb.Journal, string, error) {
-		return p.deadLetters, labels.ContentType_JSONLines, nil
+		return p.DeadLetters, labels.ContentType_JSONLines, nil
 	}
 	return func(env message.Envelope, cause error, pub *message.Publisher) error {
 		var rec = &Skipped{Shard: id, Journal: env.Journal.Name, Begin: env.Begin, End: env.End, Error: cause.Error()}
@@ -149,9 +159,9 @@ func skipper(id pc.ShardID, p decodePolicy) func(message.Envelope, error, *messa
 			rec.Error, rec.Content = de.Err.Error(), de.Content
 		}
 		slog.Warn("skipping an undecodable message", "shard", id, "journal", rec.Journal,
-			"offset", rec.Begin, "end", rec.End, "err", rec.Error, "recordedInto", p.deadLetters)
+			"offset", rec.Begin, "end", rec.End, "err", rec.Error, "recordedInto", p.DeadLetters)
 		if _, err := pub.PublishUncommitted(toDeadLetters, rec); err != nil {
-			return fmt.Errorf("recording into %s: %w", p.deadLetters, err)
+			return fmt.Errorf("recording into %s: %w", p.DeadLetters, err)
 		}
 		return nil
 	}
@@ -167,8 +177,8 @@ const DefaultMaxMessageSize = 256 << 10
 // wait for, and swallow, the messages appended after it.
 const LabelMaxMessageSize = "gazconsumer.dev/max-message-bytes"
 
-// maxMessageSizeOf returns the largest frame that spec's labels accept.
-func maxMessageSizeOf(spec *pc.ShardSpec) (int, error) {
+// MaxMessageSizeOf returns the largest frame that spec's labels accept.
+func MaxMessageSizeOf(spec *pc.ShardSpec) (int, error) {
 	var v = spec.LabelSet.ValueOf(LabelMaxMessageSize)
 	if v == "" {
 		return DefaultMaxMessageSize, nil
@@ -180,13 +190,13 @@ func maxMessageSizeOf(spec *pc.ShardSpec) (int, error) {
 	return int(n), nil
 }
 
-// sourceIter reads the envelopes of a journal, read-uncommitted, and tells
+// Iter reads the envelopes of a journal, read-uncommitted, and tells
 // messages that fail to decode from errors that end reading. It reads as
 // Gazette's message.ReadUncommittedIter does, but itself checks the header
 // of each protobuf frame: content that is not a frame, or a frame larger
 // than maxSize, is an undecodable span of the journal, with its offsets and
 // bytes, and reading resumes at the next frame header.
-type sourceIter struct {
+type Iter struct {
 	rr      *client.RetryReader
 	br      *bufio.Reader
 	newMsg  message.NewMessageFunc
@@ -199,20 +209,23 @@ type sourceIter struct {
 	construct func() message.Message // Of the journal's messages, if the application resolves it once.
 
 	end pb.Offset // Of the last envelope read.
-	// wrap is the lenient wrapper of the message being read, reused: next
+	// wrap is the lenient wrapper of the message being read, reused: Read
 	// unwraps each envelope's message before returning it.
 	wrap lenient
 }
 
-func newSourceIter(rr *client.RetryReader, newMsg message.NewMessageFunc, maxSize int) *sourceIter {
-	return &sourceIter{rr: rr, br: bufio.NewReader(rr), newMsg: newMsg, maxSize: maxSize, end: rr.Offset()}
+// NewIter returns an iterator of rr's journal, reading from rr's offset,
+// whose messages newMsg makes; a protobuf frame larger than maxSize is
+// undecodable.
+func NewIter(rr *client.RetryReader, newMsg message.NewMessageFunc, maxSize int) *Iter {
+	return &Iter{rr: rr, br: bufio.NewReader(rr), newMsg: newMsg, maxSize: maxSize, end: rr.Offset()}
 }
 
-// newAppSourceIter returns an iterator of rr's journal, whose messages app
+// NewAppIter returns an iterator of rr's journal, whose messages app
 // makes: through the constructor it resolves once for the journal, if it
 // is a runtime.MessageConstructor.
-func newAppSourceIter(rr *client.RetryReader, app runtime.Application, maxSize int) *sourceIter {
-	var s = newSourceIter(rr, app.NewMessage, maxSize)
+func NewAppIter(rr *client.RetryReader, app runtime.Application, maxSize int) *Iter {
+	var s = NewIter(rr, app.NewMessage, maxSize)
 	if mc, ok := app.(runtime.MessageConstructor); ok {
 		s.resolve = mc.MessageConstructor
 	}
@@ -220,7 +233,7 @@ func newAppSourceIter(rr *client.RetryReader, app runtime.Application, maxSize i
 }
 
 // init fetches the journal's spec and chooses its framing.
-func (s *sourceIter) init() error {
+func (s *Iter) init() error {
 	var spec, err = client.GetJournal(s.rr.Context, s.rr.Client, s.rr.Journal())
 	if err != nil {
 		return fmt.Errorf("fetching the spec of journal %s: %w", s.rr.Journal(), err)
@@ -240,9 +253,9 @@ func (s *sourceIter) init() error {
 	return nil
 }
 
-// next returns the next envelope. If its message failed to decode, the
+// Read returns the next envelope. If its message failed to decode, the
 // envelope's Message is nil and undecodable tells why.
-func (s *sourceIter) next() (env message.Envelope, undecodable *DecodeError, err error) {
+func (s *Iter) Read() (env message.Envelope, undecodable *DecodeError, err error) {
 	if s.spec == nil {
 		if err = s.init(); err != nil {
 			return env, nil, err
@@ -304,7 +317,7 @@ func (s *sourceIter) next() (env message.Envelope, undecodable *DecodeError, err
 // the buffered bytes (all of them but a last few that may begin a header)
 // and returns it with the reason. A header not yet fully read is left to the
 // framing, which waits for it or reports the reader's error.
-func (s *sourceIter) badFrame(begin pb.Offset) ([]byte, error) {
+func (s *Iter) badFrame(begin pb.Offset) ([]byte, error) {
 	var b, err = s.br.Peek(message.FixedFrameHeaderLength)
 	if err != nil {
 		return nil, nil
@@ -339,22 +352,22 @@ func (s *sourceIter) badFrame(begin pb.Offset) ([]byte, error) {
 // Next implements message.Iterator for the Sequencer's replays, passing
 // over undecodable messages: the reads of the shard handled them when they
 // were first read.
-func (s *sourceIter) Next() (message.Envelope, error) {
+func (s *Iter) Next() (message.Envelope, error) {
 	for {
-		var env, undecodable, err = s.next()
+		var env, undecodable, err = s.Read()
 		if undecodable == nil {
 			return env, err
 		}
 	}
 }
 
-// toRead converts what next returned into the txn.Read of a shard under
+// ToRead converts what Read returned into the txn.Read of a shard under
 // policy p.
-func (p decodePolicy) toRead(env message.Envelope, undecodable *DecodeError, err error) txn.Read {
+func (p Policy) ToRead(env message.Envelope, undecodable *DecodeError, err error) txn.Read {
 	switch {
 	case err != nil:
 		return txn.Read{Err: err}
-	case undecodable != nil && p.skip:
+	case undecodable != nil && p.Skip:
 		return txn.Read{Env: env, Skip: undecodable}
 	case undecodable != nil:
 		return txn.Read{Err: undecodable}
