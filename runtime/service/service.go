@@ -70,6 +70,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
+	"github.com/gazconsumer/gazconsumer/runtime/shardapi"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.gazette.dev/core/allocator"
@@ -241,7 +242,7 @@ func New(cfg Config) (*Service, error) {
 	if verifier == nil {
 		verifier = auth.NewNoopAuth()
 	}
-	pc.RegisterShardServer(srv.GRPCServer, pc.NewVerifiedShardServer(&shardAPI{svc: s}, verifier))
+	pc.RegisterShardServer(srv.GRPCServer, pc.NewVerifiedShardServer(shardapi.New(apiMember{s}), verifier))
 	s.serveQueries()
 	reflection.Register(srv.GRPCServer)
 	s.serveDiagnostics()

@@ -1,4 +1,8 @@
-package service
+// Package shardapi serves Gazette's Shard API (List, Stat, Apply, Unassign
+// and GetHints) for a member of a consumer group, over the member's view of
+// the group's KeySpace, so that gazctl shards works against gazconsumer
+// members as against Gazette's.
+package shardapi
 
 import (
 	"context"
@@ -14,6 +18,7 @@ import (
 	pbx "go.gazette.dev/core/broker/protocol/ext"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/labels"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -22,31 +27,76 @@ import (
 // GetHints answers with it, since Gazette's hints type cannot express ours.
 const HintsCommand = "gazconsumer shards hints"
 
-// shardAPI serves Gazette's Shard API for a Service.
-type shardAPI struct{ svc *Service }
+// Member is the member a Server serves the Shard API of: runtime/service
+// implements it.
+type Member interface {
+	// ID of the member.
+	ID() pb.ProcessSpec_ID
+	// State is the member's allocator state, over its KeySpace.
+	State() *allocator.State
+	// Joined is closed once the member has joined its group: its KeySpace
+	// is loaded and it is announced.
+	Joined() <-chan struct{}
+	// Etcd is the member's etcd client.
+	Etcd() *clientv3.Client
+	// Journals is the member's broker client.
+	Journals() pb.RoutedJournalClient
+	// App is the application the member runs.
+	App() runtime.Application
+	// Loopback is a connection to the member's own server, which dispatches
+	// calls carrying a route to the route's members (Gazette's server.Server
+	// GRPCLoopback).
+	Loopback() *grpc.ClientConn
+	// Authorizer signs the calls the member proxies; nil signs none.
+	Authorizer() pb.Authorizer
+	// Replica returns the member's replica of shard id, if it has one. It
+	// is called with the KeySpace read-locked.
+	Replica(id pc.ShardID) (Replica, bool)
+}
+
+// Replica is a member's replica of a shard, as Stat reports it.
+type Replica interface {
+	// Spec of the shard, as the replica holds it.
+	Spec() *pc.ShardSpec
+	// AwaitServing waits until the replica serves as the shard's primary,
+	// and reports whether it does: false if it stopped, or ctx ended, first.
+	AwaitServing(ctx context.Context) bool
+	// Progress returns the offsets the primary has read through and
+	// published at, and a channel closed at their next change.
+	Progress() (readThrough, publishAt pb.Offsets, changed <-chan struct{})
+	// Done is closed once the replica stops.
+	Done() <-chan struct{}
+}
+
+// Server serves Gazette's Shard API for a Member. Register it with
+// pc.RegisterShardServer(srv, pc.NewVerifiedShardServer(server, verifier)).
+type Server struct{ m Member }
+
+// New returns the Server of member m.
+func New(m Member) *Server { return &Server{m: m} }
 
 // joined waits until the member has joined its group, and returns an
 // Unavailable error if ctx ends first: its port is served from the start,
 // but what it knows of shards and assignments is loaded as it joins.
-func (a *shardAPI) joined(ctx context.Context) error {
+func (a *Server) joined(ctx context.Context) error {
 	select {
-	case <-a.svc.joinedCh:
+	case <-a.m.Joined():
 		return nil
 	case <-ctx.Done():
-		return status.Errorf(codes.Unavailable, "member %s has not joined its group yet: %v", a.svc.cfg.ID, ctx.Err())
+		return status.Errorf(codes.Unavailable, "member %s has not joined its group yet: %v", a.m.ID().Suffix, ctx.Err())
 	}
 }
 
 // List the shards whose labels match the request's selector, with their
 // routes and the status of each replica.
-func (a *shardAPI) List(ctx context.Context, claims pb.Claims, req *pc.ListRequest) (*pc.ListResponse, error) {
+func (a *Server) List(ctx context.Context, claims pb.Claims, req *pc.ListRequest) (*pc.ListResponse, error) {
 	if err := a.joined(ctx); err != nil {
 		return nil, err
 	}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	var st = a.svc.state
+	var st = a.m.State()
 	st.KS.Mu.RLock()
 	defer st.KS.Mu.RUnlock()
 
@@ -90,14 +140,14 @@ func (a *shardAPI) List(ctx context.Context, claims pb.Claims, req *pc.ListReque
 // answers NOT_SHARD_PRIMARY if it is not the primary either); and a
 // primary still recovering the shard, or starting, is waited for, within
 // the call's deadline.
-func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatRequest) (*pc.StatResponse, error) {
+func (a *Server) Stat(ctx context.Context, claims pb.Claims, req *pc.StatRequest) (*pc.StatResponse, error) {
 	if err := a.joined(ctx); err != nil {
 		return nil, err
 	}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	var st = a.svc.state
+	var st = a.m.State()
 	st.KS.Mu.RLock()
 	if hdr := req.Header; hdr != nil && hdr.Etcd.Revision > st.KS.Header.Revision {
 		if err := st.KS.WaitForRevision(ctx, hdr.Etcd.Revision); err != nil {
@@ -106,7 +156,7 @@ func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatReque
 		}
 	}
 	var resp = &pc.StatResponse{Header: pbx.NewUnroutedHeader(st)}
-	var sh, local = a.svc.shards[req.Shard]
+	var sh, local = a.m.Replica(req.Shard)
 	var item, found = allocator.LookupItem(st.KS, req.Shard.String())
 	if found && !claims.Selector.Matches(item.ItemValue.(*pc.ShardSpec).LabelSetExt(pb.LabelSet{})) {
 		found = false // As if it did not exist, as Gazette's resolver answers.
@@ -124,12 +174,12 @@ func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatReque
 	case route.Primary == -1:
 		resp.Status = pc.Status_NO_SHARD_PRIMARY
 		return resp, nil
-	case route.Members[route.Primary] != a.svc.ID() && req.Header == nil:
+	case route.Members[route.Primary] != a.m.ID() && req.Header == nil:
 		// Proxied to the primary, with the caller's claims.
 		var proxied = *req
 		proxied.Header = &pb.Header{ProcessId: route.Members[route.Primary], Route: *route, Etcd: resp.Header.Etcd}
-		var sc = pc.NewShardClient(a.svc.srv.GRPCLoopback)
-		if authorizer := a.svc.authorizer(); authorizer != nil {
+		var sc = pc.NewShardClient(a.m.Loopback())
+		if authorizer := a.m.Authorizer(); authorizer != nil {
 			sc = pc.NewAuthShardClient(sc, authorizer)
 		}
 		var presp, err = sc.Stat(pb.WithDispatchRoute(ctx, *route, proxied.Header.ProcessId), &proxied)
@@ -137,16 +187,16 @@ func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatReque
 			return nil, fmt.Errorf("shard %s: proxying to its primary, member %s: %w", req.Shard, proxied.Header.ProcessId.Suffix, err)
 		}
 		return presp, nil
-	case route.Members[route.Primary] != a.svc.ID():
+	case route.Members[route.Primary] != a.m.ID():
 		resp.Status = pc.Status_NOT_SHARD_PRIMARY
 		return resp, nil
 	case !local:
 		resp.Status = pc.Status_SHARD_STOPPED // Being stopped by this member.
 		return resp, nil
 	}
-	if sh.awaitServing(ctx) == nil {
+	if !sh.AwaitServing(ctx) {
 		if ctx.Err() != nil {
-			return nil, status.FromContextError(fmt.Errorf("shard %s: its primary, member %s, is still recovering it: %w", req.Shard, a.svc.cfg.ID, ctx.Err())).Err()
+			return nil, status.FromContextError(fmt.Errorf("shard %s: its primary, member %s, is still recovering it: %w", req.Shard, a.m.ID().Suffix, ctx.Err())).Err()
 		}
 		resp.Status = pc.Status_SHARD_STOPPED
 		return resp, nil
@@ -156,23 +206,18 @@ func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatReque
 	// for, as Gazette's resolver filters them.
 	var sources = sh.Spec().Sources
 	for {
-		sh.progress.Lock()
-		var changed, caughtUp = sh.progress.changed, true
+		var readThrough, publishAt, changed = sh.Progress()
+		var caughtUp = true
 		for _, src := range sources {
-			caughtUp = caughtUp && sh.progress.readThrough[src.Journal] >= req.ReadThrough[src.Journal]
+			caughtUp = caughtUp && readThrough[src.Journal] >= req.ReadThrough[src.Journal]
 		}
 		if caughtUp {
-			resp.ReadThrough = copyOffsets(sh.progress.readThrough)
-			resp.PublishAt = copyOffsets(sh.progress.publishAt)
-			sh.progress.Unlock()
-			resp.Status = pc.Status_OK
+			resp.ReadThrough, resp.PublishAt, resp.Status = readThrough, publishAt, pc.Status_OK
 			return resp, nil
 		}
-		sh.progress.Unlock()
-
 		select {
 		case <-changed:
-		case <-sh.ctx.Done():
+		case <-sh.Done():
 			resp.Status = pc.Status_SHARD_STOPPED
 			return resp, nil
 		case <-ctx.Done():
@@ -185,11 +230,11 @@ func (a *shardAPI) Stat(ctx context.Context, claims pb.Claims, req *pc.StatReque
 // Specs are completed from the application's defaults (see
 // runtime.ShardDefaulter) and validated first, and the journals they read and record to must
 // exist: an invalid request leaves etcd unchanged.
-func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyRequest) (*pc.ApplyResponse, error) {
+func (a *Server) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyRequest) (*pc.ApplyResponse, error) {
 	if err := a.joined(ctx); err != nil {
 		return nil, err
 	}
-	if d, ok := a.svc.cfg.App.(runtime.ShardDefaulter); ok {
+	if d, ok := a.m.App().(runtime.ShardDefaulter); ok {
 		var defaults = d.ShardDefaults()
 		for _, change := range req.Changes {
 			if change.Upsert != nil {
@@ -212,7 +257,7 @@ func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReq
 	if err := a.verifyJournals(ctx, req); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	var st = a.svc.state
+	var st = a.m.State()
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
 	var labels pb.LabelSet
@@ -241,7 +286,7 @@ func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReq
 	var resp = &pc.ApplyResponse{Status: pc.Status_OK, Header: pbx.NewUnroutedHeader(st)}
 	st.KS.Mu.RUnlock()
 
-	var txn, err = a.svc.cfg.Etcd.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	var txn, err = a.m.Etcd().Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("applying shard specs: %w", err)
 	}
@@ -259,7 +304,7 @@ func (a *shardAPI) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReq
 
 // verifyJournals checks that the journals named by upserted specs exist,
 // and that dead-letter journals hold JSON.
-func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) error {
+func (a *Server) verifyJournals(ctx context.Context, req *pc.ApplyRequest) error {
 	var names []pb.Journal
 	for _, change := range req.Changes {
 		if change.Upsert == nil {
@@ -278,7 +323,7 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 	if len(names) == 0 {
 		return nil
 	}
-	var list, err = client.ListAllJournals(ctx, a.svc.cfg.Journals, pb.ListRequest{})
+	var list, err = client.ListAllJournals(ctx, a.m.Journals(), pb.ListRequest{})
 	if err != nil {
 		return fmt.Errorf("listing journals: %w", err)
 	}
@@ -300,7 +345,7 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 			}
 			// The consumer must read the journal's messages: its labels
 			// name a message type (and framing) the consumer handles.
-			if _, err := a.svc.cfg.App.NewMessage(specs[src.Journal]); err != nil {
+			if _, err := a.m.App().NewMessage(specs[src.Journal]); err != nil {
 				return fmt.Errorf("shard %s: source journal %s: %w", change.Upsert.Id, src.Journal, err)
 			}
 		}
@@ -322,14 +367,14 @@ func (a *shardAPI) verifyJournals(ctx context.Context, req *pc.ApplyRequest) err
 // Unassign removes the failed and primary assignments of shards (only failed
 // ones, if asked), so that the allocator assigns them afresh: a hot standby
 // keeps its assignment and is promoted.
-func (a *shardAPI) Unassign(ctx context.Context, claims pb.Claims, req *pc.UnassignRequest) (*pc.UnassignResponse, error) {
+func (a *Server) Unassign(ctx context.Context, claims pb.Claims, req *pc.UnassignRequest) (*pc.UnassignResponse, error) {
 	if err := a.joined(ctx); err != nil {
 		return nil, err
 	}
 	if err := req.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	var st = a.svc.state
+	var st = a.m.State()
 	var ops []clientv3.Op
 	var cmps []clientv3.Cmp
 	var resp = &pc.UnassignResponse{Status: pc.Status_OK}
@@ -364,7 +409,7 @@ func (a *shardAPI) Unassign(ctx context.Context, claims pb.Claims, req *pc.Unass
 	if req.DryRun || len(ops) == 0 {
 		return resp, nil
 	}
-	var txn, err = a.svc.cfg.Etcd.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	var txn, err = a.m.Etcd().Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("unassigning shards: %w", err)
 	} else if !txn.Succeeded {
@@ -376,15 +421,7 @@ func (a *shardAPI) Unassign(ctx context.Context, claims pb.Claims, req *pc.Unass
 
 // GetHints is not served: Gazette's hints describe its own recovery log,
 // whose design differs from ours, and a translation would not be faithful.
-func (a *shardAPI) GetHints(context.Context, pb.Claims, *pc.GetHintsRequest) (*pc.GetHintsResponse, error) {
+func (a *Server) GetHints(context.Context, pb.Claims, *pc.GetHintsRequest) (*pc.GetHintsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented,
 		"gazconsumer's recovery-log hints differ from Gazette's: print them with `%s --shard ID`", HintsCommand)
-}
-
-func copyOffsets(o pb.Offsets) pb.Offsets {
-	var out = make(pb.Offsets, len(o))
-	for j, v := range o {
-		out[j] = v
-	}
-	return out
 }
