@@ -15,6 +15,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/shardmetrics"
 	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -212,11 +213,11 @@ func (s *shard) serve() {
 	}
 	var id = s.Spec().Id
 	var dir = filepath.Join(s.svc.cfg.StateDir, strings.ReplaceAll(id.String(), "/", "_")+fmt.Sprintf("-%d", s.createRevision()))
-	initMetrics(id)
+	shardmetrics.Init(id)
 	defer func() {
 		s.cancel()
-		forgetRecovery(id)
-		forgetReads(id, s.fqn)
+		shardmetrics.ForgetRecovery(id)
+		shardmetrics.ForgetReads(id, s.fqn)
 		if err := os.RemoveAll(dir); err != nil {
 			slog.Warn("removing shard directory", "shard", id, "dir", dir, "err", err)
 		}
@@ -225,7 +226,7 @@ func (s *shard) serve() {
 	var err = s.run(dir)
 	if err != nil && s.ctx.Err() == nil {
 		slog.Error("shard failed", "shard", id, "member", s.svc.cfg.ID, "err", err)
-		recordFailure(id, err)
+		shardmetrics.Failure(id, err)
 		var msg = err.Error()
 		if len(msg) > maxStatusErrorLen {
 			msg = msg[:maxStatusErrorLen] + " ...[truncated]"
@@ -272,8 +273,8 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 	}
 	var hints = all[0] // Nil plays the log from its start.
 
-	var progress = newRecoveryProgress(spec.Id)
-	var player = recoverylog.NewPlayer(progress.journalClient(s.svc.cfg.Journals, recLog), recLog, dir, s.author())
+	var progress = shardmetrics.NewRecoveryProgress(spec.Id)
+	var player = recoverylog.NewPlayer(progress.JournalClient(s.svc.cfg.Journals, recLog), recLog, dir, s.author())
 	player.DoNotProxy = s.svc.cfg.DirectFragmentReads
 	var done = make(chan struct{})
 	var fsm *recoverylog.FSM
@@ -281,7 +282,7 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 		defer close(done)
 		fsm, err = player.Play(s.ctx, hints)
 	}()
-	go progress.follow(player, done)
+	go progress.Follow(player, done)
 
 	select {
 	case <-player.Tailing():
@@ -297,7 +298,7 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: playing recovery log: %w", spec.Id, err)
 	}
-	forgetRecovery(spec.Id) // Recovered: the replica is the primary.
+	shardmetrics.ForgetRecovery(spec.Id) // Recovered: the replica is the primary.
 	return fsm, nil
 }
 
@@ -401,7 +402,7 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
 		var it = source.NewAppIter(rr, s.svc.cfg.App, maxSize)
-		var lag = lagReporter{shard: spec.Id.String(), journal: src.Journal.String(), last: -1, response: -1}
+		var lag = shardmetrics.NewLagReporter(spec.Id, src.Journal)
 
 		wg.Add(1)
 		go func() {
@@ -410,7 +411,7 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 				var env, undecodable, err = it.Read()
 				if err == nil {
 					// The reader's last response tells the journal's write head.
-					lag.report(max(0, rr.Reader.Response.WriteHead-env.End), rr.Reader.Response.Offset)
+					lag.Report(max(0, rr.Reader.Response.WriteHead-env.End), rr.Reader.Response.Offset)
 				} else {
 					if ctx.Err() != nil {
 						return
@@ -478,7 +479,7 @@ func (s *shard) committed(st txn.Stats) {
 		notRunning = max(0, st.Began.Sub(s.preparedAt))
 	}
 	s.preparedAt = st.Began.Add(st.Consume + st.Finalize)
-	recordMetrics(s.Spec().Id, s.fqn, notRunning, st)
+	shardmetrics.Committed(s.Spec().Id, s.fqn, notRunning, st)
 	s.progress.Lock()
 	for j, src := range st.Checkpoint.Sources {
 		s.progress.readThrough[j] = src.ReadThrough

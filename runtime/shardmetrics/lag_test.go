@@ -1,4 +1,4 @@
-package service
+package shardmetrics
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // (whose write head it's measured from), at most every lagReportInterval,
 // but for a lag reaching zero, which is reported at once.
 func TestLagReporter(t *testing.T) {
-	var r = lagReporter{shard: "lag-test", journal: "j", last: -1, response: -1}
+	var r = LagReporter{shard: "lag-test", journal: "j", last: -1, response: -1}
 	var gauge = func() float64 { return testutil.ToFloat64(readLagBytes.WithLabelValues("lag-test", "j")) }
 	defer readLagBytes.DeleteLabelValues("lag-test", "j")
 	for _, step := range []struct {
@@ -30,7 +30,7 @@ func TestLagReporter(t *testing.T) {
 		if step.ago != 0 {
 			r.at = time.Now().Add(-step.ago)
 		}
-		r.report(step.lag, pb.Offset(step.response))
+		r.Report(step.lag, pb.Offset(step.response))
 		if got := gauge(); got != step.want {
 			t.Fatalf("after a lag of %d in the response at %d: gauge %v, want %v", step.lag, step.response, got, step.want)
 		}
