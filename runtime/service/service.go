@@ -1,22 +1,26 @@
 // Package service runs a gazconsumer application as a member of a consumer
 // group: it announces the process in etcd, takes part in the assignment of
-// shards across members through Gazette's allocator, runs the shards
-// assigned to it (as primary, or as hot standby following the recovery log)
-// and serves Gazette's Shard API, so that `gazctl shards` works against it.
+// shards across members through Gazette's allocator, runs the replicas of
+// the shards assigned to it (as primary, or as hot standby following the
+// recovery log), and hosts on its port the services of the member:
+// Gazette's Shard API (runtime/shardapi), the consumer's queries
+// (runtime/query), the application's own, diagnostics and health.
 //
 // Shard specs, members and assignments are kept in etcd under the
-// application's prefix exactly as Gazette consumers keep them.
+// application's prefix exactly as Gazette consumers keep them (see
+// runtime/groupkeys); a replica reads its sources through runtime/source
+// and records its metrics through runtime/shardmetrics.
 //
 // # Undecodable messages
 //
 // A source message that fails to decode fails its shard, with a status
 // naming the journal and offset, unless the shard's labels say otherwise:
 // with gazconsumer.dev/on-decode-error=skip and
-// gazconsumer.dev/dead-letter-journal=JOURNAL (see source.LabelOnDecodeError), the
-// shard skips the message, logs it, counts it in the metric
+// gazconsumer.dev/dead-letter-journal=JOURNAL (see source.LabelOnDecodeError),
+// the shard skips the message, logs it, counts it in the metric
 // gazconsumer_shard_skipped_messages_total and records it, exactly once,
-// into JOURNAL as a Skipped message in JSON. source.ListSkipped reads the records
-// back, read-committed; `gazctl journals read` shows them raw.
+// into JOURNAL as a source.Skipped message in JSON. source.ListSkipped reads
+// the records back, read-committed; `gazctl journals read` shows them raw.
 //
 // # Queries
 //
