@@ -87,14 +87,22 @@ func (a *Server) joined(ctx context.Context) error {
 	}
 }
 
+// admit waits until the member has joined its group (see joined), and
+// validates req.
+func (a *Server) admit(ctx context.Context, req interface{ Validate() error }) error {
+	if err := a.joined(ctx); err != nil {
+		return err
+	} else if err = req.Validate(); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return nil
+}
+
 // List the shards whose labels match the request's selector, with their
 // routes and the status of each replica.
 func (a *Server) List(ctx context.Context, claims pb.Claims, req *pc.ListRequest) (*pc.ListResponse, error) {
-	if err := a.joined(ctx); err != nil {
+	if err := a.admit(ctx, req); err != nil {
 		return nil, err
-	}
-	if err := req.Validate(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	var st = a.m.State()
 	st.KS.Mu.RLock()
@@ -141,11 +149,8 @@ func (a *Server) List(ctx context.Context, claims pb.Claims, req *pc.ListRequest
 // primary still recovering the shard, or starting, is waited for, within
 // the call's deadline.
 func (a *Server) Stat(ctx context.Context, claims pb.Claims, req *pc.StatRequest) (*pc.StatResponse, error) {
-	if err := a.joined(ctx); err != nil {
+	if err := a.admit(ctx, req); err != nil {
 		return nil, err
-	}
-	if err := req.Validate(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	var st = a.m.State()
 	st.KS.Mu.RLock()
@@ -368,11 +373,8 @@ func (a *Server) verifyJournals(ctx context.Context, req *pc.ApplyRequest) error
 // ones, if asked), so that the allocator assigns them afresh: a hot standby
 // keeps its assignment and is promoted.
 func (a *Server) Unassign(ctx context.Context, claims pb.Claims, req *pc.UnassignRequest) (*pc.UnassignResponse, error) {
-	if err := a.joined(ctx); err != nil {
+	if err := a.admit(ctx, req); err != nil {
 		return nil, err
-	}
-	if err := req.Validate(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	var st = a.m.State()
 	var ops []clientv3.Op
