@@ -8,7 +8,7 @@ export PATH := $(TOOLS):$(PATH)
 # Packages whose tests exercise concurrency, run again under the race detector.
 RACE_PKGS := ./devstack/... ./recoverylog/... ./store/rocks/... ./runtime/...
 
-.PHONY: all setup generate build test test-multihost race vet demo bench bench-go bench-consumers bench-recovery clean
+.PHONY: all setup generate build test test-multihost test-image image race vet demo bench bench-go bench-consumers bench-recovery clean
 
 all: build
 
@@ -45,6 +45,19 @@ test: setup
 ## down, a member host cut off and members killed (example/multihost).
 test-multihost: setup
 	go test -tags multihost -count=1 -timeout 20m -v ./example/multihost/
+
+## image: build deploy/Dockerfile with buildah, without a Docker engine or
+## a registry: its bases are made from Debian packages (scripts/build-image.sh;
+## IMAGE_FLAGS adds flags of it, e.g. IMAGE_FLAGS='-t my/ledger:v1'). It
+## needs root.
+image: setup
+	./scripts/build-image.sh $(IMAGE_FLAGS)
+
+## test-image: build the image (as image does) and run a member of the example
+## from it against the development stack (deploy/image_test.go; needs root;
+## the first build makes the bases and takes minutes; not part of test).
+test-image: setup
+	go test -tags image -count=1 -timeout 30m -v -run TestImageRunsAMember ./deploy/
 
 ## demo: the main job, the example bank, on the in-process stack: generates,
 ## builds, runs and checks it (see scripts/demo.sh).

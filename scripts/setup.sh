@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 
 TOOLS="$PWD/.tools"
 BUF_VERSION=1.75.0
-APT_PACKAGES=(librocksdb-dev protobuf-compiler libprotobuf-dev prometheus) # prometheus: promtool, for go test ./deploy/
+# prometheus: promtool, for go test ./deploy/; buildah and mmdebstrap build the
+# image without a Docker engine (scripts/build-image.sh, make test-image).
+APT_PACKAGES=(librocksdb-dev protobuf-compiler libprotobuf-dev prometheus buildah mmdebstrap)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
