@@ -116,3 +116,29 @@ func StartT(t testing.TB, journalsYAML string) *Stack {
 	})
 	return s
 }
+
+// Run is the body of a TestMain whose tests share one stack: it starts a
+// stack of journalsYAML, sets *stack to it, runs m's tests, closes the
+// stack and, if the tests passed, fails them for goroutines they leaked. It
+// returns the exit code for os.Exit.
+func Run(m *testing.M, journalsYAML string, stack **Stack) int {
+	slog.SetLogLoggerLevel(LogLevel())
+	var code = func() int {
+		var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var err error
+		if *stack, err = Start(ctx, journalsYAML); err != nil {
+			fmt.Fprintln(os.Stderr, "starting a test stack:", err)
+			return 1
+		}
+		defer (*stack).Close()
+		return m.Run()
+	}()
+	if code == 0 {
+		if err := FindLeaks(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
+}
