@@ -3,7 +3,6 @@ package source
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime"
-	"github.com/gazconsumer/gazconsumer/specs"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/message"
@@ -60,17 +57,7 @@ func (a *constructorApp) MessageConstructor(*pb.JournalSpec) (func() message.Mes
 func TestSourceIterResolvesConstructorOnce(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var name = fmt.Sprintf("fixed-%d", fixedRuns.Add(1))
-	var journal = pb.Journal(name + "/00")
-	if _, err := specs.ApplyJournals(ctx, testStack.Journals(), "fixed journals",
-		[]byte(devstacktest.Journals(name, 1, 1<<20, "content-type=application/x-protobuf-fixed"))); err != nil {
-		t.Fatal(err)
-	}
-	var frame = func(payload []byte) []byte {
-		var b = append([]byte(nil), message.FixedFrameWord[:]...)
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
-		return append(b, payload...)
-	}
+	var journal = fixedJournal(t, ctx)
 	var content bytes.Buffer
 	for _, n := range []uint64{7, 0, 300} {
 		content.Write(frame(must(proto.Marshal(wrapperspb.UInt64(n)))))

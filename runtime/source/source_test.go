@@ -45,18 +45,8 @@ func TestSourceIterSeparatesUndecodableFrames(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var stack = testStack
-	var name = fmt.Sprintf("fixed-%d", fixedRuns.Add(1))
-	var journal = pb.Journal(name + "/00")
-	if _, err := specs.ApplyJournals(ctx, stack.Journals(), "fixed journals",
-		[]byte(devstacktest.Journals(name, 1, 1<<20, "content-type=application/x-protobuf-fixed"))); err != nil {
-		t.Fatal(err)
-	}
+	var journal = fixedJournal(t, ctx)
 
-	var frame = func(payload []byte) []byte {
-		var b = append([]byte(nil), message.FixedFrameWord[:]...)
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
-		return append(b, payload...)
-	}
 	var good = func(n uint64) []byte { return frame(binary.LittleEndian.AppendUint64(nil, n)) }
 	var content bytes.Buffer
 	content.Write(good(1))           // [0, 16)
@@ -122,12 +112,7 @@ func TestSourceIterRefusesOverlongFrames(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var stack = testStack
-	var name = fmt.Sprintf("fixed-%d", fixedRuns.Add(1))
-	var journal = pb.Journal(name + "/00")
-	if _, err := specs.ApplyJournals(ctx, stack.Journals(), "fixed journals",
-		[]byte(devstacktest.Journals(name, 1, 1<<20, "content-type=application/x-protobuf-fixed"))); err != nil {
-		t.Fatal(err)
-	}
+	var journal = fixedJournal(t, ctx)
 	var good = func(n uint64) []byte {
 		var b = append([]byte(nil), message.FixedFrameWord[:]...)
 		b = binary.LittleEndian.AppendUint32(b, 8)
@@ -173,4 +158,23 @@ func TestSourceIterRefusesOverlongFrames(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("read\n%q\nwant\n%q", got, want)
 	}
+}
+
+// fixedJournal creates a new journal of protobuf fixed frames on the test
+// stack, and returns its name.
+func fixedJournal(t *testing.T, ctx context.Context) pb.Journal {
+	t.Helper()
+	var name = fmt.Sprintf("fixed-%d", fixedRuns.Add(1))
+	if _, err := specs.ApplyJournals(ctx, testStack.Journals(), "fixed journals",
+		[]byte(devstacktest.Journals(name, 1, 1<<20, "content-type=application/x-protobuf-fixed"))); err != nil {
+		t.Fatal(err)
+	}
+	return pb.Journal(name + "/00")
+}
+
+// frame returns payload in a protobuf fixed frame.
+func frame(payload []byte) []byte {
+	var b = append([]byte(nil), message.FixedFrameWord[:]...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+	return append(b, payload...)
 }
