@@ -366,12 +366,8 @@ func (a *Adapter[H, T]) ConsumeMessage(shard Shard, store Store, env message.Env
 		return err
 	}
 	if g, ok := a.guards.Load(shard.Spec().Id); ok && g.(*partitionGuard).store == store {
-		if keyed, ok := env.Message.(partition.Keyed); ok {
-			var g = g.(*partitionGuard)
-			g.key = keyed.AppendPartitionKey(g.key[:0])
-			if err = g.checkMessage(shard, env, g.key); err != nil {
-				return err
-			}
+		if err = g.(*partitionGuard).checkJournal(shard, env, a.c.Name); err != nil {
+			return err
 		}
 	}
 	var typ = reflect.TypeOf(env.Message)

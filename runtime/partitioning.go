@@ -10,8 +10,6 @@ import (
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/labels"
 	"go.gazette.dev/core/message"
-
-	"github.com/gazconsumer/gazconsumer/runtime/partition"
 )
 
 // PartitioningKey is the key, in the KV of a consumer with tables, of the
@@ -43,18 +41,16 @@ var ErrRepartitioned = fmt.Errorf("the partitions of a family the shard reads ch
 // partitionGuard holds, for one shard's store, the partitioning its state was
 // built under, and checks the shard's sources against it.
 type partitionGuard struct {
-	store   Store // Whose state was built under built.
-	built   Partitioning
-	key     []byte                            // Scratch space of partition keys.
-	lists   map[string]message.PartitionsFunc // Of each family read.
-	sources map[pb.Journal]int                // Each source's index in its family, as built.
+	store Store // Whose state was built under built.
+	built Partitioning
+	lists map[string]message.PartitionsFunc // Of each family read.
 
 	// Of the journal of the last message checked (messages come in runs of
-	// one journal, whose spec they share): its index and count of
-	// partitions, as built, and whether it's a source checked.
-	last         *pb.JournalSpec
-	lastI, lastN int
-	lastChecked  bool
+	// one journal, whose spec they share): its family's listing, and its
+	// count of partitions as built (0 if the family is not recorded).
+	last      *pb.JournalSpec
+	lastList  message.PartitionsFunc
+	lastBuilt int
 }
 
 // guardPartitions returns the partitionGuard of store, which reads and (on
@@ -67,10 +63,8 @@ func (a *Adapter[H, T]) guardPartitions(shard Shard, store Store, kv KV) (*parti
 	if g, ok := a.guards.Load(id); ok && g.(*partitionGuard).store == store {
 		return g.(*partitionGuard), nil
 	}
-	var g = &partitionGuard{store: store, lists: make(map[string]message.PartitionsFunc), sources: make(map[pb.Journal]int)}
+	var g = &partitionGuard{store: store, lists: make(map[string]message.PartitionsFunc)}
 	var current = Partitioning{Families: make(map[string]int), Mapping: MappingVersion}
-	var listed = make(map[pb.Journal]string) // Family of each journal listed.
-	var index = make(map[pb.Journal]int)
 	for _, in := range a.inputs {
 		if _, ok := g.lists[in.Name]; ok {
 			continue
@@ -82,9 +76,6 @@ func (a *Adapter[H, T]) guardPartitions(shard Shard, store Store, kv KV) (*parti
 			continue // Not listed yet: unknown.
 		}
 		current.Families[in.Name] = len(journals)
-		for i, j := range journals {
-			listed[j.Spec.Name], index[j.Spec.Name] = in.Name, i
-		}
 	}
 
 	var b, found, err = kv.Get([]byte(PartitioningKey))
@@ -104,13 +95,6 @@ func (a *Adapter[H, T]) guardPartitions(shard Shard, store Store, kv KV) (*parti
 			return nil, fmt.Errorf("shard %s: encoding its partitioning: %w", id, err)
 		} else if err = kv.Put([]byte(PartitioningKey), b); err != nil {
 			return nil, fmt.Errorf("shard %s: recording the partitioning its state is built under: %w", id, err)
-		}
-	}
-	for _, src := range shard.Spec().Sources {
-		if family, ok := listed[src.Journal]; ok {
-			if n, ok := g.built.Families[family]; ok && index[src.Journal] < n {
-				g.sources[src.Journal] = index[src.Journal]
-			}
 		}
 	}
 	a.guards.Store(id, g)
@@ -135,23 +119,22 @@ func (g *partitionGuard) check(shard Shard, consumer string) error {
 	return nil
 }
 
-// checkMessage fails if the partition key of the message of env maps to
-// another partition of its family, under the partitioning the shard's state
-// was built under, than the journal it was read from: it was published
-// under another partitioning.
-func (g *partitionGuard) checkMessage(shard Shard, env message.Envelope, key []byte) error {
+// checkJournal fails, as check does, if the family of the journal of env
+// has other than the partitions the shard's state was built under: checked
+// at each message, so that a change seen mid-transaction fails the
+// transaction before it commits. (Messages are not checked against the
+// partition their key maps to: producers outside gazconsumer may map keys
+// otherwise, and a consumer's state need not be keyed by partition key.)
+func (g *partitionGuard) checkJournal(shard Shard, env message.Envelope, consumer string) error {
 	if env.Journal != g.last {
-		var i, ok = g.sources[env.Journal.Name]
-		g.last, g.lastI, g.lastN, g.lastChecked = env.Journal, i, g.built.Families[env.Journal.LabelSet.ValueOf(labels.MessageType)], ok
+		var family = env.Journal.LabelSet.ValueOf(labels.MessageType)
+		g.last, g.lastList, g.lastBuilt = env.Journal, g.lists[family], g.built.Families[family]
 	}
-	if !g.lastChecked {
+	if g.lastList == nil || g.lastBuilt == 0 {
 		return nil
 	}
-	if k := partition.Index(key, g.lastN); k != g.lastI {
-		return fmt.Errorf("shard %s: %w: the message at offset %d of journal %s (partition %d of %d of family %s=%s) has a partition key of partition %d of %d: "+
-			"it was published under another partitioning, and its key's state is held by another shard",
-			shard.Spec().Id, ErrRepartitioned, env.Begin, env.Journal.Name, g.lastI, g.lastN, labels.MessageType,
-			env.Journal.LabelSet.ValueOf(labels.MessageType), k, g.lastN)
+	if n := len(g.lastList().Journals); n != 0 && n != g.lastBuilt {
+		return g.check(shard, consumer)
 	}
 	return nil
 }

@@ -15,8 +15,6 @@ import (
 	"go.gazette.dev/core/keyspace"
 	"go.gazette.dev/core/labels"
 	"go.gazette.dev/core/message"
-
-	"github.com/gazconsumer/gazconsumer/runtime/partition"
 )
 
 // testShard is a Shard reading sources.
@@ -128,10 +126,11 @@ func TestPartitionGuardRecordsAndChecks(t *testing.T) {
 	}
 }
 
-// A message whose partition key maps to another partition than the journal
-// it was read from, under the partitioning the shard was built under, fails
-// the shard, naming the journal and offset; every other passes.
-func TestPartitionGuardChecksMessages(t *testing.T) {
+// Messages pass whatever their keys (producers may map keys otherwise), as
+// long as the family of their journal has the partitions the shard was
+// built under; once it has others, the next message fails the shard, within
+// the transaction, naming both counts.
+func TestPartitionGuardChecksMessagesJournals(t *testing.T) {
 	for n := 1; n <= 8; n++ {
 		var fam = &family{typ: "test.M", n: n}
 		for i := range n {
@@ -139,44 +138,65 @@ func TestPartitionGuardChecksMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for k := range 200 {
-				var key = []byte(fmt.Sprintf("key-%d", k))
-				var env = message.Envelope{Journal: fam.spec(i), Begin: pb.Offset(100 * k)}
-				var err = g.checkMessage(shard, env, key)
-				if want := partition.Index(key, n); want == i && err != nil {
-					t.Fatalf("n=%d: key %q of partition %d in partition %d: %v", n, key, want, i, err)
-				} else if want != i && (!errors.Is(err, ErrRepartitioned) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d of journal %s", env.Begin, fam.journal(i)))) {
-					t.Fatalf("n=%d: key %q of partition %d in partition %d: %v", n, key, want, i, err)
+			var env = message.Envelope{Journal: fam.spec(i), Begin: 100}
+			for range 3 {
+				if err = g.checkJournal(shard, env, "test.Consumer"); err != nil {
+					t.Fatalf("n=%d: a message of partition %d: %v", n, i, err)
 				}
 			}
+			fam.n = n + 1
+			if err = g.checkJournal(shard, env, "test.Consumer"); !errors.Is(err, ErrRepartitioned) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("now has %d partitions, but the shard's state was built under %d", n+1, n)) {
+				t.Fatalf("n=%d: a message once the family grew: %v", n, err)
+			}
+			fam.n = n
 		}
+	}
+	// A journal of a family the shard was not built under is not checked.
+	var fam = &family{typ: "test.M", n: 2}
+	var g, shard, err = guardOf(t, fam, 0, mapKV{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other = &family{typ: "test.Other", n: 3}
+	if err = g.checkJournal(shard, message.Envelope{Journal: other.spec(0)}, "c"); err != nil {
+		t.Fatalf("a journal of another family: %v", err)
 	}
 }
 
-// FuzzPartitionGuard: a message passes if and only if its key maps to the
-// partition it is in, under the partitioning the shard was built under,
-// whatever the family became since.
+// FuzzPartitionGuard: a shard built under n partitions passes messages of
+// its journals while the family has n, and fails them once it has other
+// than n; a store recovered with the record fails as soon as it begins.
 func FuzzPartitionGuard(f *testing.F) {
-	f.Add([]byte("customer-0001"), uint8(2), uint8(1), uint8(4))
-	f.Add([]byte{}, uint8(1), uint8(0), uint8(1))
-	f.Fuzz(func(t *testing.T, key []byte, n, i, grown uint8) {
+	f.Add(uint8(2), uint8(1), uint8(4))
+	f.Add(uint8(1), uint8(0), uint8(1))
+	f.Fuzz(func(t *testing.T, n, i, grown uint8) {
 		if n == 0 || n > 64 || grown == 0 || grown > 64 {
 			return
 		}
 		i %= n
 		var fam = &family{typ: "test.M", n: int(n)}
-		var g, shard, err = guardOf(t, fam, int(i), mapKV{})
+		var kv = mapKV{}
+		var g, shard, err = guardOf(t, fam, int(i), kv)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fam.n = int(grown)
 		var env = message.Envelope{Journal: fam.spec(int(i)), Begin: 7}
-		err = g.checkMessage(shard, env, key)
-		if (partition.Index(key, int(n)) == int(i)) != (err == nil) {
-			t.Fatalf("key %x in partition %d of %d: %v", key, i, n, err)
+		if err = g.checkJournal(shard, env, "c"); err != nil {
+			t.Fatalf("built under %d: %v", n, err)
+		}
+		fam.n = int(grown)
+		if err = g.checkJournal(shard, env, "c"); (grown == n) != (err == nil) {
+			t.Fatalf("built under %d, now %d: %v", n, grown, err)
 		}
 		if err = g.check(shard, "c"); (grown == n) != (err == nil) {
 			t.Fatalf("built under %d, now %d: %v", n, grown, err)
+		}
+		g2, shard2, err := guardOf(t, fam, int(i), kv)
+		if err != nil {
+			t.Fatal(err)
+		} else if err = g2.check(shard2, "c"); (grown == n) != (err == nil) {
+			t.Fatalf("recovered, built under %d, now %d: %v", n, grown, err)
 		}
 	})
 }
