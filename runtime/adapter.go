@@ -110,8 +110,9 @@ type Txn struct {
 	Envelope message.Envelope
 
 	pub     *message.Publisher
-	outputs []mapping // Of the consumer.
-	name    string    // Of the consumer.
+	outputs []mapping       // Of the consumer.
+	name    string          // Of the consumer.
+	guard   *partitionGuard // Of the shard's store, if it has tables; set by BeginTxn.
 }
 
 // Txner is implemented by the transactions of generated consumers, which
@@ -365,8 +366,8 @@ func (a *Adapter[H, T]) ConsumeMessage(shard Shard, store Store, env message.Env
 	if err != nil {
 		return err
 	}
-	if g, ok := a.guards.Load(shard.Spec().Id); ok && g.(*partitionGuard).store == store {
-		if err = g.(*partitionGuard).checkJournal(shard, env, a.c.Name); err != nil {
+	if g := tx.txn().guard; g != nil {
+		if err = g.checkJournal(shard, env, a.c.Name); err != nil {
 			return err
 		}
 	}
@@ -399,6 +400,7 @@ func (a *Adapter[H, T]) BeginTxn(shard Shard, store Store) error {
 		} else if err = g.check(shard, a.c.Name); err != nil {
 			return err
 		}
+		tx.txn().guard = g
 	}
 	if bf, ok := any(a.handler).(BeginFinisher); ok {
 		return bf.BeginTxn(shard, store)
