@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,7 +37,7 @@ type Partitioning struct {
 
 // ErrRepartitioned is wrapped by the error failing a shard whose sources'
 // family no longer has the partitions its state was built under.
-var ErrRepartitioned = fmt.Errorf("the partitions of a family the shard reads changed since its state was built")
+var ErrRepartitioned = errors.New("the partitions of a family the shard reads changed since its state was built")
 
 // partitionGuard holds, for one shard's store, the partitioning its state was
 // built under, and checks the shard's sources against it.
