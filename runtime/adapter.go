@@ -230,6 +230,9 @@ type Consumer[H any, T Txner] struct {
 	NewTxn func(kv KV) T
 	// FinalizeTxn is the handler's method of that name.
 	FinalizeTxn func(H, T) error
+	// Tables tell the partition key of the rows of each of the consumer's
+	// tables, by which a rescale splits its shards' state.
+	Tables []TableOwnership
 }
 
 // Adapter runs a handler H of a generated consumer, in transactions T, as an

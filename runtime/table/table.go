@@ -137,6 +137,28 @@ func (s *Schema[K, R]) decodeKey(b []byte) (K, error) {
 	return k, nil
 }
 
+// Owned returns the ownership of the table's rows in a rescaled consumer:
+// partitionKey appends to b the partition key of the row of key k, encoded
+// as the consumer's journal messages encode theirs.
+func (s *Schema[K, R]) Owned(partitionKey func(k *K, b []byte) []byte) runtime.TableOwnership {
+	return runtime.TableOwnership{
+		Name: s.def.Name, Start: s.prefix, End: s.end,
+		PartitionKey: func(b, key []byte) ([]byte, error) {
+			var k, err = s.decodeKey(key)
+			if err != nil {
+				return b, fmt.Errorf("%s%w", s.errs, err)
+			}
+			return partitionKey(&k, b), nil
+		},
+	}
+}
+
+// Unowned returns the ownership of a table whose rows have no partition
+// key, for the reason why, which names the table's declaration.
+func (s *Schema[K, R]) Unowned(why string) runtime.TableOwnership {
+	return runtime.TableOwnership{Name: s.def.Name, Start: s.prefix, End: s.end, Unowned: why}
+}
+
 // Open returns the table of the schema in the store view kv.
 func (s *Schema[K, R]) Open(kv runtime.KV) Table[K, R] {
 	return Table[K, R]{kv: kv, s: s, sc: new(scratch[K])}
