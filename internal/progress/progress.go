@@ -1,12 +1,12 @@
 // Package progress follows consumer applications as they work: the messages
 // and transactions their shards have committed (from the members' metrics),
 // and how many bytes of their sources they have yet to read (from the Shard
-// API's Stat and the brokers' write heads).
+// API's Stat and the brokers' write heads). bankctl shows it on a terminal
+// and the web console (package console) in a browser, through its Members.
 package progress
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,14 +16,14 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/gazconsumer/gazconsumer/runtime/query"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // App is a consumer application to follow.
@@ -52,12 +52,9 @@ type Status struct {
 
 // Follower takes readings of applications.
 type Follower struct {
-	jc    pb.RoutedJournalClient
-	sec   brokerconn.Security
-	apps  []App
-	mu    sync.Mutex
-	conns map[pb.Endpoint]*grpc.ClientConn
-	http  *http.Client
+	jc      pb.RoutedJournalClient
+	apps    []App
+	members *Members
 }
 
 // NewFollower returns a Follower of apps, whose sources it reads the write
@@ -66,21 +63,11 @@ type Follower struct {
 // metrics too it reads with sec.TLS's client certificate, authorized by
 // sec.Auth.
 func NewFollower(jc pb.RoutedJournalClient, sec brokerconn.Security, apps ...App) *Follower {
-	var transport = http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = sec.TLS
-	return &Follower{jc: jc, sec: sec, apps: apps, conns: make(map[pb.Endpoint]*grpc.ClientConn),
-		http: &http.Client{Timeout: 5 * time.Second, Transport: transport}}
+	return &Follower{jc: jc, apps: apps, members: NewMembers(sec)}
 }
 
 // Close closes the connections to the members.
-func (f *Follower) Close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for ep, conn := range f.conns {
-		_ = conn.Close()
-		delete(f.conns, ep)
-	}
-}
+func (f *Follower) Close() { f.members.Close() }
 
 // Read takes a reading of every application, in order. An application is
 // read only after those before it: when the applications form a pipeline,
@@ -118,18 +105,16 @@ func (f *Follower) read(ctx context.Context, app App) (Status, error) {
 		}
 		// Write heads are read before the shard's progress, so that a shard
 		// caught up with them has read all that was committed before.
-		var heads = make(map[pb.Journal]pb.Offset, len(sh.Spec.Sources))
-		for _, src := range sh.Spec.Sources {
-			if heads[src.Journal], err = f.writeHead(ctx, src.Journal); err != nil {
-				return st, err
-			}
+		var heads, err = WriteHeads(ctx, f.jc, sh.Spec.Sources)
+		if err != nil {
+			return st, err
 		}
 		if sh.Route.Primary == -1 || len(sh.Route.Endpoints) == 0 {
 			st.CaughtUp = false
 			continue
 		}
 		var ep = sh.Route.Endpoints[sh.Route.Primary]
-		stat, err := f.stat(ctx, ep, sh.Spec.Id)
+		stat, err := f.members.Stat(ctx, ep, sh.Spec.Id)
 		if err != nil {
 			return st, err
 		} else if stat.Status != pc.Status_OK {
@@ -146,21 +131,36 @@ func (f *Follower) read(ctx context.Context, app App) (Status, error) {
 		}
 	}
 	for ep, shards := range members {
-		var msgs, txns, err = f.metrics(ctx, ep, shards)
+		var m, err = f.members.Metrics(ctx, ep)
 		if err != nil {
 			return st, err
 		}
-		st.Messages += msgs
-		st.Transactions += txns
+		for _, shard := range shards {
+			st.Messages += int64(m.Value(MessagesTotal, "shard", shard))
+			st.Transactions += int64(m.Value(TransactionsTotal, "shard", shard))
+		}
 	}
 	return st, nil
 }
 
-// writeHead returns the write head of journal.
-func (f *Follower) writeHead(ctx context.Context, journal pb.Journal) (pb.Offset, error) {
+// The names of the members' metrics (runtime/shardmetrics) that readings
+// take.
+const (
+	MessagesTotal     = "gazconsumer_shard_messages_total"
+	TransactionsTotal = "gazconsumer_shard_transactions_total"
+	BytesTotal        = "gazconsumer_shard_bytes_total"
+	FailuresTotal     = "gazconsumer_shard_failures_total"
+	TxnSeconds        = "gazconsumer_shard_transaction_duration_seconds"
+	PhaseSeconds      = "gazconsumer_shard_transaction_phase_seconds_total"
+	RecoveryPlayed    = "gazconsumer_shard_recovery_played_bytes"
+	RecoveryRemaining = "gazconsumer_shard_recovery_remaining_bytes"
+)
+
+// WriteHead returns the write head of journal.
+func WriteHead(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal) (pb.Offset, error) {
 	var ctx2, cancel = context.WithCancel(ctx)
 	defer cancel()
-	var stream, err = f.jc.Read(pb.WithDispatchDefault(ctx2), &pb.ReadRequest{Journal: journal, Offset: 0, MetadataOnly: true})
+	var stream, err = jc.Read(pb.WithDispatchDefault(ctx2), &pb.ReadRequest{Journal: journal, Offset: 0, MetadataOnly: true})
 	if err != nil {
 		return 0, fmt.Errorf("reading the write head of %s: %w", journal, err)
 	}
@@ -173,85 +173,201 @@ func (f *Follower) writeHead(ctx context.Context, journal pb.Journal) (pb.Offset
 	return resp.WriteHead, nil
 }
 
-// stat asks the primary at ep how far shard has read.
-func (f *Follower) stat(ctx context.Context, ep pb.Endpoint, shard pc.ShardID) (*pc.StatResponse, error) {
-	f.mu.Lock()
-	var conn, ok = f.conns[ep]
-	f.mu.Unlock()
-	if !ok {
-		var creds = insecure.NewCredentials()
-		if ep.URL().Scheme == "https" {
-			var cfg = f.sec.TLS
-			if cfg == nil {
-				cfg = &tls.Config{}
-			}
-			creds = credentials.NewTLS(cfg)
-		}
-		var c, err = grpc.NewClient(ep.GRPCAddr(), grpc.WithTransportCredentials(creds))
+// WriteHeads returns the write heads of the journals of sources.
+func WriteHeads(ctx context.Context, jc pb.RoutedJournalClient, sources []pc.ShardSpec_Source) (map[pb.Journal]pb.Offset, error) {
+	var heads = make(map[pb.Journal]pb.Offset, len(sources))
+	for _, src := range sources {
+		var head, err = WriteHead(ctx, jc, src.Journal)
 		if err != nil {
-			return nil, fmt.Errorf("dialing %s: %w", ep, err)
+			return nil, err
 		}
-		f.mu.Lock()
-		f.conns[ep], conn = c, c
-		f.mu.Unlock()
+		heads[src.Journal] = head
 	}
-	var authorizer = f.sec.Auth
-	if authorizer == nil {
-		authorizer = auth.NewNoopAuth()
+	return heads, nil
+}
+
+// Members calls the members of consumer applications, keeping a connection
+// to each: their Shard API, their gRPC services, and their metrics. It may
+// be used concurrently.
+type Members struct {
+	sec   brokerconn.Security
+	dial  func(pb.Endpoint) (*grpc.ClientConn, error)
+	mu    sync.Mutex
+	conns map[pb.Endpoint]*grpc.ClientConn
+	http  *http.Client
+}
+
+// NewMembers returns Members calling members with sec: over TLS (sec.TLS)
+// for https:// members, whose metrics too it reads with sec.TLS's client
+// certificate, authorized by sec.Auth.
+func NewMembers(sec brokerconn.Security) *Members {
+	var transport = http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = sec.TLS
+	return &Members{sec: sec, dial: query.Dialer(sec.TLS), conns: make(map[pb.Endpoint]*grpc.ClientConn),
+		http: &http.Client{Timeout: 5 * time.Second, Transport: transport}}
+}
+
+// Close closes the connections to the members.
+func (m *Members) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for ep, conn := range m.conns {
+		_ = conn.Close()
+		delete(m.conns, ep)
 	}
-	var resp, err = pc.NewAuthShardClient(pc.NewShardClient(conn), authorizer).Stat(ctx, &pc.StatRequest{Shard: shard})
+	m.http.CloseIdleConnections()
+}
+
+// Authorizer returns what authorizes calls to members: sec.Auth, or one
+// authorizing nothing.
+func (m *Members) Authorizer() pb.Authorizer {
+	if m.sec.Auth == nil {
+		return auth.NewNoopAuth()
+	}
+	return m.sec.Auth
+}
+
+// Conn returns the connection to the member at ep.
+func (m *Members) Conn(ep pb.Endpoint) (*grpc.ClientConn, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if conn, ok := m.conns[ep]; ok {
+		return conn, nil
+	}
+	var conn, err = m.dial(ep)
+	if err != nil {
+		return nil, fmt.Errorf("dialing member %s: %w", ep, err)
+	}
+	m.conns[ep] = conn
+	return conn, nil
+}
+
+// Shards returns a client of the Shard API of the member at ep, whose
+// calls are authorized.
+func (m *Members) Shards(ep pb.Endpoint) (pc.ShardClient, error) {
+	var conn, err = m.Conn(ep)
+	if err != nil {
+		return nil, err
+	}
+	return pc.NewAuthShardClient(pc.NewShardClient(conn), m.Authorizer()), nil
+}
+
+// Stat asks the member at ep (the primary of shard, or one that proxies
+// to it) how far shard has read.
+func (m *Members) Stat(ctx context.Context, ep pb.Endpoint, shard pc.ShardID) (*pc.StatResponse, error) {
+	var sc, err = m.Shards(ep)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := sc.Stat(ctx, &pc.StatRequest{Shard: shard})
 	if err != nil {
 		return nil, fmt.Errorf("shard %s at %s: stat: %w", shard, ep, err)
 	}
 	return resp, nil
 }
 
-// metrics sums the messages and transactions that the member at ep counts
-// for shards.
-func (f *Follower) metrics(ctx context.Context, ep pb.Endpoint, shards []string) (msgs, txns int64, err error) {
-	var req *http.Request
-	if req, err = http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(string(ep), "/")+"/metrics", nil); err != nil {
-		return 0, 0, err
-	}
-	resp, err := f.http.Do(req)
+// Metrics reads the metrics the member at ep serves at /metrics.
+func (m *Members) Metrics(ctx context.Context, ep pb.Endpoint) (Metrics, error) {
+	var req, err = http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(string(ep), "/")+"/metrics", nil)
 	if err != nil {
-		return 0, 0, fmt.Errorf("metrics of %s: %w", ep, err)
+		return nil, fmt.Errorf("metrics of %s: %w", ep, err)
+	}
+	resp, err := m.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", ep, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return 0, 0, fmt.Errorf("metrics of %s: %s", ep, resp.Status)
+		return nil, fmt.Errorf("metrics of %s: %s", ep, resp.Status)
 	}
 	var parser = expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return 0, 0, fmt.Errorf("metrics of %s: %w", ep, err)
+		return nil, fmt.Errorf("metrics of %s: %w", ep, err)
 	}
-	var sum = func(name string) int64 {
-		var total float64
-		var fam, ok = families[name]
-		if !ok {
-			return 0
-		}
-		for _, m := range fam.Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "shard" && contains(shards, l.GetValue()) {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-		return int64(total)
-	}
-	return sum("gazconsumer_shard_messages_total"), sum("gazconsumer_shard_transactions_total"), nil
+	return Metrics(families), nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
+// Metrics are the metric families a member serves, by name.
+type Metrics map[string]*dto.MetricFamily
+
+// Value returns the sum of the values of the counters, gauges or
+// untyped metrics of family name whose labels have the values given, as
+// pairs of label name and value; a histogram's is its sum, and its count
+// is CountOf's.
+func (m Metrics) Value(name string, labelValues ...string) float64 {
+	var total float64
+	m.each(name, labelValues, func(x *dto.Metric) {
+		switch {
+		case x.Counter != nil:
+			total += x.Counter.GetValue()
+		case x.Gauge != nil:
+			total += x.Gauge.GetValue()
+		case x.Untyped != nil:
+			total += x.Untyped.GetValue()
+		case x.Histogram != nil:
+			total += x.Histogram.GetSampleSum()
 		}
+	})
+	return total
+}
+
+// Has reports whether family name has a metric whose labels have the
+// values given.
+func (m Metrics) Has(name string, labelValues ...string) bool {
+	var found bool
+	m.each(name, labelValues, func(*dto.Metric) { found = true })
+	return found
+}
+
+// CountOf returns the sum of the sample counts of the histograms of
+// family name whose labels have the values given.
+func (m Metrics) CountOf(name string, labelValues ...string) uint64 {
+	var total uint64
+	m.each(name, labelValues, func(x *dto.Metric) {
+		if x.Histogram != nil {
+			total += x.Histogram.GetSampleCount()
+		}
+	})
+	return total
+}
+
+// Labeled returns the values (as Value sums them) of the metrics of
+// family name whose labels have the values given, by their value of
+// label by.
+func (m Metrics) Labeled(name, by string, labelValues ...string) map[string]float64 {
+	var out = make(map[string]float64)
+	m.each(name, labelValues, func(x *dto.Metric) {
+		for _, l := range x.Label {
+			if l.GetName() == by {
+				out[l.GetValue()] += Metrics{name: {Metric: []*dto.Metric{x}}}.Value(name)
+			}
+		}
+	})
+	return out
+}
+
+func (m Metrics) each(name string, labelValues []string, fn func(*dto.Metric)) {
+	var fam, ok = m[name]
+	if !ok {
+		return
 	}
-	return false
+next:
+	for _, x := range fam.Metric {
+		for i := 0; i+1 < len(labelValues); i += 2 {
+			var matched bool
+			for _, l := range x.Label {
+				if l.GetName() == labelValues[i] && l.GetValue() == labelValues[i+1] {
+					matched = true
+				}
+			}
+			if !matched {
+				continue next
+			}
+		}
+		fn(x)
+	}
 }
 
 // ShardFailedError is the error of a reading that found a failed shard.

@@ -15,8 +15,8 @@ import (
 	"github.com/gazconsumer/gazconsumer/example/internal/check"
 	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
-	"github.com/gazconsumer/gazconsumer/example/internal/progress"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/gazconsumer/gazconsumer/internal/progress"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/auth"
@@ -253,19 +253,7 @@ func runPublish(ctx context.Context, out io.Writer, ep *endpoints, opts load.Opt
 	var start = time.Now()
 	go func() {
 		defer close(done)
-		pubErr <- load.Publish(ctx, jc, msgs, opts.TxnSize, func(n int) {
-			published.Store(int64(n))
-			if rate == 0 {
-				return
-			}
-			// Pace the next transaction: n messages take n/rate seconds.
-			if ahead := time.Duration(float64(n)/rate*float64(time.Second)) - time.Since(start); ahead > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(ahead):
-				}
-			}
-		})
+		pubErr <- load.PublishAt(ctx, jc, msgs, opts.TxnSize, rate, func(n int) { published.Store(int64(n)) })
 	}()
 
 	var screen = newScreen(out)

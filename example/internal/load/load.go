@@ -269,6 +269,31 @@ func Publish(ctx context.Context, jc pb.RoutedJournalClient, msgs []message.Mess
 	return nil
 }
 
+// PublishAt is Publish at rate messages a second, as bankctl publish
+// --rate publishes: each transaction waits until its messages are due, n
+// messages taking n/rate seconds from the start. A rate of 0 publishes as
+// fast as Publish does.
+func PublishAt(ctx context.Context, jc pb.RoutedJournalClient, msgs []message.Message, txnSize int, rate float64, progress func(committed int)) error {
+	if rate < 0 {
+		return fmt.Errorf("rate %v: not a number of messages a second", rate)
+	}
+	var start = time.Now()
+	return Publish(ctx, jc, msgs, txnSize, func(n int) {
+		if progress != nil {
+			progress(n)
+		}
+		if rate == 0 {
+			return
+		}
+		if ahead := time.Duration(float64(n)/rate*float64(time.Second)) - time.Since(start); ahead > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(ahead):
+			}
+		}
+	})
+}
+
 // partitions lists the journals of messages of type messageType.
 func partitions(ctx context.Context, jc pb.RoutedJournalClient, messageType string) (*pb.ListResponse, error) {
 	var sel = pb.LabelSelector{Include: pb.MustLabelSet(labels.MessageType, messageType)}
