@@ -766,7 +766,19 @@ type Consumer struct {
 	// shards describes the consumer's shards, for `gazconsumer specs`, which
 	// writes their specifications and their recovery-log journals. Without
 	// it, none are written for the consumer.
-	Shards        *Shards `protobuf:"bytes,5,opt,name=shards,proto3" json:"shards,omitempty"`
+	Shards *Shards `protobuf:"bytes,5,opt,name=shards,proto3" json:"shards,omitempty"`
+	// rescalable requires that the consumer can be rescaled (`gazconsumer
+	// rescale`), its shards' state split between more shards: that every row
+	// of its tables have an owner. Its inputs must share one partition key
+	// (fields of the same names and types, in the same order), and the key of
+	// each of its tables must carry each field of that partition key: a key
+	// field of the same name and type, anywhere in the key (a Rank table
+	// keyed by (balance_cents descending, customer_id) is owned by
+	// customer_id). A row then belongs to the shard of the partition its
+	// partition key maps to, as a message's does. Without it, a consumer whose
+	// tables lack the partition key is generated all the same, but can't be
+	// rescaled.
+	Rescalable    bool `protobuf:"varint,6,opt,name=rescalable,proto3" json:"rescalable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +846,13 @@ func (x *Consumer) GetShards() *Shards {
 		return x.Shards
 	}
 	return nil
+}
+
+func (x *Consumer) GetRescalable() bool {
+	if x != nil {
+		return x.Rescalable
+	}
+	return false
 }
 
 // Shards describes a consumer's shards: one per partition of the journal
@@ -1447,13 +1466,16 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x1e\n" +
 	"\n" +
 	"descending\x18\x02 \x01(\bR\n" +
-	"descending\"\x80\x02\n" +
+	"descending\"\xa0\x02\n" +
 	"\bConsumer\x12/\n" +
 	"\x05store\x18\x01 \x01(\x0e2\x19.gazconsumer.v1.StoreKindR\x05store\x12\x16\n" +
 	"\x06tables\x18\x02 \x03(\tR\x06tables\x125\n" +
 	"\tpublishes\x18\x03 \x03(\v2\x17.gazconsumer.v1.PublishR\tpublishes\x12D\n" +
 	"\x0eshard_defaults\x18\x04 \x01(\v2\x1d.gazconsumer.v1.ShardDefaultsR\rshardDefaults\x12.\n" +
-	"\x06shards\x18\x05 \x01(\v2\x16.gazconsumer.v1.ShardsR\x06shards\"\xf2\x01\n" +
+	"\x06shards\x18\x05 \x01(\v2\x16.gazconsumer.v1.ShardsR\x06shards\x12\x1e\n" +
+	"\n" +
+	"rescalable\x18\x06 \x01(\bR\n" +
+	"rescalable\"\xf2\x01\n" +
 	"\x06Shards\x12\x1b\n" +
 	"\tid_prefix\x18\x01 \x01(\tR\bidPrefix\x12.\n" +
 	"\x13recovery_log_prefix\x18\x02 \x01(\tR\x11recoveryLogPrefix\x12\x1f\n" +
