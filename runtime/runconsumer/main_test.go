@@ -68,6 +68,13 @@ func TestMisconfigurationFailsAtStart(t *testing.T) {
 		{"an unknown flag", nil, []string{"--consumer.limt=3"}, []string{"consumer.limt"}},
 		{"malformed LOG_FORMAT", []string{"LOG_FORMAT=xml"}, nil, []string{`LOG_FORMAT=\"xml\"`, "--log.format", "not a log format"}},
 		{"malformed --log.format", nil, []string{"--log.format=logfmt"}, []string{"--log.format", `\"logfmt\"`, "json, text or color"}},
+		{"malformed ROCKSDB_MEMORY_BUDGET", []string{"ROCKSDB_MEMORY_BUDGET=1GB"}, nil, []string{`ROCKSDB_MEMORY_BUDGET=\"1GB\"`, "--rocksdb.memory-budget", "not a size"}},
+		{"malformed --rocksdb.memory-budget", nil, []string{"--rocksdb.memory-budget=lots"}, []string{"rocksdb.memory-budget", `"lots"`, "not a size"}},
+		{"a memory budget too small", nil, []string{"--rocksdb.memory-budget=1Mi"}, []string{"--rocksdb.memory-budget", "is 1Mi", "at least 32Mi"}},
+		{"malformed ROCKSDB_WRITE_BUFFER_SHARE", []string{"ROCKSDB_WRITE_BUFFER_SHARE=half"}, nil, []string{`ROCKSDB_WRITE_BUFFER_SHARE=\"half\"`, "--rocksdb.write-buffer-share", "not a number"}},
+		{"shares leaving no block cache", []string{"ROCKSDB_ROW_CACHE_SHARE=0.7"}, []string{"--rocksdb.write-buffer-share=0.3"},
+			[]string{"--rocksdb.write-buffer-share", "--rocksdb.row-cache-share", "below 0.9"}},
+		{"no ROCKSDB_SHARDS", []string{"ROCKSDB_SHARDS=0"}, nil, []string{`ROCKSDB_SHARDS=\"0\"`, "--rocksdb.shards", "at least 1"}},
 		{"malformed CONSUMER_READY_IGNORES_FAILED", []string{"CONSUMER_READY_IGNORES_FAILED=maybe"}, nil,
 			[]string{`CONSUMER_READY_IGNORES_FAILED=\"maybe\"`, "--consumer.ready-ignores-failed", "not a boolean"}},
 	} {

@@ -36,6 +36,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"github.com/gazconsumer/gazconsumer/store/rocks/membudget"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"
@@ -80,6 +81,10 @@ type Flags struct {
 	// LogFormat is json, text or color (Gazette's names; color logs as
 	// text).
 	LogFormat string
+	// RocksDB is the memory budget of the member's RocksDB stores
+	// (--rocksdb.memory-budget, ...), which Serve makes the member's (see
+	// membudget.SetMember) for the stores of rocks.Opener to share.
+	RocksDB membudget.Config
 
 	// envErrs are the malformed values of environment variables that give
 	// flags their defaults, by flag name: configuration errors, unless the
@@ -137,6 +142,22 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 		}
 	}
 	fs.StringVar(&f.LogFormat, "log.format", f.LogFormat, "log format: json (a JSON object a line), text or color (text) (env LOG_FORMAT)")
+
+	f.RocksDB = membudget.Default()
+	if v, ok := os.LookupEnv(membudget.EnvBytes); ok {
+		if n, err := membudget.ParseSize(v); err != nil {
+			f.envErr(membudget.FlagBytes, membudget.EnvBytes, v, "not a size (a number of bytes, or with a suffix Ki, Mi, Gi or Ti, such as 512Mi or 1.5Gi)")
+		} else {
+			f.RocksDB.Bytes = n
+		}
+	}
+	fs.Var(&f.RocksDB.Bytes, membudget.FlagBytes, "memory budget of the member's RocksDB stores, shared by its shards: their block cache (memtables charged to it) and row caches; a `size` in bytes, or with a suffix Ki, Mi, Gi or Ti (env "+membudget.EnvBytes+")")
+	fs.Float64Var(&f.RocksDB.WriteBufferShare, membudget.FlagWriteBufferShare, f.envFloat(membudget.FlagWriteBufferShare, membudget.EnvWriteBufferShare, membudget.DefaultWriteBufferShare),
+		"fraction of --"+membudget.FlagBytes+" that the stores' memtables may take together (within the block cache), past which RocksDB flushes them (env "+membudget.EnvWriteBufferShare+")")
+	fs.Float64Var(&f.RocksDB.RowCacheShare, membudget.FlagRowCacheShare, f.envFloat(membudget.FlagRowCacheShare, membudget.EnvRowCacheShare, membudget.DefaultRowCacheShare),
+		"fraction of --"+membudget.FlagBytes+" for the stores' row caches, split evenly among the open stores; the block cache has the rest (env "+membudget.EnvRowCacheShare+")")
+	fs.IntVar(&f.RocksDB.Shards, membudget.FlagShards, f.envInt(membudget.FlagShards, membudget.EnvShards, membudget.DefaultShards, 1),
+		"shards the member is expected to run, which sizes each store's memtable (write buffers / shards); more may run, within the same budget (env "+membudget.EnvShards+")")
 }
 
 // Check checks f once fs, with which f was registered, has parsed the
@@ -167,6 +188,9 @@ func (f Flags) Validate() error {
 	}
 	if err := logformat.Valid(f.LogFormat); err != nil {
 		errs = append(errs, fmt.Errorf("--log.format (env LOG_FORMAT) is %q: it must be json, text or color", f.LogFormat))
+	}
+	if err := f.RocksDB.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if f.BrokerCacheSize < 0 {
 		errs = append(errs, fmt.Errorf("--broker.cache.size (env BROKER_CACHE_SIZE) is %d: it must not be negative", f.BrokerCacheSize))
@@ -356,6 +380,10 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		defer client.InstallFileTransport(f.FileRoot)()
 	}
 
+	if err = membudget.SetMember(f.RocksDB); err != nil {
+		return fmt.Errorf("--%s: %w", membudget.FlagBytes, err)
+	}
+
 	var appCtx, stopApp = context.WithCancel(context.Background())
 	defer stopApp()
 	var services = service.NewRegistrar()
@@ -473,6 +501,18 @@ func (f *Flags) envInt(flag, name string, fallback, least int) int {
 		} else {
 			return n
 		}
+	}
+	return fallback
+}
+
+// envFloat returns the number of environment variable name, the default
+// of flag, or fallback if it is not set.
+func (f *Flags) envFloat(flag, name string, fallback float64) float64 {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			return n
+		}
+		f.envErr(flag, name, v, "not a number")
 	}
 	return fallback
 }

@@ -14,31 +14,43 @@ import (
 
 // Labels of a ShardSpec which tune its store (see OptionsFromLabels).
 const (
-	// LabelBlockCacheBytes is the size of the block cache, in bytes.
+	// LabelBlockCacheBytes is the size of a block cache of the shard's
+	// own, in bytes, outside the member's budget.
 	LabelBlockCacheBytes = "gazconsumer.dev/rocks-block-cache-bytes"
-	// LabelRowCacheBytes is the size of the row cache, in bytes; negative
-	// disables it.
+	// LabelRowCacheBytes is the size of a row cache of the shard's own, in
+	// bytes, outside the member's budget; negative disables it.
 	LabelRowCacheBytes = "gazconsumer.dev/rocks-row-cache-bytes"
 	// LabelCompression is the compression of SST files: none, snappy, lz4
 	// or zstd.
 	LabelCompression = "gazconsumer.dev/rocks-compression"
 )
 
-// Default option values.
+// Default sizes of the caches of a store without a Budget.
 const (
 	DefaultBlockCacheBytes = 64 << 20
 	DefaultRowCacheBytes   = 32 << 20
-	DefaultCompression     = "lz4"
 )
+
+// DefaultCompression is the default compression of SST files.
+const DefaultCompression = "lz4"
 
 // Options tune a Store. Zero-valued fields take their defaults.
 type Options struct {
-	// BlockCacheBytes is the capacity of the LRU block cache.
+	// Budget, if set, is the memory the store shares with the other stores
+	// of its member (see Budget): its block cache, its memtables' budget,
+	// and its row cache, a share of the budget's. The fields below which
+	// size caches give the store a cache of its own instead, outside the
+	// budget.
+	Budget *Budget
+	// BlockCacheBytes is the capacity of the store's own LRU block cache;
+	// zero means DefaultBlockCacheBytes without a Budget, and the
+	// Budget's shared cache with one.
 	BlockCacheBytes uint64
 	// RowCacheBytes bounds the store's cache of rows as the database holds
 	// them (values, and keys known to be absent), which serves a Get of a
 	// key read or written recently without a call into RocksDB. Zero means
-	// DefaultRowCacheBytes; negative disables the cache.
+	// DefaultRowCacheBytes without a Budget, and a share of the Budget's
+	// with one; negative disables the cache.
 	RowCacheBytes int64
 	// Compression of SST files: "none", "snappy", "lz4" or "zstd".
 	Compression string
@@ -136,7 +148,8 @@ func (o Options) compression() (grocksdb.CompressionType, error) {
 // Opener opens shards' stores: it implements runtime.StoreOpener.
 type Opener struct {
 	// Options of every store, overridden by the labels of each shard's
-	// spec (see OptionsFromLabels).
+	// spec (see OptionsFromLabels). If their Budget is nil, the stores
+	// share MemberBudget, the budget of the member's flags.
 	Options Options
 }
 
@@ -153,6 +166,11 @@ func (o Opener) OpenStore(shard runtime.Shard, rec runtime.Recorder) (runtime.St
 		return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	var opts = o.Options
+	if opts.Budget == nil {
+		if opts.Budget, err = MemberBudget(); err != nil {
+			return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+		}
+	}
 	if labeled.BlockCacheBytes != 0 {
 		opts.BlockCacheBytes = labeled.BlockCacheBytes
 	}

@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gazconsumer/gazconsumer/store/txnkv"
 )
@@ -32,11 +34,70 @@ import (
 // The cache is used by the shard's goroutine only. A value it returns is
 // valid until the cache is next written (a put or commit, or a get of a key
 // of the previous generation, which moves it).
+//
+// A cache of a shared budget (see Budget) takes its capacity from the
+// budget's rowShare whenever it starts a generation: the budget split
+// evenly among the caches of open stores.
 type rowCache struct {
 	seed      maphash.Seed
 	cur, prev *generation
 	half      int   // Bytes of a generation.
 	reserve   int32 // Bytes an absent row reserves for a value: see put.
+
+	share    *rowShare // Of the budget, if the cache has no capacity of its own.
+	reported int64     // Bytes last added to share's usage.
+}
+
+// rowShare is the row-cache budget of the stores of a Budget, split evenly
+// among the caches of the stores open.
+type rowShare struct {
+	total  int64
+	mu     sync.Mutex
+	caches int
+	half   atomic.Int64 // Bytes of a generation of each cache.
+	used   atomic.Int64 // Bytes the caches account, as of their last commit.
+}
+
+// newSharedRowCache returns a cache of a share of budget, or nil (no
+// cache) if the budget is not positive. Its close returns the share.
+func newSharedRowCache(budget *rowShare) *rowCache {
+	if budget.total <= 0 {
+		return nil
+	}
+	budget.mu.Lock()
+	budget.caches++
+	budget.half.Store(budget.total / int64(budget.caches) / 2)
+	budget.mu.Unlock()
+	var c = newRowCache(2 * budget.half.Load())
+	c.share = budget
+	return c
+}
+
+// close returns the cache's share of its budget, if it has one; the cache
+// is not used after.
+func (c *rowCache) close() {
+	if c == nil || c.share == nil {
+		return
+	}
+	var b = c.share
+	b.mu.Lock()
+	b.caches--
+	if b.caches > 0 {
+		b.half.Store(b.total / int64(b.caches) / 2)
+	}
+	b.mu.Unlock()
+	b.used.Add(-c.reported)
+	c.reported = 0
+}
+
+// report adds the change of the cache's bytes to its budget's usage.
+func (c *rowCache) report() {
+	if c.share == nil {
+		return
+	}
+	var n = int64(c.cur.bytes + c.prev.bytes)
+	c.share.used.Add(n - c.reported)
+	c.reported = n
 }
 
 // maxReserve bounds the bytes an absent row reserves for its value.
@@ -147,11 +208,20 @@ func (c *rowCache) get(key []byte) (cachedRow, bool) {
 // generationFor returns the current generation with room for n more bytes,
 // starting a new one if need be, or nil if n is larger than a generation.
 func (c *rowCache) generationFor(n int) *generation {
+	if c.share != nil {
+		c.half = int(c.share.half.Load())
+	}
 	if n > c.half || n > math.MaxInt32 {
 		return nil // Slots hold lengths as int32s.
 	}
 	if c.cur.bytes+n > c.half {
-		c.prev.reset()
+		if c.share != nil && cap(c.prev.arena) > 2*c.half {
+			// The share shrank since the generation grew: free its memory.
+			// (A row just read from it stays valid: see get.)
+			c.prev = newGeneration()
+		} else {
+			c.prev.reset()
+		}
 		c.prev, c.cur = c.cur, c.prev
 	}
 	return c.cur
@@ -206,6 +276,7 @@ func (c *rowCache) commit(o *txnkv.Overlay) {
 		return
 	}
 	o.Each(func(e *txnkv.Entry) { c.put(e.Key, e.Value, e.Deleted) })
+	c.report()
 }
 
 // clear drops every cached row.
@@ -215,4 +286,5 @@ func (c *rowCache) clear() {
 	}
 	c.cur.reset()
 	c.prev.reset()
+	c.report()
 }

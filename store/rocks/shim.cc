@@ -9,14 +9,23 @@
 #include <cstring>
 
 #include "rocksdb/c.h"
+#include "rocksdb/cache.h"
 #include "rocksdb/env.h"
-#include "rocksdb/perf_level.h"
 #include "rocksdb/file_system.h"
+#include "rocksdb/options.h"
+#include "rocksdb/perf_level.h"
+#include "rocksdb/write_buffer_manager.h"
 
-// The C API's Env handle, as laid out by rocksdb's c.cc.
+// The C API's handles, as laid out by rocksdb's c.cc (7.8).
 struct rocksdb_env_t {
   rocksdb::Env* rep;
   bool is_default;
+};
+struct rocksdb_options_t {
+  rocksdb::Options rep;
+};
+struct rocksdb_cache_t {
+  std::shared_ptr<rocksdb::Cache> rep;
 };
 
 // Go callbacks. Each returns NULL, or an error message which the caller frees.
@@ -293,4 +302,34 @@ extern "C" int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_le
   }
   rocksdb_pinnableslice_destroy(v);
   return static_cast<int64_t>(n);
+}
+
+// The handle of gc_wbm_new: the C API of RocksDB 7.8 has no
+// WriteBufferManager.
+using WBM = std::shared_ptr<rocksdb::WriteBufferManager>;
+
+extern "C" void* gc_wbm_new(void* c_cache, size_t buffer_size, char** err) {
+  *err = nullptr;
+  try {
+    auto* cache = static_cast<rocksdb_cache_t*>(c_cache);
+    return new WBM(std::make_shared<rocksdb::WriteBufferManager>(buffer_size, cache->rep,
+                                                                /*allow_stall=*/false));
+  } catch (const std::exception& ex) {
+    *err = strdup(ex.what());
+    return nullptr;
+  }
+}
+
+extern "C" void gc_wbm_destroy(void* wbm) { delete static_cast<WBM*>(wbm); }
+
+extern "C" size_t gc_wbm_usage(void* wbm, size_t* mutable_usage) {
+  const WBM& m = *static_cast<WBM*>(wbm);
+  *mutable_usage = m->mutable_memtable_memory_usage();
+  return m->memory_usage();
+}
+
+extern "C" size_t gc_wbm_buffer_size(void* wbm) { return (*static_cast<WBM*>(wbm))->buffer_size(); }
+
+extern "C" void gc_options_set_wbm(void* c_opts, void* wbm) {
+  static_cast<rocksdb_options_t*>(c_opts)->rep.write_buffer_manager = *static_cast<WBM*>(wbm);
 }

@@ -24,6 +24,27 @@ char* gc_install_recorded_fs(void* c_env, uintptr_t handle);
 // nothing is copied: call again with room for it).
 int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_len, char* buf, size_t cap, char** err);
 
+// gc_wbm_new returns a new WriteBufferManager of buffer_size bytes whose
+// memtable memory is charged to c_cache (a rocksdb_cache_t), as an opaque
+// handle to be released with gc_wbm_destroy, or NULL and an error message
+// in *err, to be freed by the caller.
+void* gc_wbm_new(void* c_cache, size_t buffer_size, char** err);
+
+// gc_wbm_destroy releases the handle of gc_wbm_new: the manager lives on
+// while options or databases given it hold it.
+void gc_wbm_destroy(void* wbm);
+
+// gc_wbm_usage returns the memory of the memtables the manager accounts,
+// and of their mutable part in *mutable_usage.
+size_t gc_wbm_usage(void* wbm, size_t* mutable_usage);
+
+// gc_wbm_buffer_size returns the manager's budget.
+size_t gc_wbm_buffer_size(void* wbm);
+
+// gc_options_set_wbm makes the databases opened with c_opts (a
+// rocksdb_options_t) share the manager wbm.
+void gc_options_set_wbm(void* c_opts, void* wbm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,14 +46,15 @@ type Store struct {
 	rec    *recording
 	handle cgo.Handle
 
-	cache *grocksdb.Cache
-	bbto  *grocksdb.BlockBasedTableOptions
-	opts  *grocksdb.Options
-	ro    *grocksdb.ReadOptions
-	wo    *grocksdb.WriteOptions
-	db    *grocksdb.DB
-	cdb   unsafe.Pointer // The rocksdb_t of db, for get.
-	cro   unsafe.Pointer // The rocksdb_readoptions_t of ro, for get.
+	budget *Budget         // Shared with other stores, if not nil.
+	cache  *grocksdb.Cache // The store's own block cache, if not nil.
+	bbto   *grocksdb.BlockBasedTableOptions
+	opts   *grocksdb.Options
+	ro     *grocksdb.ReadOptions
+	wo     *grocksdb.WriteOptions
+	db     *grocksdb.DB
+	cdb    unsafe.Pointer // The rocksdb_t of db, for get.
+	cro    unsafe.Pointer // The rocksdb_readoptions_t of ro, for get.
 
 	rows    *rowCache      // Rows as of the last settled commit; nil if disabled.
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
@@ -94,16 +95,38 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.handle.Delete()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
-	var cacheBytes = o.BlockCacheBytes
-	if cacheBytes == 0 {
-		cacheBytes = DefaultBlockCacheBytes
-	}
-	s.cache = grocksdb.NewLRUCache(cacheBytes)
 	s.bbto = grocksdb.NewDefaultBlockBasedTableOptions()
-	s.bbto.SetBlockCache(s.cache)
+	if o.Budget == nil || o.BlockCacheBytes != 0 {
+		var cacheBytes = o.BlockCacheBytes
+		if cacheBytes == 0 {
+			cacheBytes = DefaultBlockCacheBytes
+		}
+		s.cache = grocksdb.NewLRUCache(cacheBytes)
+		s.bbto.SetBlockCache(s.cache)
+	}
 	s.bbto.SetFilterPolicy(grocksdb.NewBloomFilter(10))
 
 	s.opts = grocksdb.NewDefaultOptions()
+	if o.Budget != nil {
+		// Index and filter blocks are charged to the budget's cache too
+		// (those of level 0, read by every Get, pinned there), rather than
+		// held beside it for every open file.
+		s.bbto.SetCacheIndexAndFilterBlocks(true)
+		s.bbto.SetPinL0FilterAndIndexBlocksInCache(true)
+		s.opts.SetWriteBufferSize(uint64(o.Budget.cfg.MemtableBytes()))
+		// Before the table factory copies s.bbto.
+		if err = o.Budget.attach(s.bbto, s.opts, s.cache == nil); err != nil {
+			s.opts.Destroy()
+			s.bbto.Destroy()
+			if s.cache != nil {
+				s.cache.Destroy()
+			}
+			env.Destroy()
+			s.handle.Delete()
+			return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		}
+		s.budget = o.Budget
+	}
 	s.opts.SetBlockBasedTableFactory(s.bbto)
 	s.opts.SetCompression(compression)
 	s.opts.SetInfoLogLevel(grocksdb.WarnInfoLogLevel)
@@ -135,7 +158,11 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 
 	s.ro = grocksdb.NewDefaultReadOptions()
 	s.wo = grocksdb.NewDefaultWriteOptions() // Durability comes from the recorder's Barrier.
-	s.rows = newRowCache(o.rowCacheBytes())
+	if s.budget != nil && o.RowCacheBytes == 0 {
+		s.rows = newSharedRowCache(s.budget.rows)
+	} else {
+		s.rows = newRowCache(o.rowCacheBytes())
+	}
 
 	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
 		s.release()
@@ -347,6 +374,13 @@ func (s *Store) release() {
 	s.wo.Destroy()
 	s.opts.Destroy()
 	s.bbto.Destroy()
-	s.cache.Destroy()
+	if s.cache != nil {
+		s.cache.Destroy()
+	}
+	if s.budget != nil {
+		s.rows.close()
+		s.budget.detach()
+		s.budget = nil
+	}
 	s.handle.Delete()
 }
