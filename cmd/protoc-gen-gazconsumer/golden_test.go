@@ -105,6 +105,7 @@ var goldenCases = []goldenCase{
 	{"opaque", []string{"opaque/v1/opaque.proto"}},
 	{"clash", []string{"clash/store/v1/store.proto", "clash/msg/v1/msg.proto", "clash/runtime/v1/runtime.proto"}},
 	{"queries", []string{"queries/v1/bank.proto"}},
+	{"ownership", []string{"ownership/v1/ownership.proto"}},
 }
 
 func TestGolden(t *testing.T) {

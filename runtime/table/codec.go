@@ -259,3 +259,14 @@ func PresentBytes(has bool, v []byte) []byte {
 	}
 	return v
 }
+
+// Value returns *p, or the zero T if p is nil: of the key field of a field
+// with presence, the value a message's getter returns, which a partition
+// key encodes (see Schema.Owned).
+func Value[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}

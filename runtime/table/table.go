@@ -184,6 +184,9 @@ type scratch[K any] struct {
 // KeyOf returns the key of row.
 func (t Table[K, R]) KeyOf(row R) K { return t.s.def.KeyOf(row) }
 
+// Schema returns the schema of the table.
+func (t Table[K, R]) Schema() *Schema[K, R] { return t.s }
+
 // Get returns the row having key, and whether there is one.
 func (t Table[K, R]) Get(key K) (R, bool, error) {
 	var zero R

@@ -139,6 +139,9 @@ func genConsumer(fc *fileCtx, c *consumer) {
 		))
 	}
 	desc = append(desc, jen.Id("FinalizeTxn").Op(":").Id(n.handler).Dot("FinalizeTxn"))
+	if len(c.tables) != 0 {
+		desc = append(desc, jen.Id("Tables").Op(":").Index().Add(fc.q(pathRuntime, "TableOwnership")).Custom(multiLine, genOwners(fc, c)...))
+	}
 	fc.doc("%s describes consumer %s to runtime.NewAdapter.", n.desc, full)
 	jf.Var().Id(n.desc).Op("=").Op("&").Add(fc.q(pathRuntime, "Consumer")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, desc...)
 	jf.Line()

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gazconsumer/gazconsumer/internal/ownership"
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
 
@@ -66,6 +67,8 @@ type consumer struct {
 	tables    []*table
 	tableAt   []int // Index of each table among the consumer's tables option.
 	publishes []publish
+	// owners holds the ownership of the rows of each of tables.
+	owners []ownership.Table
 }
 
 // fileModel is what is generated for one .proto file.
@@ -501,7 +504,25 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	if err := checkShardDefaults(s, opts.GetShardDefaults()); err != nil {
 		return nil, err
 	}
+	own, err := ownership.Of(s.Desc, messageResolver(md.messages))
+	if err != nil {
+		return nil, err
+	} else if err := own.Err(); err != nil && opts.GetRescalable() {
+		return nil, err
+	}
+	c.owners = own.Tables
 	return c, nil
+}
+
+// messageResolver is an ownership.Resolver of messages by full name.
+type messageResolver map[protoreflect.FullName]*protogen.Message
+
+// FindDescriptorByName returns the message named name.
+func (r messageResolver) FindDescriptorByName(name protoreflect.FullName) (protoreflect.Descriptor, error) {
+	if m, ok := r[name]; ok {
+		return m.Desc, nil
+	}
+	return nil, fmt.Errorf("no message %s", name)
 }
 
 // checkTableNames fails if two tables of the generated files share a name.

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gazconsumer/gazconsumer/internal/ownership"
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
 
@@ -131,18 +132,7 @@ func (md *model) queries(f *protogen.File, s *protogen.Service) (*queries, error
 
 // sameType reports whether fields a and b have one type: kind, and enum or
 // message type.
-func sameType(a, b protoreflect.FieldDescriptor) bool {
-	if a.Kind() != b.Kind() || a.Cardinality() != b.Cardinality() || a.IsMap() != b.IsMap() {
-		return false
-	}
-	switch a.Kind() {
-	case protoreflect.EnumKind:
-		return a.Enum().FullName() == b.Enum().FullName()
-	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return a.Message().FullName() == b.Message().FullName()
-	}
-	return true
-}
+func sameType(a, b protoreflect.FieldDescriptor) bool { return ownership.SameType(a, b) }
 
 // optionalField returns the field of msg that opt names, or that def names
 // if opt is empty (nil if msg has none); an error if opt names no field.

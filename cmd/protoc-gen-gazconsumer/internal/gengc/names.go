@@ -238,7 +238,7 @@ func newNames(md *model) (*names, error) {
 	}
 	harnessPaths := newScope("the Go packages of this request")
 	for _, f := range md.all {
-		harnessPaths.reserve(string(f.GoImportPath), from(position{f.Desc.Path(), 1, 1}, "the Go package of %s", f.Desc.Path()))
+		harnessPaths.reserve(string(f.GoImportPath), from(position{File: f.Desc.Path(), Line: 1, Col: 1}, "the Go package of %s", f.Desc.Path()))
 	}
 	declaredNewMessage := map[protogen.GoImportPath]bool{}
 	for _, fm := range md.files {
@@ -328,7 +328,7 @@ func reserveProtocGenGo(s *scope, f *protogen.File) {
 	pgg := func(d protoreflect.Descriptor, format string, args ...any) origin {
 		return from(posOf(d), "protoc-gen-go's "+format, args...)
 	}
-	s.reserve(f.GoDescriptorIdent.GoName, from(position{f.Desc.Path(), 1, 1}, "protoc-gen-go's file descriptor of %s", f.Desc.Path()))
+	s.reserve(f.GoDescriptorIdent.GoName, from(position{File: f.Desc.Path(), Line: 1, Col: 1}, "protoc-gen-go's file descriptor of %s", f.Desc.Path()))
 	var enums func([]*protogen.Enum)
 	enums = func(es []*protogen.Enum) {
 		for _, e := range es {

@@ -1,33 +1,21 @@
 package gengc
 
 import (
-	"fmt"
-	"slices"
-
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
+	"github.com/gazconsumer/gazconsumer/internal/protopos"
 )
 
 // position is a position in a .proto file, as errors give it.
-type position struct {
-	file      string
-	line, col int // 1-based.
-}
-
-// String returns "file:line:col".
-func (p position) String() string { return fmt.Sprintf("%s:%d:%d", p.file, p.line, p.col) }
+type position = protopos.Position
 
 // errorAt returns an error positioned at p.
 func errorAt(p position, format string, args ...any) error {
-	return fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...))
+	return protopos.Errorf(p, format, args...)
 }
 
 // posOf returns the position of the declaration of d.
-func posOf(d protoreflect.Descriptor) position {
-	loc := d.ParentFile().SourceLocations().ByDescriptor(d)
-	return position{d.ParentFile().Path(), loc.StartLine + 1, loc.StartColumn + 1}
-}
+func posOf(d protoreflect.Descriptor) position { return protopos.Of(d) }
 
 // errorf returns an error positioned at the declaration of d.
 func errorf(d protoreflect.Descriptor, format string, args ...any) error {
@@ -36,9 +24,8 @@ func errorf(d protoreflect.Descriptor, format string, args ...any) error {
 
 // Field numbers of the options of descriptors, in descriptor.proto.
 const (
-	messageOptionsField = 7 // DescriptorProto.options
-	serviceOptionsField = 3 // ServiceDescriptorProto.options
-	methodOptionsField  = 4 // MethodDescriptorProto.options
+	serviceOptionsField = protopos.ServiceOptionsField
+	methodOptionsField  = protopos.MethodOptionsField
 )
 
 // Paths within the options of gazconsumer.v1, by field number.
@@ -61,54 +48,12 @@ const (
 )
 
 // optPos returns the position of the gazconsumer option of d, a message or
-// a service, at path within the option (field numbers, each followed by an
-// index if the field is repeated): that of the statement setting the deepest
-// field of path that the source records (an option given as a message
-// literal is recorded as a whole, one given field by field by each field),
-// or else that of d.
-func optPos(d protoreflect.Descriptor, path ...int32) position {
-	switch d.(type) {
-	case protoreflect.MessageDescriptor:
-		return extPos(d, messageOptionsField, int32(gcv1.E_Message.Field), path...)
-	case protoreflect.ServiceDescriptor:
-		return extPos(d, serviceOptionsField, int32(gcv1.E_Consumer.Field), path...)
-	}
-	return posOf(d)
-}
+// a service, at path within the option: see protopos.Option.
+func optPos(d protoreflect.Descriptor, path ...int32) position { return protopos.Option(d, path...) }
 
-// extPos is optPos of the option of d that is extension ext of the
-// options of d, field optsField of d's descriptor.
+// extPos is protopos.Ext.
 func extPos(d protoreflect.Descriptor, optsField, ext int32, path ...int32) position {
-	locs := d.ParentFile().SourceLocations()
-	want := append(protoreflect.SourcePath(nil), locs.ByDescriptor(d).Path...)
-	want = append(want, optsField, ext)
-	base := len(want)
-	want = append(want, path...)
-	var best []protoreflect.SourceLocation
-	bestLen := -1
-	for i := 0; i < locs.Len(); i++ {
-		loc := locs.Get(i)
-		n := len(loc.Path)
-		if n < base || n > len(want) || !slices.Equal(loc.Path, want[:n]) || n < bestLen {
-			continue
-		}
-		if n > bestLen {
-			best, bestLen = nil, n
-		}
-		best = append(best, loc)
-	}
-	if len(best) == 0 {
-		return posOf(d)
-	}
-	loc := best[0]
-	// Statements setting a repeated field element by element are recorded
-	// under the field's path, without an index: the index-th is the one.
-	if bestLen < len(want) && bestLen > base && len(best) > 1 {
-		if i := int(want[bestLen]); i < len(best) {
-			loc = best[i]
-		}
-	}
-	return position{d.ParentFile().Path(), loc.StartLine + 1, loc.StartColumn + 1}
+	return protopos.Ext(d, optsField, ext, path...)
 }
 
 // optErrorf returns an error positioned by optPos.

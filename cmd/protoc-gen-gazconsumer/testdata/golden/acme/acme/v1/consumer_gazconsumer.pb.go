@@ -4,6 +4,7 @@
 package acmev1
 
 import (
+	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -74,4 +75,12 @@ var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *Sp
 		}
 	},
 	FinalizeTxn: SpendCounterHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{
+		gazconsumerSpendTable.Owned(func(k *SpendKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+		gazconsumerDailySpendTable.Owned(func(k *DailySpendKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+	},
 }

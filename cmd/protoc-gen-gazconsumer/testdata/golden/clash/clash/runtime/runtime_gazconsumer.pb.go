@@ -254,4 +254,9 @@ var gazconsumerRuntimeConsumer = &runtime.Consumer[RuntimeHandler, *RuntimeTxn]{
 		}
 	},
 	FinalizeTxn: RuntimeHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{
+		gazconsumerCommitTable.Unowned("clash/runtime/v1/runtime.proto:51:3: table Commit (clash/runtime/v1/runtime.proto:32:3) of consumer Runtime has no owner: consumer Runtime reads clash.runtime.v1.Spec (clash/runtime/v1/runtime.proto:23:3), partitioned by (kind clash.runtime.v1.Kind), and clash.store.v1.Event (clash/store/v1/store.proto:14:3), partitioned by (shard string, kind int32): its inputs share no partition key, so no shard owns a key's rows"),
+		gazconsumerOuter_InnerTable.Unowned("clash/runtime/v1/runtime.proto:51:3: table Inner (clash/runtime/v1/runtime.proto:42:5) of consumer Runtime has no owner: consumer Runtime reads clash.runtime.v1.Spec (clash/runtime/v1/runtime.proto:23:3), partitioned by (kind clash.runtime.v1.Kind), and clash.store.v1.Event (clash/store/v1/store.proto:14:3), partitioned by (shard string, kind int32): its inputs share no partition key, so no shard owns a key's rows"),
+		store.NewEvent_NestedTable(nil).Schema().Unowned("clash/runtime/v1/runtime.proto:51:3: table Nested (clash/store/v1/store.proto:18:5) of consumer Runtime has no owner: consumer Runtime reads clash.runtime.v1.Spec (clash/runtime/v1/runtime.proto:23:3), partitioned by (kind clash.runtime.v1.Kind), and clash.store.v1.Event (clash/store/v1/store.proto:14:3), partitioned by (shard string, kind int32): its inputs share no partition key, so no shard owns a key's rows"),
+	},
 }

@@ -195,4 +195,7 @@ var gazconsumerWatcherConsumer = &runtime.Consumer[WatcherHandler, *WatcherTxn]{
 		}
 	},
 	FinalizeTxn: WatcherHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{
+		gazconsumerSeenTable.Unowned("edition/v1/events.proto:34:3: table Seen (edition/v1/events.proto:25:3) of consumer Watcher has no owner: consumer Watcher reads edition.v1.Event (edition/v1/events.proto:13:3), partitioned by (kind string, level int32), and acme.v1.Order (acme/v1/orders.proto:19:3), partitioned by (customer_id string): its inputs share no partition key, so no shard owns a key's rows"),
+	},
 }

@@ -247,4 +247,11 @@ var gazconsumerSensorsConsumer = &runtime.Consumer[SensorsHandler, *SensorsTxn]{
 		}
 	},
 	FinalizeTxn: SensorsHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{
+		gazconsumerLatestTable.Owned(func(k *LatestKey, b []byte) []byte {
+			b = keyenc.AppendString(b, table.Value(k.Sensor), keyenc.Ascending)
+			return keyenc.AppendTimestamp(b, k.At.GetSeconds(), k.At.GetNanos(), keyenc.Ascending)
+		}),
+		gazconsumerHybridTable.Unowned("opaque/v1/opaque.proto:67:3: table Hybrid (opaque/v1/opaque.proto:59:3) of consumer Sensors has no key field at of type google.protobuf.Timestamp, a field of the partition key (sensor string, at google.protobuf.Timestamp) of its inputs (opaque.v1.Reading, opaque/v1/opaque.proto:23:3): it has no such field; its rows have no owner, so the consumer can't be rescaled"),
+	},
 }

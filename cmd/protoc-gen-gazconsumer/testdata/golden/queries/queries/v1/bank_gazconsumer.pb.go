@@ -229,6 +229,14 @@ var gazconsumerAccountsConsumer = &runtime.Consumer[AccountsHandler, *AccountsTx
 		}
 	},
 	FinalizeTxn: AccountsHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{
+		gazconsumerEntryTable.Owned(func(k *EntryKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.Account, keyenc.Ascending)
+		}),
+		gazconsumerTotalTable.Owned(func(k *TotalKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.Account, keyenc.Ascending)
+		}),
+	},
 }
 
 // gazconsumerAccountsQueriesService describes queries service

@@ -1,0 +1,99 @@
+// Package protopos gives positions in .proto files, as gazconsumer's errors
+// cite them (file.proto:line:col): of declarations, and of the statements
+// setting the gazconsumer options of messages, services and rpcs, down to
+// the element of a repeated option field.
+package protopos
+
+import (
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
+)
+
+// Position is a position in a .proto file.
+type Position struct {
+	// File is the path of the file, as imported.
+	File string
+	// Line and Col are 1-based.
+	Line, Col int
+}
+
+// String returns "file:line:col".
+func (p Position) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+
+// Errorf returns an error positioned at p: "file:line:col: message".
+func Errorf(p Position, format string, args ...any) error {
+	return fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...))
+}
+
+// Of returns the position of the declaration of d (line 1, column 1 of its
+// file if the file has no source info).
+func Of(d protoreflect.Descriptor) Position {
+	loc := d.ParentFile().SourceLocations().ByDescriptor(d)
+	return Position{d.ParentFile().Path(), loc.StartLine + 1, loc.StartColumn + 1}
+}
+
+// Field numbers of the options of descriptors, in descriptor.proto.
+const (
+	// MessageOptionsField is DescriptorProto.options.
+	MessageOptionsField = 7
+	// ServiceOptionsField is ServiceDescriptorProto.options.
+	ServiceOptionsField = 3
+	// MethodOptionsField is MethodDescriptorProto.options.
+	MethodOptionsField = 4
+)
+
+// Option returns the position of the gazconsumer option of d, a message
+// ((gazconsumer.v1.message)) or a service ((gazconsumer.v1.consumer)), at
+// path within the option: see Ext. Of another descriptor, it is Of(d).
+func Option(d protoreflect.Descriptor, path ...int32) Position {
+	switch d.(type) {
+	case protoreflect.MessageDescriptor:
+		return Ext(d, MessageOptionsField, int32(gcv1.E_Message.Field), path...)
+	case protoreflect.ServiceDescriptor:
+		return Ext(d, ServiceOptionsField, int32(gcv1.E_Consumer.Field), path...)
+	}
+	return Of(d)
+}
+
+// Ext returns the position of extension ext of the options of d (field
+// optsField of d's descriptor) at path within the extension (field numbers,
+// each followed by an index if the field is repeated): that of the
+// statement setting the deepest field of path that the source records (an
+// option given as a message literal is recorded as a whole, one given field
+// by field by each field), or else that of d.
+func Ext(d protoreflect.Descriptor, optsField, ext int32, path ...int32) Position {
+	locs := d.ParentFile().SourceLocations()
+	want := append(protoreflect.SourcePath(nil), locs.ByDescriptor(d).Path...)
+	want = append(want, optsField, ext)
+	base := len(want)
+	want = append(want, path...)
+	var best []protoreflect.SourceLocation
+	bestLen := -1
+	for i := 0; i < locs.Len(); i++ {
+		loc := locs.Get(i)
+		n := len(loc.Path)
+		if n < base || n > len(want) || !slices.Equal(loc.Path, want[:n]) || n < bestLen {
+			continue
+		}
+		if n > bestLen {
+			best, bestLen = nil, n
+		}
+		best = append(best, loc)
+	}
+	if len(best) == 0 {
+		return Of(d)
+	}
+	loc := best[0]
+	// Statements setting a repeated field element by element are recorded
+	// under the field's path, without an index: the index-th is the one.
+	if bestLen < len(want) && bestLen > base && len(best) > 1 {
+		if i := int(want[bestLen]); i < len(best) {
+			loc = best[i]
+		}
+	}
+	return Position{d.ParentFile().Path(), loc.StartLine + 1, loc.StartColumn + 1}
+}
