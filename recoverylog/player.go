@@ -174,6 +174,35 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 	}
 }
 
+// PlayToWriteHead plays the log into the player's directory, which must be
+// empty, from hints or, if hints is nil, from the log's start, through the
+// write head the log has once its read gets there, and returns without
+// fencing the log: the directory then holds a copy of the log's files as of
+// that point, while its writer goes on. A new shard forked from another
+// reads the other's state so. It returns an error naming the journal and
+// offset of invalid log content, or the context's error.
+func (p *Player) PlayToWriteHead(ctx context.Context, hints *Hints) error {
+	defer p.closeFiles()
+	if entries, err := os.ReadDir(p.dir); err != nil {
+		return fmt.Errorf("playing %s: %w", p.journal, err)
+	} else if len(entries) != 0 {
+		return fmt.Errorf("playing %s: directory %s is not empty", p.journal, p.dir)
+	}
+	p.fsm = NewFSM()
+	if hints != nil {
+		if err := p.playHints(ctx, hints); err != nil {
+			return err
+		}
+	}
+	if err := p.read(ctx, p.fsm.NextOffset(), 0, false); !errors.Is(err, client.ErrOffsetNotYetAvailable) {
+		if err == nil {
+			err = fmt.Errorf("playing %s: read ended before the write head", p.journal)
+		}
+		return err
+	}
+	return nil
+}
+
 // playHints replays the segments of hints' live nodes.
 func (p *Player) playHints(ctx context.Context, h *Hints) error {
 	if h.Log != p.journal.String() {

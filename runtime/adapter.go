@@ -372,6 +372,8 @@ func (a *Adapter[H, T]) ConsumeMessage(shard Shard, store Store, env message.Env
 	if g := tx.txn().guard; g != nil {
 		if err = g.checkJournal(shard, env, a.c.Name); err != nil {
 			return err
+		} else if g.filter != nil && !g.owned(env) {
+			return nil // Another shard's, since the shard's state was split.
 		}
 	}
 	var typ = reflect.TypeOf(env.Message)
@@ -402,7 +404,10 @@ func (a *Adapter[H, T]) BeginTxn(shard Shard, store Store) error {
 			return err
 		} else if err = g.check(shard, a.c.Name); err != nil {
 			return err
+		} else if err = a.dropHandoff(shard, kvs.KV(), g); err != nil {
+			return err
 		}
+		g.filter = g.built.Owns
 		tx.txn().guard = g
 	}
 	if bf, ok := any(a.handler).(BeginFinisher); ok {
@@ -430,6 +435,11 @@ func (a *Adapter[H, T]) FinalizeTxn(shard Shard, store Store, pub *message.Publi
 	}
 	if err = a.c.FinalizeTxn(a.handler, tx); err != nil {
 		return fmt.Errorf("%s: %w", a.c.Name, err)
+	}
+	if g := tx.txn().guard; g != nil {
+		// Every message of the transaction was applied: the state may
+		// split now, for the next transaction on.
+		return a.split(shard, store, store.(KVStore).KV(), g)
 	}
 	return nil
 }

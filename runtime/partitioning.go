@@ -33,6 +33,13 @@ type Partitioning struct {
 	Families map[string]int `json:"families"`
 	// Mapping is the version of the mapping (MappingVersion).
 	Mapping int `json:"mapping"`
+	// Owns is, for a shard split by a rescale (or forked from one split),
+	// the keys it owns: it applies only their messages. Nil for a shard
+	// never split, which applies every message of its journals.
+	Owns *Ownership `json:"owns,omitempty"`
+	// Handoff tells that the shard's store keeps, under HandoffPrefix, the
+	// rows it handed off when it split, until its rescale ends.
+	Handoff bool `json:"handoff,omitempty"`
 }
 
 // ErrRepartitioned is wrapped by the error failing a shard whose sources'
@@ -52,6 +59,12 @@ type partitionGuard struct {
 	last      *pb.JournalSpec
 	lastList  message.PartitionsFunc
 	lastBuilt int
+
+	// filter is the ownership of the shard's messages in the current
+	// transaction, if its state was split (as of the transaction's
+	// beginning: a split applies from the next one).
+	filter *Ownership
+	keyBuf []byte
 }
 
 // guardPartitions returns the partitionGuard of store, which reads and (on
@@ -110,6 +123,10 @@ func (g *partitionGuard) check(shard Shard, consumer string) error {
 		var built, ok = g.built.Families[family]
 		if n == 0 || !ok || n == built {
 			continue // Not listed (yet), or as built.
+		} else if m, err := splitTo(shard.Spec()); err != nil {
+			return err
+		} else if n == m {
+			continue // The shard splits its state for a rescale to n at the end of this transaction.
 		}
 		return fmt.Errorf("shard %s: %w: family %s=%s now has %d partitions, but the shard's state was built under %d (recorded with its checkpoint). "+
 			"Committing under the new partitioning would split the state of a key between shards, so the shard stops. "+

@@ -84,6 +84,64 @@ type File struct {
 // shards of each consumer, by file name. Consumers may consume messages of
 // any file, which files import.
 func Generate(files []protoreflect.FileDescriptor, opts Options) ([]File, error) {
+	var g, consumers, err = build(files)
+	if err != nil {
+		return nil, err
+	}
+	return g.files(consumers, opts)
+}
+
+// Specs are the specs that the annotations of files describe.
+type Specs struct {
+	// Families of journal messages, by message type (the full name of the
+	// message).
+	Families map[string]Family
+	// Consumers by full name of their service.
+	Consumers map[string]Consumer
+}
+
+// Family is the partition journals of a journal message.
+type Family struct {
+	// Journals are the specs of its partitions, in order.
+	Journals []pb.JournalSpec
+}
+
+// Consumer is the shards of a consumer service.
+type Consumer struct {
+	// Families are the message types of the families it reads, in the
+	// order of their journals' names.
+	Families []string
+	// Shards are the specs of its shards, in order; Logs, of their recovery
+	// logs, in the same order.
+	Shards []pc.ShardSpec
+	Logs   []pb.JournalSpec
+}
+
+// Build returns the specs that the annotations of files describe, as
+// Generate writes them.
+func Build(files []protoreflect.FileDescriptor) (*Specs, error) {
+	var g, consumers, err = build(files)
+	if err != nil {
+		return nil, err
+	}
+	var out = &Specs{Families: map[string]Family{}, Consumers: map[string]Consumer{}}
+	for _, fam := range g.families {
+		if fam != nil {
+			out.Families[string(fam.msg.FullName())] = Family{Journals: fam.specs}
+		}
+	}
+	for _, c := range consumers {
+		var oc = Consumer{Shards: c.shards, Logs: c.logs}
+		for _, fam := range c.families {
+			oc.Families = append(oc.Families, string(fam.msg.FullName()))
+		}
+		out.Consumers[string(c.svc.FullName())] = oc
+	}
+	return out, nil
+}
+
+// build runs the generator over files.
+func build(files []protoreflect.FileDescriptor) (*generator, []*consumer, error) {
 	var g = &generator{families: map[protoreflect.FullName]*family{}, journals: map[pb.Journal]string{}}
 	var consumers []*consumer
 	var seen = map[string]bool{}
@@ -103,18 +161,23 @@ func Generate(files []protoreflect.FileDescriptor, opts Options) ([]File, error)
 			}
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for i := 0; i < f.Services().Len(); i++ {
 			var c, err = g.consumer(f.Services().Get(i))
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			} else if c != nil {
 				consumers = append(consumers, c)
 			}
 		}
 	}
 
+	return g, consumers, nil
+}
+
+// files writes the spec files of g's families and consumers.
+func (g *generator) files(consumers []*consumer, opts Options) ([]File, error) {
 	var out []File
 	var journals pb.ListResponse
 	for _, fam := range g.generated {

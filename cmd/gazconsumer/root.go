@@ -11,7 +11,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCmd(), newEtcdCmd(), newShardsCmd(), newBreakingCmd())
+	root.AddCommand(newDevCmd(), newEtcdCmd(), newShardsCmd(), newBreakingCmd(), newRescaleCmd())
 	root.AddCommand(newSpecsCmd())
 	return root
 }

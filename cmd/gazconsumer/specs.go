@@ -54,29 +54,36 @@ documents one after the other.`,
 	return cmd
 }
 
-func runSpecs(ctx context.Context, stdout io.Writer, f specsFlags, args []string) error {
-	var files []protoreflect.FileDescriptor
+// loadProtos compiles the .proto files of paths (files or directories,
+// under importPaths), or reads them from descriptorSet.
+func loadProtos(ctx context.Context, importPaths []string, descriptorSet string, paths []string) ([]protoreflect.FileDescriptor, error) {
 	switch {
-	case f.descriptorSet != "" && len(args) != 0:
-		return errors.New("give either PATHs or --descriptor-set, not both")
-	case f.descriptorSet != "":
-		var data, err = os.ReadFile(f.descriptorSet)
+	case descriptorSet != "" && len(paths) != 0:
+		return nil, errors.New("give either PATHs or --descriptor-set, not both")
+	case descriptorSet != "":
+		var data, err = os.ReadFile(descriptorSet)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if files, err = specgen.ReadDescriptorSet(data); err != nil {
-			return fmt.Errorf("%s: %w", f.descriptorSet, err)
-		}
-	case len(args) == 0:
-		return errors.New("no .proto files or directories given (or --descriptor-set)")
-	default:
-		var roots, names, err = protoFiles(f.importPaths, args)
+		files, err := specgen.ReadDescriptorSet(data)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("%s: %w", descriptorSet, err)
 		}
-		if files, err = specgen.Compile(ctx, roots, names); err != nil {
-			return err
-		}
+		return files, nil
+	case len(paths) == 0:
+		return nil, errors.New("no .proto files or directories given (or --descriptor-set)")
+	}
+	var roots, names, err = protoFiles(importPaths, paths)
+	if err != nil {
+		return nil, err
+	}
+	return specgen.Compile(ctx, roots, names)
+}
+
+func runSpecs(ctx context.Context, stdout io.Writer, f specsFlags, args []string) error {
+	var files, err = loadProtos(ctx, f.importPaths, f.descriptorSet, args)
+	if err != nil {
+		return err
 	}
 
 	out, err := specgen.Generate(files, specgen.Options{Command: specsCommand(f, args), Upsert: f.upsert})

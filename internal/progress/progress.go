@@ -17,6 +17,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -158,19 +159,7 @@ const (
 
 // WriteHead returns the write head of journal.
 func WriteHead(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal) (pb.Offset, error) {
-	var ctx2, cancel = context.WithCancel(ctx)
-	defer cancel()
-	var stream, err = jc.Read(pb.WithDispatchDefault(ctx2), &pb.ReadRequest{Journal: journal, Offset: 0, MetadataOnly: true})
-	if err != nil {
-		return 0, fmt.Errorf("reading the write head of %s: %w", journal, err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		return 0, fmt.Errorf("reading the write head of %s: %w", journal, err)
-	} else if resp.Status != pb.Status_OK && resp.Status != pb.Status_OFFSET_NOT_YET_AVAILABLE {
-		return 0, fmt.Errorf("reading the write head of %s: %s", journal, resp.Status)
-	}
-	return resp.WriteHead, nil
+	return source.WriteHead(ctx, jc, journal)
 }
 
 // WriteHeads returns the write heads of the journals of sources.

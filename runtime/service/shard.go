@@ -327,6 +327,9 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		return fmt.Errorf("shard %s: opening store: %w", spec.Id, err)
 	}
 	defer store.Destroy()
+	if err = s.forkIfNew(dir, store); err != nil {
+		return err
+	}
 
 	cp, err := store.RestoreCheckpoint(s)
 	if err != nil {
@@ -358,7 +361,11 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	var readers sync.WaitGroup
 	var readCtx, stopReading = context.WithCancel(s.ctx)
 	defer func() { stopReading(); readers.Wait() }()
-	s.startReading(readCtx, &readers, spec, maxSize, cp, reads)
+	inherited, err := s.inheritedHeads(readCtx, spec)
+	if err != nil {
+		return err
+	}
+	s.startReading(readCtx, &readers, spec, maxSize, cp, inherited, reads)
 
 	var pipeline = &txn.Pipeline{
 		Shard:     s,
@@ -397,9 +404,27 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 // least the source's MinOffset) into reads, read-uncommitted. A message that
 // fails to decode ends reading with its error, or is passed on to be
 // skipped, as the decode policy of the shard's current spec says.
-func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, maxSize int, cp pc.Checkpoint, reads *txn.Queue) {
+//
+// Journals of inherited (a shard made by a rescale reads them as the shard
+// it's split from does) are read first: the others, only once those were
+// read through their heads there.
+func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, maxSize int, cp pc.Checkpoint,
+	inherited map[pb.Journal]pb.Offset, reads *txn.Queue) {
+
+	var drained = make(chan struct{}) // Closed once inherited journals are read through their heads.
+	var toDrain sync.WaitGroup
 	for _, src := range spec.Sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
+		if head, ok := inherited[src.Journal]; ok && offset < head {
+			toDrain.Add(1)
+		}
+	}
+	go func() { toDrain.Wait(); close(drained) }()
+
+	for _, src := range spec.Sources {
+		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
+		var head, isInherited = inherited[src.Journal]
+		var draining = isInherited && offset < head
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
 		var it = source.NewAppIter(rr, s.svc.cfg.App, maxSize)
 		var lag = shardmetrics.NewLagReporter(spec.Id, src.Journal)
@@ -407,8 +432,19 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if !isInherited {
+				select {
+				case <-drained:
+				case <-ctx.Done():
+					return
+				}
+			}
 			for {
 				var env, undecodable, err = it.Read()
+				if draining && (err != nil || env.End >= head) {
+					draining = false
+					toDrain.Done()
+				}
 				if err == nil {
 					// The reader's last response tells the journal's write head.
 					lag.Report(max(0, rr.Reader.Response.WriteHead-env.End), rr.Reader.Response.Offset)

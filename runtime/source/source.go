@@ -464,3 +464,21 @@ func (l *lenient) MarshalCSV() ([]string, error) {
 	}
 	return nil, fmt.Errorf("%T is not a message.CSVFrameable", l.Message)
 }
+
+// WriteHead returns the write head of journal, as a read of its metadata
+// tells it.
+func WriteHead(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal) (pb.Offset, error) {
+	var ctx2, cancel = context.WithCancel(ctx)
+	defer cancel()
+	var stream, err = jc.Read(pb.WithDispatchDefault(ctx2), &pb.ReadRequest{Journal: journal, Offset: 0, MetadataOnly: true})
+	if err != nil {
+		return 0, fmt.Errorf("reading the write head of %s: %w", journal, err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return 0, fmt.Errorf("reading the write head of %s: %w", journal, err)
+	} else if resp.Status != pb.Status_OK && resp.Status != pb.Status_OFFSET_NOT_YET_AVAILABLE {
+		return 0, fmt.Errorf("reading the write head of %s: %s", journal, resp.Status)
+	}
+	return resp.WriteHead, nil
+}

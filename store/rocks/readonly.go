@@ -2,7 +2,6 @@ package rocks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
@@ -47,28 +46,9 @@ func OpenReadOnly(dir string) (*ReadOnly, error) {
 // fence the log: the log's writer goes on undisturbed. The store holds the
 // last commit the log held, as of its checkpoint.
 func PlayReadOnly(ctx context.Context, jc pb.RoutedJournalClient, log pb.Journal, hints *recoverylog.Hints, dir string) (*ReadOnly, error) {
-	var playCtx, stop = context.WithCancel(ctx)
-	defer stop()
-	// The player's author is never written: it fences only if asked to finish.
+	// The player's author is never written: it does not fence the log.
 	var player = recoverylog.NewPlayer(jc, log, dir, readOnlyAuthor)
-	var done = make(chan error, 1)
-	go func() {
-		var _, err = player.Play(playCtx, hints)
-		done <- err
-	}()
-	var err error
-	select {
-	case <-player.Tailing():
-		stop() // Caught up with the write head: stop before appending anything.
-		if err = <-done; errors.Is(err, context.Canceled) && ctx.Err() == nil {
-			err = nil
-		}
-	case err = <-done:
-		if err == nil {
-			err = errors.New("playback ended early")
-		}
-	}
-	if err != nil {
+	if err := player.PlayToWriteHead(ctx, hints); err != nil {
 		return nil, fmt.Errorf("playing recovery log %s into %s: %w", log, dir, err)
 	}
 	return OpenReadOnly(dir)
@@ -89,3 +69,16 @@ func (r *ReadOnly) Close() {
 	r.ro.Destroy()
 	r.opts.Destroy()
 }
+
+// OpenReadOnly opens the database in dir read-only, as OpenReadOnly does:
+// a copy of a store's files played from its recovery log, which a shard
+// forked from the store's shard reads (runtime.ReadOnlyOpener).
+func (Opener) OpenReadOnly(dir string) (runtime.ReadCloser, error) {
+	var r, err = OpenReadOnly(dir)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+var _ runtime.ReadOnlyOpener = Opener{}

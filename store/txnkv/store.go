@@ -95,6 +95,8 @@ type Store struct {
 	shared  sync.RWMutex
 	written []*commit // Handed to the Base, and perhaps not yet durable.
 	closed  bool      // Set by Destroy.
+
+	forkKey []byte // Set by ForkAtCommit; cleared by StartCommit.
 }
 
 // commit is a transaction's writes on their way to the Base.
@@ -154,6 +156,10 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	if err != nil {
 		return client.FinishedOperation(fmt.Errorf("store %s: encoding checkpoint: %w", s.name, err))
 	}
+	if s.forkKey != nil {
+		s.txn.Put(s.forkKey, b)
+		s.forkKey = nil
+	}
 	s.txn.Freeze() // Read concurrently from here.
 	var c = &commit{writes: s.txn, checkpoint: b, done: make(chan struct{}), durable: make(chan struct{})}
 	s.txn, s.pending = NewOverlay(), c
@@ -162,6 +168,12 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	s.commits.Go(func() { op.Resolve(s.commit(c, waitFor)) })
 	return op
 }
+
+// ForkAtCommit asks the next StartCommit to write its checkpoint under key
+// too, beside the writes of its transaction: a copy which later commits
+// leave as it is. A shard whose state is split between new shards marks so
+// the checkpoint from which they go on (see runtime.Adapter's rescaling).
+func (s *Store) ForkAtCommit(key []byte) { s.forkKey = bytes.Clone(key) }
 
 // commit writes c once waitFor is done, and waits for it to be durable.
 func (s *Store) commit(c *commit, waitFor client.OpFutures) (err error) {

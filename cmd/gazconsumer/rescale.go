@@ -1,0 +1,592 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.gazette.dev/core/allocator"
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/labels"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/gazconsumer/gazconsumer/internal/clientflags"
+	"github.com/gazconsumer/gazconsumer/internal/ownership"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/specgen"
+)
+
+// labelSplitNew labels the shards a rescale in progress made, until it ends.
+const labelSplitNew = "gazconsumer.dev/split-new"
+
+type rescaleFlags struct {
+	clientflags.Flags
+	importPaths   []string
+	descriptorSet string
+	consumers     []string
+	partitions    int
+	settle        time.Duration
+	timeout       time.Duration
+	dryRun        bool
+}
+
+func newRescaleCmd() *cobra.Command {
+	var f rescaleFlags
+	var cmd = &cobra.Command{
+		Use:   "rescale --consumer NAME[=ETCD_PREFIX]... [flags] (PATH... | --descriptor-set FILE)",
+		Short: "Grow the partitions of consumers' families, splitting their shards' state online",
+		Long: `rescale grows the families a consumer reads from the partitions they have to
+those the .proto files now say (family.partitions, a multiple of today's count),
+while the consumer runs, applying each message exactly once:
+
+  1. each shard of the consumers is labeled ` + runtime.LabelSplitTo + `=M; at the end
+     of its next transaction, it hands off the rows it won't own (their partition
+     keys map to another of the M partitions) and marks its checkpoint;
+  2. the families' new journals, and the new shards' recovery logs, are created
+     (producers switch to them as they see them);
+  3. the new shards are created: each starts from a copy of its parent's state
+     played from the parent's recovery log, keeps the rows it owns, and reads
+     its parent's journals from the marked checkpoint, then its own;
+  4. once every new shard is primary, the labels are removed and the shards
+     split drop the rows they handed off.
+
+Every consumer reading one of the families grown must be rescaled with it:
+give each with --consumer (its full or short name, with the etcd prefix of
+its shards if not /gazette/consumers/<name in lower case>). Their tables'
+rows must carry the partition key (the consumer option rescalable checks
+this when generating).
+
+Each step checks what is done already: after a crash of the command, or of
+members, run it again to finish. --dry-run prints the plan only.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRescale(cmd.Context(), cmd.OutOrStdout(), f, args)
+		},
+	}
+	var fl = cmd.Flags()
+	f.Flags.Register(fl)
+	fl.StringArrayVarP(&f.importPaths, "proto-path", "I", nil, "directory in which to search for imports (repeatable)")
+	fl.StringVar(&f.descriptorSet, "descriptor-set", "", "read a FileDescriptorSet, with imports, rather than compile PATHs")
+	fl.StringArrayVar(&f.consumers, "consumer", nil, "consumer to rescale: NAME or NAME=ETCD_PREFIX (repeatable)")
+	fl.IntVar(&f.partitions, "partitions", 0, "the count of partitions the .proto files must say (a check; default: what they say)")
+	fl.DurationVar(&f.settle, "settle", 5*time.Second, "time for members and producers to see each step before the next")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long to wait for the new shards to serve")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan, change nothing")
+	return cmd
+}
+
+// rescaleConsumer is a consumer being rescaled.
+type rescaleConsumer struct {
+	name   string // Full name of its service.
+	prefix string // Etcd prefix of its shards.
+	specs  specgen.Consumer
+	from   int                     // Partitions before.
+	to     int                     // Partitions after.
+	live   map[pc.ShardID]liveSpec // Shards in etcd.
+}
+
+// liveSpec is a shard spec in etcd.
+type liveSpec struct {
+	spec        *pc.ShardSpec
+	key         string
+	modRevision int64
+}
+
+// rescaleFamily is a family being grown.
+type rescaleFamily struct {
+	name     string
+	journals []pb.JournalSpec // As the .proto files say.
+	live     map[pb.Journal]bool
+}
+
+func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []string) error {
+	if len(f.consumers) == 0 {
+		return errors.New("--consumer is required: the consumers to rescale")
+	}
+	var files, err = loadProtos(ctx, f.importPaths, f.descriptorSet, args)
+	if err != nil {
+		return err
+	}
+	specs, err := specgen.Build(files)
+	if err != nil {
+		return err
+	}
+	consumers, families, err := rescalePlan(files, specs, f)
+	if err != nil {
+		return err
+	}
+
+	etcd, err := f.Etcd()
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	jc, conn, err := f.Brokers()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	// What exists.
+	for _, fam := range families {
+		var sel = pb.LabelSelector{Include: pb.MustLabelSet(labels.MessageType, fam.name)}
+		var list, err = client.ListAllJournals(ctx, jc, pb.ListRequest{Selector: sel})
+		if err != nil {
+			return fmt.Errorf("listing the journals of family %s: %w", fam.name, err)
+		}
+		fam.live = make(map[pb.Journal]bool)
+		for _, j := range list.Journals {
+			fam.live[j.Spec.Name] = true
+		}
+	}
+	for _, c := range consumers {
+		if err = c.read(ctx, etcd); err != nil {
+			return err
+		}
+		if err = c.check(families); err != nil {
+			return err
+		}
+	}
+
+	// The plan.
+	var todo bool
+	for _, c := range consumers {
+		if c.from == c.to && !c.inProgress() {
+			fmt.Fprintf(out, "consumer %s: %d partitions already, as the .proto files say: nothing to do\n", c.name, c.to)
+			continue
+		}
+		todo = true
+		fmt.Fprintf(out, "consumer %s (etcd %s): from %d to %d partitions\n", c.name, c.prefix, c.from, c.to)
+		for i := range c.from {
+			var id = c.specs.Shards[i].Id
+			fmt.Fprintf(out, "  shard %s: splits its state (label %s=%d), owning index %d of %d\n", id, runtime.LabelSplitTo, c.to, i, c.to)
+		}
+		for q := c.from; q < c.to; q++ {
+			var s = c.specs.Shards[q]
+			fmt.Fprintf(out, "  shard %s: new, forked from %s, reads %s\n", s.Id, c.specs.Shards[q%c.from].Id, sourceNames(c.childSpec(q)))
+		}
+	}
+	for _, fam := range families {
+		var missing = fam.missing()
+		if len(missing) != 0 {
+			fmt.Fprintf(out, "family %s: new journals %s\n", fam.name, strings.Join(missing, ", "))
+		}
+	}
+	if !todo || f.dryRun {
+		return nil
+	}
+
+	// 1. Label the shards.
+	var changed bool
+	for _, c := range consumers {
+		var ch, err = c.labelParents(ctx, etcd)
+		if err != nil {
+			return err
+		}
+		changed = changed || ch
+	}
+	if changed {
+		fmt.Fprintf(out, "shards labeled %s; waiting %s for members to see it\n", runtime.LabelSplitTo, f.settle)
+		if err = sleepCtx(ctx, f.settle); err != nil {
+			return err
+		}
+	}
+	// 2. The journals: families' and recovery logs.
+	var create []pb.JournalSpec
+	for _, fam := range families {
+		for _, j := range fam.journals {
+			if !fam.live[j.Name] {
+				create = append(create, j)
+			}
+		}
+	}
+	for _, c := range consumers {
+		for q := c.from; q < c.to; q++ {
+			create = append(create, c.specs.Logs[q])
+		}
+	}
+	if created, err := applyJournals(ctx, jc, create); err != nil {
+		return err
+	} else if created != 0 {
+		fmt.Fprintf(out, "created %d journals; waiting %s for producers to see them\n", created, f.settle)
+		if err = sleepCtx(ctx, f.settle); err != nil {
+			return err
+		}
+	}
+	// 3. The new shards.
+	for _, c := range consumers {
+		if err = c.createChildren(ctx, etcd); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "new shards created; waiting for every shard to be primary (at most %s)\n", f.timeout)
+	var waitCtx, cancel = context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	for _, c := range consumers {
+		if err = c.awaitPrimaries(waitCtx, etcd); err != nil {
+			return err
+		}
+	}
+	// 4. The end.
+	for _, c := range consumers {
+		if err = c.finish(ctx, etcd); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "consumer %s: rescaled to %d partitions\n", c.name, c.to)
+	}
+	return nil
+}
+
+// rescalePlan resolves the consumers of f among specs, and the families
+// they read, checking that no other consumer reads them and that the
+// consumers' state can be split.
+func rescalePlan(files []protoreflect.FileDescriptor, specs *specgen.Specs, f rescaleFlags) ([]*rescaleConsumer, []*rescaleFamily, error) {
+	var names = make([]string, 0, len(specs.Consumers))
+	for name := range specs.Consumers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+
+	var consumers []*rescaleConsumer
+	var chosen = map[string]bool{}
+	for _, arg := range f.consumers {
+		var name, prefix, _ = strings.Cut(arg, "=")
+		var full string
+		for _, n := range names {
+			if n == name || strings.HasSuffix(n, "."+name) {
+				if full != "" {
+					return nil, nil, fmt.Errorf("--consumer %s: names both %s and %s: give the full name", arg, full, n)
+				}
+				full = n
+			}
+		}
+		if full == "" {
+			return nil, nil, fmt.Errorf("--consumer %s: no consumer with shards of that name (have: %s)", arg, strings.Join(names, ", "))
+		}
+		if prefix == "" {
+			prefix = "/gazette/consumers/" + strings.ToLower(full[strings.LastIndex(full, ".")+1:])
+		}
+		chosen[full] = true
+		consumers = append(consumers, &rescaleConsumer{name: full, prefix: prefix, specs: specs.Consumers[full]})
+	}
+
+	var families = map[string]*rescaleFamily{}
+	for _, c := range consumers {
+		if err := rescalable(files, c.name); err != nil {
+			return nil, nil, err
+		}
+		for _, fam := range c.specs.Families {
+			if families[fam] == nil {
+				families[fam] = &rescaleFamily{name: fam, journals: specs.Families[fam].Journals}
+			}
+			c.to = len(specs.Families[fam].Journals)
+			if f.partitions != 0 && f.partitions != c.to {
+				return nil, nil, fmt.Errorf("--partitions %d, but the .proto files give family %s %d partitions: edit its family.partitions, then rescale",
+					f.partitions, fam, c.to)
+			}
+		}
+	}
+	for _, n := range names {
+		if chosen[n] {
+			continue
+		}
+		for _, fam := range specs.Consumers[n].Families {
+			if families[fam] != nil {
+				return nil, nil, fmt.Errorf("consumer %s reads family %s too: rescale it in the same command (--consumer %s)", n, fam, n)
+			}
+		}
+	}
+	var out []*rescaleFamily
+	for _, name := range slices.Sorted(maps.Keys(families)) {
+		out = append(out, families[name])
+	}
+	return consumers, out, nil
+}
+
+// rescalable fails, naming a position in a .proto file, if the state of
+// consumer name of files can't be split by key.
+func rescalable(files []protoreflect.FileDescriptor, name string) error {
+	for _, f := range files {
+		var svc = f.Services().ByName(protoreflect.FullName(name).Name())
+		if svc == nil || svc.FullName() != protoreflect.FullName(name) {
+			continue
+		}
+		var c, err = ownership.Of(svc, nil)
+		if err != nil {
+			return err
+		} else if err = c.Err(); err != nil {
+			return fmt.Errorf("consumer %s can't be rescaled: %w", name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("consumer %s: its service is in none of the files", name)
+}
+
+// missing returns the names of the family's journals yet to create.
+func (fam *rescaleFamily) missing() []string {
+	var out []string
+	for _, j := range fam.journals {
+		if !fam.live[j.Name] {
+			out = append(out, j.Name.String())
+		}
+	}
+	return out
+}
+
+// read reads the consumer's shard specs from etcd, and how many partitions
+// it had before the rescale: the count of its shards not made by it.
+func (c *rescaleConsumer) read(ctx context.Context, etcd *clientv3.Client) error {
+	var prefix = c.prefix + allocator.ItemsPrefix
+	var resp, err = etcd.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("consumer %s: reading its shard specs under %s: %w", c.name, prefix, err)
+	}
+	c.live = make(map[pc.ShardID]liveSpec)
+	for _, kv := range resp.Kvs {
+		var spec = new(pc.ShardSpec)
+		if err = spec.Unmarshal(kv.Value); err != nil {
+			return fmt.Errorf("consumer %s: decoding the shard spec at %s: %w", c.name, kv.Key, err)
+		}
+		c.live[spec.Id] = liveSpec{spec: spec, key: string(kv.Key), modRevision: kv.ModRevision}
+		if spec.LabelSet.ValueOf(labelSplitNew) == "" {
+			c.from++
+		}
+	}
+	return nil
+}
+
+// check checks that the consumer's shards and families are as a rescale
+// from c.from to c.to partitions expects.
+func (c *rescaleConsumer) check(families []*rescaleFamily) error {
+	switch {
+	case c.from == 0:
+		return fmt.Errorf("consumer %s has no shards under %s: is its etcd prefix right (--consumer %s=PREFIX)?", c.name, c.prefix, c.name)
+	case c.to < c.from:
+		return fmt.Errorf("consumer %s has %d shards, but its .proto families have %d partitions: shrinking is not supported", c.name, c.from, c.to)
+	case c.to%c.from != 0:
+		return fmt.Errorf("consumer %s: %d partitions is not a multiple of its %d shards: the partitions of a rescale must be a multiple of today's", c.name, c.to, c.from)
+	}
+	for i := range c.from {
+		var id = c.specs.Shards[i].Id
+		var live, ok = c.live[id]
+		if !ok {
+			return fmt.Errorf("consumer %s: shard %s is missing (its shards are not those of %d partitions of the .proto files: were shard ids renamed, or their width changed?)", c.name, id, c.from)
+		} else if v := live.spec.LabelSet.ValueOf(runtime.LabelSplitTo); v != "" && v != strconv.Itoa(c.to) {
+			return fmt.Errorf("consumer %s: shard %s is being rescaled to %s partitions: finish that rescale first", c.name, id, v)
+		}
+	}
+	for _, fam := range families {
+		if !slices.Contains(c.specs.Families, fam.name) {
+			continue
+		}
+		for i, j := range fam.journals {
+			if i < c.from && !fam.live[j.Name] {
+				return fmt.Errorf("family %s: journal %s is missing, but consumer %s has %d shards reading partitions: the family's journals are not named as the .proto files say for %d partitions (did their width change?)",
+					fam.name, j.Name, c.name, c.from, c.to)
+			}
+		}
+		for name := range fam.live {
+			if !slices.ContainsFunc(fam.journals, func(j pb.JournalSpec) bool { return j.Name == name }) {
+				return fmt.Errorf("family %s has journal %s, which the .proto files do not name for %d partitions", fam.name, name, c.to)
+			}
+		}
+	}
+	return nil
+}
+
+// inProgress tells whether a shard of the consumer is labeled by a rescale.
+func (c *rescaleConsumer) inProgress() bool {
+	for _, l := range c.live {
+		if l.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != "" || l.spec.LabelSet.ValueOf(labelSplitNew) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// childSpec returns the spec of new shard q: as the .proto files say, with
+// the journals of its parent first, and labeled for its fork.
+func (c *rescaleConsumer) childSpec(q int) *pc.ShardSpec {
+	var spec = c.specs.Shards[q]
+	var parent = c.live[c.specs.Shards[q%c.from].Id].spec
+	var sources = slices.Clone(parent.Sources)
+	for _, src := range spec.Sources {
+		if !slices.ContainsFunc(sources, func(s pc.ShardSpec_Source) bool { return s.Journal == src.Journal }) {
+			sources = append(sources, pc.ShardSpec_Source{Journal: src.Journal})
+		}
+	}
+	spec.Sources = sources
+	spec.LabelSet = pb.LabelSet{Labels: slices.Clone(parent.LabelSet.Labels)} // A copy.
+	spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(c.to))
+	spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.Id.String())
+	spec.LabelSet.SetValue(labelSplitNew, "true")
+	return &spec
+}
+
+func sourceNames(spec *pc.ShardSpec) string {
+	var names []string
+	for _, s := range spec.Sources {
+		names = append(names, s.Journal.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// putSpec writes spec at key if its mod revision is still rev (0: if it
+// does not exist).
+func putSpec(ctx context.Context, etcd *clientv3.Client, key string, rev int64, spec *pc.ShardSpec) error {
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	var b, err = spec.Marshal()
+	if err != nil {
+		return err
+	}
+	resp, err := etcd.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpPut(key, string(b))).Commit()
+	if err != nil {
+		return fmt.Errorf("shard %s: writing its spec: %w", spec.Id, err)
+	} else if !resp.Succeeded {
+		return fmt.Errorf("shard %s: its spec changed meanwhile (revision %d expected): run the command again", spec.Id, rev)
+	}
+	return nil
+}
+
+// labelParents labels the shards the consumer had with the partitions to
+// split to. It reports whether it labeled any.
+func (c *rescaleConsumer) labelParents(ctx context.Context, etcd *clientv3.Client) (bool, error) {
+	var changed bool
+	for i := range c.from {
+		var live = c.live[c.specs.Shards[i].Id]
+		if live.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
+			continue
+		}
+		var spec = *live.spec
+		spec.LabelSet = pb.LabelSet{Labels: slices.Clone(spec.LabelSet.Labels)}
+		spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(c.to))
+		if err := putSpec(ctx, etcd, live.key, live.modRevision, &spec); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	return changed, nil
+}
+
+// createChildren creates the consumer's new shards which don't exist yet.
+func (c *rescaleConsumer) createChildren(ctx context.Context, etcd *clientv3.Client) error {
+	for q := c.from; q < c.to; q++ {
+		var spec = c.childSpec(q)
+		if _, ok := c.live[spec.Id]; ok {
+			continue
+		}
+		if err := putSpec(ctx, etcd, c.prefix+allocator.ItemsPrefix+spec.Id.String(), 0, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitPrimaries waits until every shard of the consumer has a primary
+// serving it, failing if one FAILED.
+func (c *rescaleConsumer) awaitPrimaries(ctx context.Context, etcd *clientv3.Client) error {
+	for {
+		var resp, err = etcd.Get(ctx, c.prefix+allocator.AssignmentsPrefix, clientv3.WithPrefix())
+		if err != nil {
+			return fmt.Errorf("consumer %s: reading its assignments: %w", c.name, err)
+		}
+		var primary = map[string]bool{}
+		for _, kv := range resp.Kvs {
+			// root/assign/item-id#zone#member-suffix#slot
+			var parts = strings.Split(strings.TrimPrefix(string(kv.Key), c.prefix+allocator.AssignmentsPrefix), "#")
+			if len(parts) != 4 {
+				continue
+			}
+			var status pc.ReplicaStatus
+			if err = status.Unmarshal(kv.Value); err != nil {
+				return fmt.Errorf("consumer %s: decoding assignment %s: %w", c.name, kv.Key, err)
+			}
+			switch {
+			case status.Code == pc.ReplicaStatus_FAILED:
+				return fmt.Errorf("consumer %s: shard %s FAILED on member %s: %s", c.name, parts[0], parts[2], strings.Join(status.Errors, "; "))
+			case parts[3] == "0" && status.Code == pc.ReplicaStatus_PRIMARY:
+				primary[parts[0]] = true
+			}
+		}
+		var waiting []string
+		for q := range c.to {
+			if id := c.specs.Shards[q].Id.String(); !primary[id] {
+				waiting = append(waiting, id)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if err = sleepCtx(ctx, 500*time.Millisecond); err != nil {
+			return fmt.Errorf("consumer %s: shards %s are not primary yet: %w (run the command again to go on waiting)", c.name, strings.Join(waiting, ", "), err)
+		}
+	}
+}
+
+// finish removes the labels of the rescale from the consumer's shards: those
+// split drop the rows they handed off.
+func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) error {
+	// Read again: the new shards were created since.
+	if err := c.read(ctx, etcd); err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.live)) {
+		var live = c.live[id]
+		if live.spec.LabelSet.ValueOf(runtime.LabelSplitTo) == "" && live.spec.LabelSet.ValueOf(labelSplitNew) == "" {
+			continue
+		}
+		var spec = *live.spec
+		spec.LabelSet = pb.LabelSet{Labels: slices.Clone(spec.LabelSet.Labels)}
+		spec.LabelSet.Remove(runtime.LabelSplitTo)
+		spec.LabelSet.Remove(labelSplitNew)
+		if err := putSpec(ctx, etcd, live.key, live.modRevision, &spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyJournals creates the journals of specs which don't exist, returning
+// how many it created.
+func applyJournals(ctx context.Context, jc pb.RoutedJournalClient, specs []pb.JournalSpec) (int, error) {
+	var req pb.ApplyRequest
+	for i := range specs {
+		var list, err = client.ListAllJournals(ctx, jc, pb.ListRequest{
+			Selector: pb.LabelSelector{Include: pb.MustLabelSet("name", specs[i].Name.String())}})
+		if err != nil {
+			return 0, fmt.Errorf("listing journal %s: %w", specs[i].Name, err)
+		} else if len(list.Journals) != 0 {
+			continue
+		}
+		req.Changes = append(req.Changes, pb.ApplyRequest_Change{Upsert: &specs[i]})
+	}
+	if len(req.Changes) == 0 {
+		return 0, nil
+	}
+	if _, err := client.ApplyJournals(ctx, jc, &req); err != nil {
+		return 0, fmt.Errorf("creating journals: %w", err)
+	}
+	return len(req.Changes), nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}

@@ -1,0 +1,443 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/labels"
+	"go.gazette.dev/core/message"
+
+	"github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
+)
+
+// A consumer with tables is rescaled, from n partitions of each family it
+// reads to M (a multiple of n), while it runs (`gazconsumer rescale`):
+//
+//  1. Its shards are labeled LabelSplitTo=M. At the end of its next
+//     transaction, each shard p splits its state: it moves the rows it
+//     no longer owns (whose partition keys map elsewhere among M
+//     partitions) to a hand-off area of its store, records that it owns
+//     index p of M, and marks its checkpoint (ForkCheckpointKey). From the
+//     next transaction on, it applies only the messages it owns.
+//  2. The families get their new journals; producers switch to them as
+//     they see them (partition.Watched).
+//  3. Each new shard q (LabelSplitFrom=p, reading p's journals and its own)
+//     starts from a copy of p's state played from p's recovery log: it
+//     keeps the hand-off rows it owns, and p's marked checkpoint, from which
+//     it reads p's journals again, applying only the messages it owns. So
+//     every message is applied once, by the one shard owning its key.
+//  4. Once every new shard serves, LabelSplitTo is removed, and the shards
+//     split drop their hand-off areas.
+
+// LabelSplitTo labels the shards of a consumer being rescaled: its value is
+// the count of partitions each family read is rescaled to.
+const LabelSplitTo = "gazconsumer.dev/split-to"
+
+// LabelSplitFrom labels a shard made by a rescale: its value is the id of
+// the shard whose state it starts from, and whose journals it reads too.
+const LabelSplitFrom = "gazconsumer.dev/split-from"
+
+// HandoffPrefix begins the keys of the rows which a shard split no longer
+// owns, kept (under HandoffPrefix and their own key) for the new shards
+// forked from it until the rescale ends. Tables never see them.
+const HandoffPrefix = "\x01gazconsumer/handoff/"
+
+// ForkCheckpointKey is the key of the checkpoint of a shard's split
+// transaction, from which the shards forked from it go on.
+const ForkCheckpointKey = "\x01gazconsumer/fork-checkpoint"
+
+// Ownership is which keys a shard split by a rescale owns: those whose
+// partition keys map to partition Index of Of (partition.Index).
+type Ownership struct {
+	Index int `json:"index"`
+	Of    int `json:"of"`
+}
+
+// ErrParentNotSplit is returned by Forker.Fork while the shard a new shard
+// is forked from has not yet committed its split.
+var ErrParentNotSplit = errors.New("the shard to fork from has not split its state yet")
+
+// Forker is implemented by Applications whose shards may be forked from
+// another's state by a rescale (runtime.Adapter is one).
+type Forker interface {
+	// NeedsFork tells whether the shard, labeled LabelSplitFrom, has still
+	// to be forked: its store holds no state of its own yet.
+	NeedsFork(Shard, Store) (bool, error)
+	// Fork builds the shard's first state in store, from the state of the
+	// shard it's split from, a copy of whose files is in dir (played from
+	// its recovery log), and commits it. It returns ErrParentNotSplit
+	// (wrapped) if that state is not split yet: the caller plays the log
+	// again later.
+	Fork(shard Shard, store Store, dir string) error
+}
+
+// ReadOnlyOpener is implemented by StoreOpeners which open a copy of a
+// store's files read-only (rocks.Opener does).
+type ReadOnlyOpener interface {
+	OpenReadOnly(dir string) (ReadCloser, error)
+}
+
+// ReadCloser is a Reader of a store's files opened read-only, whose Get
+// reads every key (the reserved ones too), and which is closed once read.
+type ReadCloser interface {
+	Reader
+	Close()
+}
+
+var _ Forker = (*Adapter[any, *Txn])(nil)
+
+// splitTo returns the count of partitions the shard's spec asks its
+// consumer to be rescaled to, or 0 if it asks none.
+func splitTo(spec *pc.ShardSpec) (int, error) {
+	var v = spec.LabelSet.ValueOf(LabelSplitTo)
+	if v == "" {
+		return 0, nil
+	}
+	var m, err = strconv.Atoi(v)
+	if err != nil || m < 1 {
+		return 0, fmt.Errorf("shard %s: label %s=%q is not a count of partitions", spec.Id, LabelSplitTo, v)
+	}
+	return m, nil
+}
+
+// ownIndex returns the index of the partition the shard reads as its own,
+// among the families' journals as listed now: that of the journal of the
+// largest index among its sources of a family (a shard split from another
+// reads the other's journals too, whose indices are smaller).
+func (g *partitionGuard) ownIndex(spec *pc.ShardSpec) (int, error) {
+	var index = -1
+	for _, family := range slices.Sorted(maps.Keys(g.lists)) {
+		var journals = g.lists[family]().Journals
+		var own = -1
+		for i, j := range journals {
+			for _, src := range spec.Sources {
+				if src.Journal == j.Spec.Name {
+					own = i
+				}
+			}
+		}
+		if own == -1 {
+			continue
+		} else if index != -1 && own != index {
+			return 0, fmt.Errorf("shard %s reads partition %d of family %s=%s, but partition %d of another: its sources are not one partition of each family",
+				spec.Id, own, labels.MessageType, family, index)
+		}
+		index = own
+	}
+	if index == -1 {
+		return 0, fmt.Errorf("shard %s reads no journal of the families of its consumer", spec.Id)
+	}
+	return index, nil
+}
+
+// owned reports whether the shard owns the message of env, when its state
+// was split: when its partition key maps to the index it owns.
+func (g *partitionGuard) owned(env message.Envelope) bool {
+	var k, ok = env.Message.(partition.Keyed)
+	if !ok {
+		return true
+	}
+	g.keyBuf = k.AppendPartitionKey(g.keyBuf[:0])
+	return partition.Index(g.keyBuf, g.filter.Of) == g.filter.Index
+}
+
+// putRecord writes the guard's record of the partitioning into kv.
+func (g *partitionGuard) putRecord(kv KV, id pc.ShardID) error {
+	var b, err = json.Marshal(g.built)
+	if err != nil {
+		return fmt.Errorf("shard %s: encoding its partitioning: %w", id, err)
+	} else if err = kv.Put([]byte(PartitioningKey), b); err != nil {
+		return fmt.Errorf("shard %s: recording its partitioning: %w", id, err)
+	}
+	return nil
+}
+
+// ownerOf returns the owner of the row stored under key among of
+// partitions, by the ownership of its table.
+func (a *Adapter[H, T]) ownerOf(key []byte, of int, buf *[]byte) (int, error) {
+	for i := range a.c.Tables {
+		var t = &a.c.Tables[i]
+		if bytes.Compare(key, t.Start) < 0 || bytes.Compare(key, t.End) >= 0 {
+			continue
+		} else if t.PartitionKey == nil {
+			return 0, fmt.Errorf("table %s has no partition key: %s", t.Name, t.Unowned)
+		}
+		var pk, err = t.PartitionKey((*buf)[:0], key)
+		if err != nil {
+			return 0, err
+		}
+		*buf = pk
+		return partition.Index(pk, of), nil
+	}
+	return 0, fmt.Errorf("key %x is of no table of the consumer", key)
+}
+
+// rescalable fails if the consumer's state can't be split by key.
+func (a *Adapter[H, T]) rescalable() error {
+	for _, in := range a.inputs {
+		if _, ok := in.New().(partition.Keyed); !ok {
+			return fmt.Errorf("consumer %s can't be rescaled: its messages %s have no partition key", a.c.Name, in.Name)
+		}
+	}
+	if len(a.c.Tables) == 0 {
+		return fmt.Errorf("consumer %s can't be rescaled: it was generated without the ownership of its tables' rows (regenerate it)", a.c.Name)
+	}
+	for _, t := range a.c.Tables {
+		if t.PartitionKey == nil {
+			return fmt.Errorf("consumer %s can't be rescaled: %s", a.c.Name, t.Unowned)
+		}
+	}
+	return nil
+}
+
+// split splits the state of the shard, at the end of its transaction, if
+// its spec asks for a rescale its state was not yet split for: the rows it
+// won't own go to the hand-off area, and the transaction's checkpoint is
+// marked for the new shards.
+func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard) error {
+	var spec = shard.Spec()
+	var m, err = splitTo(spec)
+	if err != nil || m == 0 {
+		return err
+	}
+	var of = g.ownedOf()
+	if m == of {
+		return nil // Split already.
+	} else if m%of != 0 {
+		return fmt.Errorf("shard %s: label %s=%d is not a multiple of the %d partitions its state was built under", spec.Id, LabelSplitTo, m, of)
+	} else if g.built.Handoff {
+		return fmt.Errorf("shard %s: can't split to %d partitions: the rescale to %d has not finished (the shard still keeps rows for the shards split from it)", spec.Id, m, of)
+	} else if err = a.rescalable(); err != nil {
+		return fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	var forker, ok = store.(interface{ ForkAtCommit(key []byte) })
+	if !ok {
+		return fmt.Errorf("shard %s: consumer %s can't be rescaled: store %T can't mark a checkpoint to fork from", spec.Id, a.c.Name, store)
+	}
+	var index = 0
+	if g.built.Owns != nil {
+		index = g.built.Owns.Index
+	} else if index, err = g.ownIndex(spec); err != nil {
+		return err
+	}
+
+	// The rows of every other partition move to the hand-off area.
+	type row struct{ key, value []byte }
+	var moved []row
+	var buf []byte
+	for _, t := range a.c.Tables {
+		var serr error
+		if err = kv.Scan(t.Start, t.End, func(key, value []byte) bool {
+			var owner int
+			if owner, serr = a.ownerOf(key, m, &buf); serr != nil {
+				return false
+			} else if owner != index {
+				moved = append(moved, row{bytes.Clone(key), bytes.Clone(value)})
+			}
+			return true
+		}); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return fmt.Errorf("shard %s: splitting table %s: %w", spec.Id, t.Name, err)
+		}
+	}
+	for _, r := range moved {
+		if err = kv.Put(append([]byte(HandoffPrefix), r.key...), r.value); err == nil {
+			err = kv.Delete(r.key)
+		}
+		if err != nil {
+			return fmt.Errorf("shard %s: moving row %x to the hand-off area: %w", spec.Id, r.key, err)
+		}
+	}
+	for family := range g.built.Families {
+		g.built.Families[family] = m
+	}
+	g.built.Owns, g.built.Handoff = &Ownership{Index: index, Of: m}, true
+	if err = g.putRecord(kv, spec.Id); err != nil {
+		return err
+	}
+	forker.ForkAtCommit([]byte(ForkCheckpointKey))
+	slog.Info("shard split its state for a rescale", "shard", spec.Id, "consumer", a.c.Name,
+		"owns", index, "of", m, "handedOff", len(moved))
+	return nil
+}
+
+// dropHandoff deletes the hand-off area of a shard whose rescale has ended
+// (its spec has no LabelSplitTo), if it has one.
+func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error {
+	if !g.built.Handoff || shard.Spec().LabelSet.ValueOf(LabelSplitTo) != "" {
+		return nil
+	}
+	var keys [][]byte
+	var start = []byte(HandoffPrefix)
+	if err := kv.Scan(start, keyenc.PrefixEnd(start), func(key, _ []byte) bool {
+		keys = append(keys, bytes.Clone(key))
+		return true
+	}); err != nil {
+		return fmt.Errorf("shard %s: reading its hand-off area: %w", shard.Spec().Id, err)
+	}
+	keys = append(keys, []byte(ForkCheckpointKey))
+	for _, k := range keys {
+		if err := kv.Delete(k); err != nil {
+			return fmt.Errorf("shard %s: dropping its hand-off area: %w", shard.Spec().Id, err)
+		}
+	}
+	g.built.Handoff = false
+	slog.Info("shard dropped the rows it handed off in a rescale", "shard", shard.Spec().Id, "rows", len(keys)-1)
+	return g.putRecord(kv, shard.Spec().Id)
+}
+
+// NeedsFork tells whether the shard, labeled LabelSplitFrom, is still to be
+// forked: its store has no record of a partitioning.
+func (a *Adapter[H, T]) NeedsFork(shard Shard, store Store) (bool, error) {
+	var kvs, ok = store.(KVStore)
+	if !ok || a.c.NewTxn == nil {
+		return false, fmt.Errorf("shard %s: consumer %s has no tables: its shards can't be forked", shard.Spec().Id, a.c.Name)
+	}
+	var _, found, err = kvs.KV().Get([]byte(PartitioningKey))
+	if err != nil {
+		return false, fmt.Errorf("shard %s: reading its partitioning: %w", shard.Spec().Id, err)
+	}
+	return !found, nil
+}
+
+// Fork builds the first state of the shard from that of the shard it is
+// split from, whose files (played from its recovery log) are in dir: the
+// rows it handed off which this shard owns, and its checkpoint as of its
+// split, from which this shard reads its journals again. It commits them
+// to store.
+func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
+	var spec = shard.Spec()
+	var opener, ok = a.stores.(ReadOnlyOpener)
+	if !ok {
+		return fmt.Errorf("shard %s: consumer %s's stores (%T) can't be opened read-only to fork from", spec.Id, a.c.Name, a.stores)
+	}
+	var parent, err = opener.OpenReadOnly(dir)
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	defer parent.Close()
+	return a.fork(shard, store, parent)
+}
+
+// fork is Fork, from parent's state.
+func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
+	var spec = shard.Spec()
+	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
+	var m, err = splitTo(spec)
+	if err != nil {
+		return err
+	} else if m == 0 {
+		return fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, from, LabelSplitTo)
+	} else if err = a.rescalable(); err != nil {
+		return fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	var kvs, ok = store.(KVStore)
+	if !ok {
+		return a.notKV(store)
+	}
+	var kv = kvs.KV()
+
+	var pb_, found, gerr = parent.Get([]byte(PartitioningKey))
+	var parentRec Partitioning
+	switch {
+	case gerr != nil:
+		return fmt.Errorf("shard %s: reading the partitioning of shard %s: %w", spec.Id, from, gerr)
+	case !found:
+		return fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
+	}
+	if err = json.Unmarshal(pb_, &parentRec); err != nil {
+		return fmt.Errorf("shard %s: decoding the partitioning of shard %s (%q): %w", spec.Id, from, pb_, err)
+	} else if parentRec.Owns == nil || parentRec.Owns.Of != m || !parentRec.Handoff {
+		return fmt.Errorf("shard %s: %w: shard %s's state is as of %s", spec.Id, ErrParentNotSplit, from, pb_)
+	}
+	cpb, found, gerr := parent.Get([]byte(ForkCheckpointKey))
+	var cp pc.Checkpoint
+	if gerr != nil || !found {
+		return fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from (found %t): %v", spec.Id, from, found, gerr)
+	} else if err = cp.Unmarshal(cpb); err != nil {
+		return fmt.Errorf("shard %s: decoding the checkpoint of shard %s's split: %w", spec.Id, from, err)
+	}
+	// The acknowledgements of the parent's transaction are its own to
+	// write.
+	cp.AckIntents = nil
+
+	var g = &partitionGuard{store: store, lists: make(map[string]message.PartitionsFunc)}
+	for _, in := range a.inputs {
+		g.lists[in.Name] = a.families.of(a.journals, in.Name)
+	}
+	index, err := g.ownIndex(spec)
+	if err != nil {
+		return err
+	}
+	var kept, buf = 0, []byte(nil)
+	var start = []byte(HandoffPrefix)
+	var serr error
+	if err = parent.Scan(start, keyenc.PrefixEnd(start), func(key, value []byte) bool {
+		var rowKey = key[len(HandoffPrefix):]
+		var owner int
+		if owner, serr = a.ownerOf(rowKey, m, &buf); serr != nil {
+			return false
+		} else if owner == index {
+			kept++
+			serr = kv.Put(rowKey, value)
+		}
+		return serr == nil
+	}); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
+	}
+	g.built = Partitioning{Families: maps.Clone(parentRec.Families), Mapping: MappingVersion, Owns: &Ownership{Index: index, Of: m}}
+	if err = g.putRecord(kv, spec.Id); err != nil {
+		return err
+	}
+	var commit = store.StartCommit(shard, cp, nil)
+	if err = commit.Err(); err != nil {
+		return fmt.Errorf("shard %s: committing the state forked from shard %s: %w", spec.Id, from, err)
+	}
+	slog.Info("shard forked from another's state", "shard", spec.Id, "from", from, "rows", kept,
+		"owns", index, "of", m, "readThrough", pc.FlattenReadThrough(cp))
+	return nil
+}
+
+// ownedOf returns the count of partitions the shard's ownership is of: that
+// of its split, or else the count its families had when its state was built.
+func (g *partitionGuard) ownedOf() int {
+	if g.built.Owns != nil {
+		return g.built.Owns.Of
+	}
+	var of = 0
+	for _, n := range g.built.Families {
+		of = max(of, n)
+	}
+	return max(of, 1)
+}
+
+// Inherits reports whether shard spec, made by a rescale from shard parent,
+// reads journal as inherited from parent (which reads it too) rather than
+// as its own partition. Queries route a key to the shard owning its
+// partition's journal; a shard made by a rescale reads its inherited
+// journals before its own.
+func Inherits(spec *pc.ShardSpec, journal pb.Journal, parent *pc.ShardSpec) bool {
+	if parent == nil || spec.LabelSet.ValueOf(LabelSplitFrom) != parent.Id.String() {
+		return false
+	}
+	for _, src := range parent.Sources {
+		if src.Journal == journal {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
+	"go.gazette.dev/core/allocator"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+)
+
+// forkRetry bounds the wait between plays of the log of a shard not yet
+// split, which a shard made by a rescale forks from.
+const forkRetry = 5 * time.Second
+
+// forkIfNew builds the first state of a shard made by a rescale (labeled
+// runtime.LabelSplitFrom) from that of the shard it's split from, unless
+// its store has a state already: it plays the other's recovery log into a
+// directory beside dir, without fencing it, and hands it to the
+// application's Fork. Until the other shard has committed its split, it
+// plays the log again, every few seconds.
+func (s *shard) forkIfNew(dir string, store runtime.Store) error {
+	var spec = s.Spec()
+	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
+	if from == "" {
+		return nil
+	}
+	var forker, ok = s.svc.cfg.App.(runtime.Forker)
+	if !ok {
+		return fmt.Errorf("shard %s: labeled %s=%s, but application %T can't fork shards", spec.Id, runtime.LabelSplitFrom, from, s.svc.cfg.App)
+	}
+	if need, err := forker.NeedsFork(s, store); err != nil || !need {
+		return err
+	}
+	var wait = 250 * time.Millisecond
+	for {
+		var err = s.fork(dir+"-fork", store, forker, from)
+		if err == nil {
+			return nil
+		} else if !errors.Is(err, runtime.ErrParentNotSplit) {
+			return err
+		}
+		slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err)
+		select {
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, forkRetry)
+	}
+}
+
+// fork plays the recovery log of shard from into dir, and forks store from
+// it.
+func (s *shard) fork(dir string, store runtime.Store, forker runtime.Forker, from pc.ShardID) error {
+	var spec = s.Spec()
+	var parent = s.svc.shardSpec(from)
+	if parent == nil {
+		return fmt.Errorf("shard %s: %w: shard %s (label %s) does not exist", spec.Id, runtime.ErrParentNotSplit, from, runtime.LabelSplitFrom)
+	}
+	var log = parent.RecoveryLog()
+	if log == "" {
+		return fmt.Errorf("shard %s: shard %s to fork from has no recovery log", spec.Id, from)
+	}
+	var all, err = recoverylog.FetchHints(s.ctx, s.svc.cfg.Etcd, parent.HintPrimaryKey(), int(parent.HintBackups)+1)
+	if err != nil {
+		return fmt.Errorf("shard %s: hints of shard %s to fork from: %w", spec.Id, from, err)
+	}
+	if err = os.RemoveAll(dir); err == nil {
+		err = os.MkdirAll(dir, 0o750)
+	}
+	if err != nil {
+		return fmt.Errorf("shard %s: directory to fork in: %w", spec.Id, err)
+	}
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			slog.Warn("removing the directory of a fork", "shard", spec.Id, "dir", dir, "err", err)
+		}
+	}()
+	var started = time.Now()
+	var player = recoverylog.NewPlayer(s.svc.cfg.Journals, log, dir, s.author())
+	player.DoNotProxy = s.svc.cfg.DirectFragmentReads
+	if err = player.PlayToWriteHead(s.ctx, all[0]); err != nil {
+		return fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
+	}
+	if err = forker.Fork(s, store, dir); err != nil {
+		return err
+	}
+	slog.Info("shard forked", "shard", spec.Id, "from", from, "log", log,
+		"bytesRead", player.BytesRead(), "took", time.Since(started))
+	return nil
+}
+
+// shardSpec returns the spec of shard id, or nil if there is none.
+func (svc *Service) shardSpec(id pc.ShardID) *pc.ShardSpec {
+	svc.ks.Mu.RLock()
+	defer svc.ks.Mu.RUnlock()
+	if i, ok := svc.ks.KeyValues.Search(allocator.ItemKey(svc.ks, id.String())); ok {
+		return svc.ks.KeyValues[i].Decoded.(allocator.Item).ItemValue.(*pc.ShardSpec)
+	}
+	return nil
+}
+
+// inheritedHeads returns, for a shard made by a rescale, the write heads of
+// the journals it reads as inherited from the shard it's split from (which
+// reads them too). Its own journals are read only once it has read those
+// through these heads: a key's messages written before producers switched
+// to its new partition are applied before those written after.
+func (s *shard) inheritedHeads(ctx context.Context, spec *pc.ShardSpec) (map[pb.Journal]pb.Offset, error) {
+	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
+	if from == "" {
+		return nil, nil
+	}
+	var parent = s.svc.shardSpec(from)
+	if parent == nil {
+		return nil, fmt.Errorf("shard %s: shard %s it's split from (label %s) does not exist", spec.Id, from, runtime.LabelSplitFrom)
+	}
+	var heads = make(map[pb.Journal]pb.Offset)
+	for _, src := range spec.Sources {
+		if !runtime.Inherits(spec, src.Journal, parent) {
+			continue
+		}
+		var head, err = source.WriteHead(ctx, s.svc.cfg.Journals, src.Journal)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+		}
+		heads[src.Journal] = head
+	}
+	return heads, nil
+}
