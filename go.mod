@@ -3,6 +3,7 @@ module github.com/gazconsumer/gazconsumer
 go 1.26.0
 
 require (
+	github.com/chromedp/chromedp v0.23.1
 	github.com/dave/jennifer v1.7.1
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/prometheus/client_golang v1.23.2
@@ -18,6 +19,8 @@ require (
 )
 
 require (
+	github.com/chromedp/cdproto v0.160.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/ryszard/goskiplist v0.0.0-20150312221310-2dfbae5fcf46 // indirect
 	go.shabbyrobe.org/gocovmerge v0.0.0-20230507111327-fa4f82cfbf4d // indirect
 	golang.org/x/tools v0.51.0 // indirect

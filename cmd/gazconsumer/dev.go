@@ -8,11 +8,14 @@ import (
 	"github.com/gazconsumer/gazconsumer/internal/logformat"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/console"
 	"github.com/gazconsumer/gazconsumer/devstack"
+	"github.com/gazconsumer/gazconsumer/internal/clientflags"
 	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/spf13/cobra"
 )
@@ -28,6 +31,8 @@ type devFlags struct {
 	envFile    string
 	tls        bool
 	authKeys   string
+	// consolePort is the loopback port of the web console; -1 runs none.
+	consolePort int
 }
 
 // logOutput is where dev logs: standard error, but in tests.
@@ -59,6 +64,7 @@ brokers persist their journal fragments before exiting.`,
 	cmd.Flags().StringVar(&f.logFormat, "log-format", envOr("LOG_FORMAT", "text"), "log format of the stack's logs (etcd's and Gazette's included): json (a JSON object a line), text or color (text) (env LOG_FORMAT)")
 	cmd.Flags().StringVar(&f.envFile, "env-file", "", "also write the gazctl environment to this file, as shell exports")
 	cmd.Flags().BoolVar(&f.tls, "tls", false, "serve etcd and the brokers over mutual TLS, with a CA and certificates made under --dir/tls; the environment printed has gazctl and members use them")
+	cmd.Flags().IntVar(&f.consolePort, "console-port", 8090, "loopback port of the web console (gazconsumer console) of the stack; if it is taken, any free port; -1 runs none")
 	cmd.Flags().StringVar(&f.authKeys, "auth-keys", "", "Gazette authorization keys (base64, comma-separated; \"generate\" makes one): brokers and members refuse requests not signed by them; the environment printed has gazctl and members sign with them")
 	return cmd
 }
@@ -129,6 +135,15 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 		}
 	}
 
+	var consoleURL string
+	if f.consolePort >= 0 {
+		var stop func()
+		if consoleURL, stop, err = startDevConsole(ctx, stack, f.consolePort); err != nil {
+			return err
+		}
+		defer stop() // Before the stack closes.
+	}
+
 	var env = devEnv(stack)
 	var brokers []string
 	for _, b := range stack.Brokers() {
@@ -141,6 +156,9 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	for _, b := range stack.Brokers() {
 		fmt.Fprintf(out, "  broker:  %s (%s)\n", b.Endpoint(), b.ID().Suffix)
 	}
+	if consoleURL != "" {
+		fmt.Fprintf(out, "  console: %s\n", consoleURL)
+	}
 	fmt.Fprintf(out, "\nTo use gazctl against this stack:\n\n%s\nPress Ctrl-C to stop.\n", env)
 
 	if f.envFile != "" {
@@ -151,6 +169,44 @@ func runDev(ctx context.Context, out io.Writer, f devFlags) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// startDevConsole serves the web console of stack on loopback port (or,
+// if it is taken, any free port), and returns its URL and the function
+// stopping it. It calls members as the environment of devEnv has them
+// called: with the stack's certificate and authorization keys.
+func startDevConsole(ctx context.Context, stack *devstack.Stack, port int) (string, func(), error) {
+	var flags clientflags.MemberFlags
+	if files, ok := stack.TLS(); ok {
+		flags.CertFile, flags.CertKeyFile, flags.TrustedCAFile = files.CertFile, files.KeyFile, files.CAFile
+	}
+	flags.AuthKeys = stack.AuthKeys()
+	var sec, err = flags.Security()
+	if err != nil {
+		return "", nil, fmt.Errorf("the console: %w", err)
+	}
+	c, err := console.New(console.Config{Etcd: stack.Etcd(), Journals: stack.Journals(), Members: sec})
+	if err != nil {
+		return "", nil, err
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		slog.Warn("the console's port is taken: serving it on another", "port", port, "err", err)
+		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			c.Close()
+			return "", nil, fmt.Errorf("the console: %w", err)
+		}
+	}
+	var serveCtx, cancel = context.WithCancel(ctx)
+	var done = make(chan struct{})
+	go func() {
+		defer close(done)
+		defer c.Close()
+		if err := c.Serve(serveCtx, l); err != nil {
+			slog.Error("the console stopped", "err", err)
+		}
+	}()
+	return fmt.Sprintf("http://%s/", l.Addr()), func() { cancel(); <-done }, nil
 }
 
 // devEnv is the shell environment under which gazctl (and gazconsumer

@@ -13,5 +13,6 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newDevCmd(), newEtcdCmd(), newShardsCmd(), newBreakingCmd(), newRescaleCmd())
 	root.AddCommand(newSpecsCmd())
+	root.AddCommand(newConsoleCmd())
 	return root
 }

@@ -109,11 +109,17 @@ func (f Flags) Brokers() (pb.RoutedJournalClient, *grpc.ClientConn, error) {
 // BrokerAuth returns what authorizes requests to brokers: tokens signed with
 // the first of keys, or else the bearer token, or else nil.
 func BrokerAuth(keys, token string) (pb.Authorizer, error) {
+	return authOf("broker.auth-keys", keys, token)
+}
+
+// authOf returns tokens signed with the first of keys, or else the bearer
+// token, or else nil, naming keysFlag in its error.
+func authOf(keysFlag, keys, token string) (pb.Authorizer, error) {
 	switch {
 	case keys != "":
 		var a, err = auth.NewKeyedAuth(keys)
 		if err != nil {
-			return nil, fmt.Errorf("--broker.auth-keys: %w", err)
+			return nil, fmt.Errorf("--%s: %w", keysFlag, err)
 		}
 		return a, nil
 	case token != "":
@@ -153,4 +159,37 @@ func env(name, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+// MemberFlags reach the members of consumer groups, named as gazctl's
+// --consumer.* flags (with the same environment variables): the client
+// certificate presented to members serving mutual TLS, the CA their
+// certificates are signed by, and the keys signing the authorization of
+// calls.
+type MemberFlags struct {
+	CertFile, CertKeyFile, TrustedCAFile string
+	// AuthKeys sign calls to members; AuthToken is a bearer token sent
+	// instead.
+	AuthKeys, AuthToken string
+}
+
+// Register adds the flags to fs, with defaults from the environment.
+func (f *MemberFlags) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.CertFile, "consumer.cert-file", env("CONSUMER_CERT_FILE", ""), "path to the client TLS certificate for members (env CONSUMER_CERT_FILE)")
+	fs.StringVar(&f.CertKeyFile, "consumer.cert-key-file", env("CONSUMER_CERT_KEY_FILE", ""), "path to the client TLS private key for members (env CONSUMER_CERT_KEY_FILE)")
+	fs.StringVar(&f.TrustedCAFile, "consumer.trusted-ca-file", env("CONSUMER_TRUSTED_CA_FILE", ""), "path to the CA that members' server certificates must be signed by (env CONSUMER_TRUSTED_CA_FILE)")
+	fs.StringVar(&f.AuthKeys, "consumer.auth-keys", env("CONSUMER_AUTH_KEYS", ""), "whitespace- or comma-separated base64 keys; the first signs the authorization tokens of calls to members (env CONSUMER_AUTH_KEYS)")
+	fs.StringVar(&f.AuthToken, "consumer.auth-token", env("CONSUMER_AUTH_TOKEN", ""), "bearer token of calls to members, if not signed with --consumer.auth-keys (env CONSUMER_AUTH_TOKEN)")
+}
+
+// Security returns the TLS and authorization of calls to members that f
+// configures.
+func (f MemberFlags) Security() (brokerconn.Security, error) {
+	var sec brokerconn.Security
+	var err error
+	if sec.TLS, err = BuildTLS("consumer.cert-file", "consumer.cert-key-file", f.CertFile, f.CertKeyFile, f.TrustedCAFile); err != nil {
+		return sec, err
+	}
+	sec.Auth, err = authOf("consumer.auth-keys", f.AuthKeys, f.AuthToken)
+	return sec, err
 }
