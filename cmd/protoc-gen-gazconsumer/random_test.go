@@ -498,9 +498,26 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 	}
 	var opts []string
 	var consumerTables []ref
-	if len(tables) != 0 && r.IntN(4) != 0 {
-		var ts []string
+	inputs := journals[:1+r.IntN(len(journals))]
+	if pk := rf.partitionKeys[inputs[0].name]; inputs[0].pkg == rf.pkg && pk != nil && r.IntN(3) == 0 {
+		// A rescalable consumer: of its first input alone (or, at times,
+		// of others, whose partition keys may differ), and of a table
+		// carrying that input's partition key (and, at times, of others,
+		// which may lack it).
+		if r.IntN(4) != 0 {
+			inputs = inputs[:1]
+		}
+		consumerTables = append(consumerTables, ref{rf.pkg, rf.ownedTable(r, b, pk, usedMsgs)})
+		if len(tables) != 0 && r.IntN(4) == 0 {
+			consumerTables = append(consumerTables, tables[r.IntN(len(tables))])
+		}
+		opts = append(opts, "rescalable: true")
+	}
+	if len(tables) != 0 && consumerTables == nil && r.IntN(4) != 0 {
 		consumerTables = tables[:1+r.IntN(len(tables))]
+	}
+	if consumerTables != nil {
+		var ts []string
 		for _, t := range consumerTables {
 			ts = append(ts, `"`+qualify(t)+`"`)
 		}
@@ -518,9 +535,7 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 	}
 	fmt.Fprintf(b, "service %s {\n  option (gazconsumer.v1.consumer) = {%s};\n", name, strings.Join(opts, ", "))
 	usedRPCs := map[string]bool{}
-	var inputs []ref
-	for _, j := range journals[:1+r.IntN(len(journals))] {
-		inputs = append(inputs, j)
+	for _, j := range inputs {
 		short := j.name[strings.LastIndex(j.name, ".")+1:]
 		rpc := "On" + short
 		if r.IntN(4) == 0 {
@@ -536,6 +551,37 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 	if len(consumerTables) != 0 && r.IntN(3) != 0 {
 		rf.queries(r, b, name, consumerTables[r.IntN(len(consumerTables))], inputs, usedMsgs)
 	}
+}
+
+// ownedTable writes a table whose key carries the fields of partition key
+// pk (of a journal message of rf), in another order, perhaps descending,
+// among a field of its own, and returns its name.
+func (rf *randomFile) ownedTable(r *rand.Rand, b *strings.Builder, pk []fieldDecl, usedMsgs map[string]bool) string {
+	name := "Owned" + pick(r, randomMessageNames)
+	for usedMsgs[name] {
+		name += "X"
+	}
+	usedMsgs[name] = true
+	fields := slices.Clone(pk)
+	r.Shuffle(len(fields), func(i, j int) { fields[i], fields[j] = fields[j], fields[i] })
+	if r.IntN(2) == 0 {
+		i := r.IntN(len(fields) + 1)
+		fields = slices.Insert(fields, i, fieldDecl{"seq_no", rf.field(r, "int64", "seq_no", 1, true)})
+	}
+	var keys, decls []string
+	for i, f := range fields {
+		desc := ""
+		if r.IntN(3) == 0 {
+			desc = ", descending: true"
+		}
+		keys = append(keys, `{field: "`+f.name+`"`+desc+`}`)
+		decls = append(decls, f.renumbered(i+1))
+	}
+	fmt.Fprintf(b, "message %s {\n  option (gazconsumer.v1.message).table = {key: [%s]};\n%s}\n\n", name, strings.Join(keys, ", "), strings.Join(decls, ""))
+	rf.msgs = append(rf.msgs, "."+rf.pkg+"."+name)
+	rf.tables = append(rf.tables, name)
+	rf.keys[name] = fields
+	return name
 }
 
 // queries writes a queries service of consumer, reading its table t, of

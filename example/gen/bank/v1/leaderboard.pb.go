@@ -301,10 +301,10 @@ const file_gazconsumer_example_bank_v1_leaderboard_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"n\n" +
 	"\vTopResponse\x127\n" +
 	"\x05ranks\x18\x01 \x03(\v2!.gazconsumer.example.bank.v1.RankR\x05ranks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xdd\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xdf\x01\n" +
 	"\vLeaderboard\x12W\n" +
-	"\x10OnBalanceChanged\x12+.gazconsumer.example.bank.v1.BalanceChanged\x1a\x16.google.protobuf.Empty\x1au\x92\xb6\x1cq\x12\bStanding\x12\x04Rank\"\x04\x12\x02\b\x01*Y\x12\x19bank/recovery/leaderboard\x1a\x1f/gazette/hints/bank/leaderboard*\x1b\b\x01\x12\x17\b\x80\x80\x80\x02\x12\bfile:///\"\x02\b\n" +
-	"*\x02\b<2\x91\x01\n" +
+	"\x10OnBalanceChanged\x12+.gazconsumer.example.bank.v1.BalanceChanged\x1a\x16.google.protobuf.Empty\x1aw\x92\xb6\x1cs\x12\bStanding\x12\x04Rank\"\x04\x12\x02\b\x01*Y\x12\x19bank/recovery/leaderboard\x1a\x1f/gazette/hints/bank/leaderboard*\x1b\b\x01\x12\x17\b\x80\x80\x80\x02\x12\bfile:///\"\x02\b\n" +
+	"*\x02\b<0\x012\x91\x01\n" +
 	"\x12LeaderboardQueries\x12h\n" +
 	"\x03Top\x12'.gazconsumer.example.bank.v1.TopRequest\x1a(.gazconsumer.example.bank.v1.TopResponse\"\x0e\x92\xb6\x1c\n" +
 	"\n" +

@@ -157,6 +157,14 @@ var gazconsumerLeaderboardConsumer = &runtime.Consumer[LeaderboardHandler, *Lead
 		}
 	},
 	FinalizeTxn: LeaderboardHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{
+		gazconsumerStandingTable.Owned(func(k *StandingKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+		gazconsumerRankTable.Owned(func(k *RankKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+	},
 }
 
 // gazconsumerLeaderboardQueriesService describes queries service

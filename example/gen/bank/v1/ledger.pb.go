@@ -444,12 +444,12 @@ const file_gazconsumer_example_bank_v1_ledger_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"5\n" +
 	"\x12GetActivityRequest\x12\x1f\n" +
 	"\vcustomer_id\x18\x01 \x01(\tR\n" +
-	"customerId2\xa6\x02\n" +
+	"customerId2\xa8\x02\n" +
 	"\x06Ledger\x12E\n" +
 	"\aOnOrder\x12\".gazconsumer.example.bank.v1.Order\x1a\x16.google.protobuf.Empty\x12I\n" +
-	"\tOnPayment\x12$.gazconsumer.example.bank.v1.Payment\x1a\x16.google.protobuf.Empty\x1a\x89\x01\x92\xb6\x1c\x84\x01\x12\aBalance\x12\x10CustomerActivity\x1a\x10\n" +
+	"\tOnPayment\x12$.gazconsumer.example.bank.v1.Payment\x1a\x16.google.protobuf.Empty\x1a\x8b\x01\x92\xb6\x1c\x86\x01\x12\aBalance\x12\x10CustomerActivity\x1a\x10\n" +
 	"\x0eBalanceChanged\"\x04\x12\x02\b\x01*O\x12\x14bank/recovery/ledger\x1a\x1a/gazette/hints/bank/ledger*\x1b\b\x01\x12\x17\b\x80\x80\x80\x02\x12\bfile:///\"\x02\b\n" +
-	"*\x02\b<2\xa3\x03\n" +
+	"*\x02\b<0\x012\xa3\x03\n" +
 	"\rLedgerQueries\x12s\n" +
 	"\n" +
 	"GetBalance\x12..gazconsumer.example.bank.v1.GetBalanceRequest\x1a$.gazconsumer.example.bank.v1.Balance\"\x0f\x92\xb6\x1c\v\n" +

@@ -161,6 +161,14 @@ var gazconsumerLedgerConsumer = &runtime.Consumer[LedgerHandler, *LedgerTxn]{
 		}
 	},
 	FinalizeTxn: LedgerHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{
+		gazconsumerBalanceTable.Owned(func(k *BalanceKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+		gazconsumerCustomerActivityTable.Owned(func(k *CustomerActivityKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+	},
 }
 
 // gazconsumerLedgerQueriesService describes queries service
