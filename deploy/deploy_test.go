@@ -76,6 +76,10 @@ func TestManifests(t *testing.T) {
 	})
 	sub("Dockerfile", func(c *checker) { c.checkDockerfile() })
 	sub("BrokerGatewayFenced", func(c *checker) { c.checkBrokerGatewayFenced() })
+	sub("MemberMemory", func(c *checker) { c.forContainers(c.checkMemory) })
+	sub("MemberMemoryCatchesMistakes", func(c *checker) { c.checkMemoryCatchesMistakes() })
+	sub("MemberDisruptions", func(c *checker) { c.forWorkloads(c.checkDisruptions) })
+	sub("MemberDisruptionsCatchMistakes", func(c *checker) { c.checkDisruptionsCatchMistakes() })
 }
 
 // ---- Rendering and decoding ------------------------------------------------
@@ -180,9 +184,10 @@ type container struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
-	ReadinessProbe *probe `yaml:"readinessProbe"`
-	LivenessProbe  *probe `yaml:"livenessProbe"`
-	StartupProbe   *probe `yaml:"startupProbe"`
+	Resources      resources `yaml:"resources"`
+	ReadinessProbe *probe    `yaml:"readinessProbe"`
+	LivenessProbe  *probe    `yaml:"livenessProbe"`
+	StartupProbe   *probe    `yaml:"startupProbe"`
 	VolumeMounts   []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
@@ -195,6 +200,7 @@ type podSpec struct {
 	SecurityContext               struct {
 		RunAsUser *int64 `yaml:"runAsUser"`
 	} `yaml:"securityContext"`
+	Affinity       *affinity   `yaml:"affinity"`
 	InitContainers []container `yaml:"initContainers"`
 	Containers     []container `yaml:"containers"`
 	Volumes        []volume    `yaml:"volumes"`
@@ -205,6 +211,7 @@ type workload struct {
 	doc  *document
 	Spec struct {
 		ServiceName string `yaml:"serviceName"`
+		Replicas    *int   `yaml:"replicas"`
 		Template    struct {
 			Metadata meta    `yaml:"metadata"`
 			Spec     podSpec `yaml:"spec"`
@@ -242,6 +249,7 @@ type manifests struct {
 	configMaps map[string]*dataObject // By namespace/name.
 	secrets    map[string]*dataObject // By namespace/name.
 	policies   []*networkPolicy
+	pdbs       []*disruptionBudget
 }
 
 type labelSelector struct {
@@ -352,6 +360,10 @@ func render(t *testing.T, root string) *manifests {
 			var s = &service{doc: d}
 			decodeAs(t, d, s)
 			m.services = append(m.services, s)
+		case "PodDisruptionBudget":
+			var p = &disruptionBudget{doc: d}
+			decodeAs(t, d, p)
+			m.pdbs = append(m.pdbs, p)
 		case "NetworkPolicy":
 			var p = &networkPolicy{doc: d}
 			decodeAs(t, d, p)
@@ -1189,7 +1201,7 @@ func (c *checker) checkBrokerGatewayFenced() {
 	}
 }
 
-var prefixedEnv = regexp.MustCompile(`^(ETCD|BROKER|CONSUMER|LOG)_`)
+var prefixedEnv = regexp.MustCompile(`^(ETCD|BROKER|CONSUMER|LOG|ROCKSDB)_`)
 
 // checkFlagsAndEnv checks that the flags and environment variables of a
 // container running a consumer, gazctl or gazette are ones it knows, and
@@ -1231,6 +1243,8 @@ func (c *checker) checkFlagsAndEnv(cr containerRef) {
 			c.fail(d, field, "%s is not the variable of a flag of %s", e.Name, h.name)
 		case broker:
 			// Gazette's base sets variables of its own (NODE_NAME, SDKs').
+		case isConsumer(cr) && slices.Contains(goRuntimeEnv, e.Name):
+			// The Go runtime's (GOMEMLIMIT: see checkMemory).
 		case prefixedEnv.MatchString(e.Name):
 			c.fail(d, field, "%s is not the variable of a flag of %s", e.Name, h.name)
 		case !usesVar(cr.c, e.Name, r.script):
