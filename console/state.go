@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -197,7 +198,7 @@ func (c *Console) reflectFiles(ctx context.Context, ep pb.Endpoint) (*protoregis
 		if err != nil {
 			return nil, fmt.Errorf("server reflection of member %s: %w", ep, err)
 		} else if e := resp.GetErrorResponse(); e != nil {
-			return nil, fmt.Errorf("server reflection of member %s: %s", ep, e.ErrorMessage)
+			return nil, &reflectionError{member: ep, asked: req.String(), code: codes.Code(e.ErrorCode), message: e.ErrorMessage}
 		}
 		return resp, nil
 	}
@@ -221,31 +222,42 @@ func (c *Console) reflectFiles(ctx context.Context, ep pb.Endpoint) (*protoregis
 			continue // gRPC's own: health, reflection, channelz.
 		}
 		var r, err = ask(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: svc.Name}})
-		if err != nil {
+		var notServed *reflectionError
+		if errors.As(err, &notServed) {
+			// Gazette's Shard API, whose gogo descriptors reflection does
+			// not serve: not a queries service.
+			slog.Debug("console: a service's descriptors are not served by reflection", "member", ep, "service", svc.Name, "err", err)
+			continue
+		} else if err != nil {
 			return nil, err
 		} else if err = add(r); err != nil {
 			return nil, err
 		}
 	}
 	// Dependencies the server did not send (it sends each file once a
-	// stream).
+	// stream), but those it does not serve: queries services are of
+	// protobuf-go's descriptors, which it serves whole.
+	var unserved = make(map[string]bool)
 	for missing := true; missing; {
 		missing = false
 		for _, fd := range files {
 			for _, dep := range fd.GetDependency() {
-				if _, ok := files[dep]; ok {
+				if _, ok := files[dep]; ok || unserved[dep] {
 					continue
 				}
-				missing = true
 				var r, err = ask(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_FileByFilename{FileByFilename: dep}})
-				if err != nil {
+				var notServed *reflectionError
+				if errors.As(err, &notServed) {
+					// A file of gogo protobuf's, which Gazette's own
+					// services import: left unresolved.
+					unserved[dep] = true
+					continue
+				} else if err != nil {
 					return nil, err
 				} else if err = add(r); err != nil {
 					return nil, err
 				}
-				if _, ok := files[dep]; !ok {
-					return nil, fmt.Errorf("server reflection of member %s: file %s is not served", ep, dep)
-				}
+				missing = true
 			}
 		}
 	}
@@ -253,7 +265,7 @@ func (c *Console) reflectFiles(ctx context.Context, ep pb.Endpoint) (*protoregis
 	for _, fd := range files {
 		set.File = append(set.File, fd)
 	}
-	reg, err := protodesc.NewFiles(set)
+	reg, err := protodesc.FileOptions{AllowUnresolvable: true}.NewFiles(set)
 	if err != nil {
 		return nil, fmt.Errorf("server reflection of member %s: %w", ep, err)
 	}
@@ -452,6 +464,18 @@ func fieldNamed(fields protoreflect.FieldDescriptors, name string, ok func(proto
 		}
 	}
 	return found
+}
+
+// reflectionError is an error the server reflection of a member answered.
+type reflectionError struct {
+	member  pb.Endpoint
+	asked   string
+	code    codes.Code
+	message string
+}
+
+func (e *reflectionError) Error() string {
+	return fmt.Sprintf("server reflection of member %s, asked %s: %s: %s", e.member, e.asked, e.code, e.message)
 }
 
 // errNoMember is the error of a group without a live member to ask.
