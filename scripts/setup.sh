@@ -11,8 +11,10 @@ cd "$(dirname "$0")/.."
 TOOLS="$PWD/.tools"
 BUF_VERSION=1.75.0
 # prometheus: promtool, for go test ./deploy/; buildah and mmdebstrap build the
-# image without a Docker engine (scripts/build-image.sh, make test-image).
-APT_PACKAGES=(librocksdb-dev protobuf-compiler libprotobuf-dev prometheus buildah mmdebstrap)
+# image without a Docker engine (scripts/build-image.sh, make test-image);
+# chromium: the headless browser of the web console's test
+# (example/console_test.go).
+APT_PACKAGES=(librocksdb-dev protobuf-compiler libprotobuf-dev prometheus buildah mmdebstrap chromium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
