@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,6 +268,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if shown["customer_id"] != want.Customer || shown["account_id"] != want.Account || shown["balance_cents"] != strconv.FormatInt(answered, 10) {
 		t.Fatalf("the state browser shows %v; GetBalance answers %d cents for %s/%s", shown, answered, want.Customer, want.Account)
 	}
+
+	// A SCAN of the customer's balances, a page of one row at a time.
+	do("scanning the customer's balances", chromedp.Navigate(base+"/state?"+url.Values{"group": {"ledger"}, "method": {"gazconsumer.example.bank.v1.LedgerQueries/ListBalances"},
+		"run": {"1"}, "customerId": {want.Customer}, "limit": {"1"}}.Encode()))
+	waitFor("the first page and a link to the next", `document.querySelectorAll("#rows tbody tr").length === 1 && document.getElementById("next") !== null`, 15*time.Second)
+	do("following the link to the next page", chromedp.Click(chromedp.CSS("#next")))
+	waitFor("the second page", `document.getElementById("page") !== null && document.getElementById("page").textContent.startsWith("Page 2: 1 rows")`, 15*time.Second)
+
 	if answered != want.Cents {
 		t.Fatalf("GetBalance answers %d cents for %s/%s; the load's record, %d", answered, want.Customer, want.Account, want.Cents)
 	}
