@@ -6,6 +6,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -71,7 +72,7 @@ var staticFiles embed.FS
 // New returns a Console of cfg. Close it when done.
 func New(cfg Config) (*Console, error) {
 	if cfg.Etcd == nil || cfg.Journals == nil {
-		return nil, fmt.Errorf("console: Config.Etcd and Config.Journals are required")
+		return nil, errors.New("console: Config.Etcd and Config.Journals are required")
 	}
 	var members = progress.NewMembers(cfg.Members)
 	var g = &gatherer{

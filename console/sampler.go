@@ -54,7 +54,9 @@ func (s *sampler) latest(ctx context.Context) *Reading {
 	if r := s.last(); r != nil && time.Since(r.At) < s.interval+s.interval/2 {
 		return r
 	}
-	return s.sample(ctx)
+	// Not ended with the request asking for it: the reading is for every
+	// viewer (and has a deadline of its own).
+	return s.sample(context.WithoutCancel(ctx))
 }
 
 // last returns the latest reading, or nil.
