@@ -123,6 +123,8 @@ func (g *partitionGuard) check(shard Shard, consumer string) error {
 		var built, ok = g.built.Families[family]
 		if n == 0 || !ok || n == built {
 			continue // Not listed (yet), or as built.
+		} else if g.built.Owns != nil && n == g.built.Owns.Of {
+			continue // Split since, for a rescale to n.
 		} else if m, err := splitTo(shard.Spec()); err != nil {
 			return err
 		} else if n == m {
@@ -147,6 +149,9 @@ func (g *partitionGuard) checkJournal(shard Shard, env message.Envelope, consume
 	if env.Journal != g.last {
 		var family = env.Journal.LabelSet.ValueOf(labels.MessageType)
 		g.last, g.lastList, g.lastBuilt = env.Journal, g.lists[family], g.built.Families[family]
+		if g.built.Owns != nil && g.lastBuilt != 0 {
+			g.lastBuilt = g.built.Owns.Of // As it is once the rescale's journals exist.
+		}
 	}
 	if g.lastList == nil || g.lastBuilt == 0 {
 		return nil

@@ -259,9 +259,6 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 			return fmt.Errorf("shard %s: moving row %x to the hand-off area: %w", spec.Id, r.key, err)
 		}
 	}
-	for family := range g.built.Families {
-		g.built.Families[family] = m
-	}
 	g.built.Owns, g.built.Handoff = &Ownership{Index: index, Of: m}, true
 	if err = g.putRecord(kv, spec.Id); err != nil {
 		return err

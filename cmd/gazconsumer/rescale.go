@@ -424,6 +424,7 @@ func (c *rescaleConsumer) childSpec(q int) *pc.ShardSpec {
 			sources = append(sources, pc.ShardSpec_Source{Journal: src.Journal})
 		}
 	}
+	slices.SortFunc(sources, func(a, b pc.ShardSpec_Source) int { return strings.Compare(a.Journal.String(), b.Journal.String()) })
 	spec.Sources = sources
 	spec.LabelSet = pb.LabelSet{Labels: slices.Clone(parent.LabelSet.Labels)} // A copy.
 	spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(c.to))

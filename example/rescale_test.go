@@ -1,0 +1,206 @@
+package example_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.gazette.dev/core/allocator"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/example/internal/check"
+	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
+	"github.com/gazconsumer/gazconsumer/example/internal/load"
+	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
+	"github.com/gazconsumer/gazconsumer/internal/progress"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/specs"
+)
+
+// TestRescaleUnderLoad grows the bank's families from 2 partitions to 4
+// while a load is published and the ledger and the leaderboard run:
+// `gazconsumer rescale` is killed once its first step is done and run again,
+// and the ledger's member is killed with SIGKILL once the new shards exist,
+// mid-split. Once the consumers catch up, the state of their 4 shards and
+// every BalanceChanged event are exactly what the load recorded.
+func TestRescaleUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds commands and runs members as processes")
+	}
+	var ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var bin = t.TempDir()
+	buildCommands(t, bin, "ledger", "leaderboard")
+	var build = exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/gazconsumer")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building gazconsumer: %v\n%s", err, out)
+	}
+	var protos = grownProtos(t, 4)
+
+	var stack = devstacktest.StartT(t, "")
+	if _, err := specs.ApplyJournalsFile(ctx, stack.Journals(), "specs/journals.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	var broker = string(stack.Brokers()[0].Endpoint())
+	var ledger, leaderboard = startBank(ctx, t, bin, gazctl(t), stack.EtcdURL(), broker)
+
+	var msgs, rec, err = load.Generate(load.Options{Orders: 12000, Payments: 12000, Customers: 300, Accounts: 3, Seed: 7, TxnSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published = make(chan error, 1)
+	go func() {
+		// Paced, so that the consumers work through the rescale.
+		published <- load.Publish(ctx, stack.Journals(), msgs, 100, func(int) { time.Sleep(25 * time.Millisecond) })
+	}()
+	time.Sleep(2 * time.Second)
+
+	var rescaleLog bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gazconsumer rescale printed:\n%s", rescaleLog.String())
+		}
+	})
+	var rescale = func() *exec.Cmd {
+		var cmd = exec.Command(filepath.Join(bin, "gazconsumer"), "rescale",
+			"--consumer", "Ledger", "--consumer", "Leaderboard", "--settle", "1s", "--timeout", "3m",
+			"--etcd.address", stack.EtcdURL(), "--broker.address", broker, protos)
+		cmd.Stdout, cmd.Stderr = &rescaleLog, &rescaleLog
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	// The command dies once it has labeled the shards.
+	var cmd = rescale()
+	awaitSpec(ctx, t, stack.Etcd(), "/gazette/consumers/ledger", "ledger-01", func(s *pc.ShardSpec) bool {
+		return s.LabelSet.ValueOf(runtime.LabelSplitTo) == "4"
+	})
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	t.Log("killed gazconsumer rescale after it labeled the shards; running it again")
+	cmd = rescale()
+	var rescaled = make(chan error, 1)
+	go func() { rescaled <- cmd.Wait() }()
+
+	// The ledger's member dies once its new shards exist.
+	awaitSpec(ctx, t, stack.Etcd(), "/gazette/consumers/ledger", "ledger-03", func(*pc.ShardSpec) bool { return true })
+	ledger.kill()
+	t.Log("killed the ledger's member mid-split")
+	ledger.start()
+
+	select {
+	case err = <-rescaled:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		t.Fatalf("gazconsumer rescale: %v\n%s", err, rescaleLog.String())
+	}
+	t.Logf("gazconsumer rescale:\n%s", rescaleLog.String())
+	if err = <-published; err != nil {
+		t.Fatal(err)
+	}
+
+	var ledgerShards, ledgerConn, _ = inspect.DialShards(pb.Endpoint(ledger.address()), brokerconn.Security{})
+	defer ledgerConn.Close()
+	var boardShards, boardConn, _ = inspect.DialShards(pb.Endpoint(leaderboard.address()), brokerconn.Security{})
+	defer boardConn.Close()
+	var follower = progress.NewFollower(stack.Journals(), brokerconn.Security{},
+		progress.App{Name: "ledger", Shards: ledgerShards}, progress.App{Name: "leaderboard", Shards: boardShards})
+	defer follower.Close()
+	var done = make(chan struct{})
+	close(done)
+	sts, err := follower.Wait(ctx, 100*time.Millisecond, done, nil)
+	if err != nil {
+		t.Fatalf("waiting for the consumers to catch up: %v", err)
+	}
+	for _, st := range sts {
+		if st.Shards != 4 {
+			t.Errorf("%+v: want 4 shards", st)
+		}
+	}
+
+	ledgerSnap, err := inspect.Open(ctx, ledgerShards, stack.Journals(), stack.Etcd(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledgerSnap.Close()
+	boardSnap, err := inspect.Open(ctx, boardShards, stack.Journals(), stack.Etcd(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer boardSnap.Close()
+	events, err := inspect.Events(ctx, stack.Journals())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems, _ = check.Ledger(rec, ledgerSnap)
+	var p, _ = check.Leaderboard(rec, boardSnap)
+	problems = append(append(problems, p...), check.Events(rec, events)...)
+	for i, p := range problems {
+		if i == 20 {
+			t.Errorf("... and %d more", len(problems)-20)
+			break
+		}
+		t.Error(p)
+	}
+	t.Logf("checked %d balances, %d customers' activity and %d events across 4 shards", len(rec.Balances), len(rec.Activity), len(events))
+}
+
+// grownProtos copies the example's .proto files into a directory, their
+// families grown to n partitions, and returns it.
+func grownProtos(t *testing.T, n int) string {
+	t.Helper()
+	var dir = t.TempDir()
+	var src = "proto"
+	if err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		var b, rerr = os.ReadFile(path)
+		if rerr != nil {
+			return rerr
+		}
+		b = []byte(strings.ReplaceAll(string(b), "partitions: 2", "partitions: "+strconv.Itoa(n)))
+		var to = filepath.Join(dir, strings.TrimPrefix(path, src))
+		if err = os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// awaitSpec waits until the spec of shard id, under etcd prefix, exists and
+// satisfies ok.
+func awaitSpec(ctx context.Context, t *testing.T, etcd *clientv3.Client, prefix, id string, ok func(*pc.ShardSpec) bool) {
+	t.Helper()
+	for {
+		var resp, err = etcd.Get(ctx, prefix+allocator.ItemsPrefix+id)
+		if err == nil && len(resp.Kvs) == 1 {
+			var spec pc.ShardSpec
+			if err = spec.Unmarshal(resp.Kvs[0].Value); err == nil && ok(&spec) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("shard %s: %v", id, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
