@@ -132,9 +132,9 @@ func (g *partitionGuard) check(shard Shard, consumer string) error {
 		}
 		return fmt.Errorf("shard %s: %w: family %s=%s now has %d partitions, but the shard's state was built under %d (recorded with its checkpoint). "+
 			"Committing under the new partitioning would split the state of a key between shards, so the shard stops. "+
-			"Restore the family to %d journals (gazctl journals apply), or rebuild consumer %s under the new partitioning: "+
-			"its state must be split by key across the new shards",
-			shard.Spec().Id, ErrRepartitioned, labels.MessageType, family, n, built, built, consumer)
+			"Restore the family to %d journals (gazctl journals apply), then grow consumer %s with `gazconsumer rescale --consumer %s`, "+
+			"which splits its state by key across the new shards",
+			shard.Spec().Id, ErrRepartitioned, labels.MessageType, family, n, built, built, consumer, consumer)
 	}
 	return nil
 }

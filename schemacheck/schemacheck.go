@@ -378,8 +378,8 @@ func (c *checker) checkJournal(o, n *journal) {
 	if o.partitions != 0 && n.partitions != 0 && o.partitions != n.partitions {
 		for _, cs := range c.cur.consumers {
 			if len(cs.tables) != 0 && cs.consumes(n.msg.FullName()) {
-				c.report(pos, Breaking, "%s: family.partitions changes from %d to %d, and consumer %s, which holds tables, reads it: its shards' state is built under %d partitions (each shard records it with its checkpoint), and they fail once the family has %d, rather than split a key's state between shards; growing a consumer needs its state split by key across new shards, which gazconsumer does not do online yet: keep partitions: %d",
-					what, o.partitions, n.partitions, cs.svc.FullName(), o.partitions, n.partitions, o.partitions)
+				c.report(pos, Breaking, "%s: family.partitions changes from %d to %d, and consumer %s, which holds tables, reads it: its shards' state is built under %d partitions (each shard records it with its checkpoint), and they fail once the family has %d, rather than split a key's state between shards; grow it with `gazconsumer rescale --consumer %s` (which splits its state by key across new shards, online) rather than by applying the new journals, or keep partitions: %d",
+					what, o.partitions, n.partitions, cs.svc.FullName(), o.partitions, n.partitions, cs.svc.Name(), o.partitions)
 			}
 		}
 	}
