@@ -53,6 +53,10 @@ type shard struct {
 	servingCh  chan struct{}           // Closed once serving is first set.
 	promotedCh chan struct{}           // Closed once the replica is the primary.
 	promoted   bool
+	// nudge receives when the spec's rescale label changes: the primary
+	// then begins a transaction even if it has nothing to read, in which
+	// its application acts on it (see runtime.LabelSplitTo).
+	nudge chan struct{}
 
 	// fqn is the shard's fully qualified name, the etcd key of its spec:
 	// the label of Gazette's metrics of its transactions.
@@ -88,6 +92,7 @@ func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
 		promotedCh: make(chan struct{}),
 		servingCh:  make(chan struct{}),
 		done:       make(chan struct{}),
+		nudge:      make(chan struct{}, 1),
 		fqn:        allocator.ItemKey(svc.ks, spec.Id.String()),
 	}
 	s.writer = authorOf(asn)
@@ -160,6 +165,9 @@ func (s *shard) slot() int             { return s.Assignment().Decoded.(allocato
 func (s *shard) update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != spec.LabelSet.ValueOf(runtime.LabelSplitTo) {
+		s.nudgeTxn()
+	}
 	s.spec, s.asn = spec, asn
 	if asn.Decoded.(allocator.Assignment).Slot == 0 && !s.promoted {
 		s.promoted = true
@@ -186,6 +194,14 @@ func restartReason(spec, next *pc.ShardSpec) string {
 		changed = append(changed, "buffer sizes")
 	}
 	return strings.Join(changed, ", ")
+}
+
+// nudgeTxn asks the primary, if it runs, to begin a transaction.
+func (s *shard) nudgeTxn() {
+	select {
+	case s.nudge <- struct{}{}:
+	default: // One is pending.
+	}
 }
 
 // author identifies this replica's writes to the recovery log.
@@ -366,6 +382,23 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		return err
 	}
 	s.startReading(readCtx, &readers, spec, maxSize, cp, inherited, reads)
+	if spec.LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
+		s.nudgeTxn() // The rescale asked for may be waiting for this shard.
+	}
+	readers.Add(1)
+	go func() {
+		defer readers.Done()
+		for {
+			select {
+			case <-s.nudge:
+				if reads.Put(readCtx, txn.Read{Nudge: true}) != nil {
+					return
+				}
+			case <-readCtx.Done():
+				return
+			}
+		}
+	}()
 
 	var pipeline = &txn.Pipeline{
 		Shard:     s,

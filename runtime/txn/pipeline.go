@@ -42,6 +42,11 @@ type Read struct {
 	// Behind tells that Env's journal was written past Env.End when it was
 	// read: its reader has more to deliver without waiting on writers.
 	Behind bool
+	// Nudge, if set, holds no message: it begins a transaction if none has
+	// begun, so that the application's BeginTxn and FinalizeTxn run on a
+	// shard with nothing to read (a change of its spec asks it to act, as
+	// a rescale does).
+	Nudge bool
 }
 
 // Clock is the pipeline's source of time; tests substitute a fake.
@@ -387,6 +392,9 @@ func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) 
 	}
 	if r.Skip != nil {
 		return p.skip(cur, r)
+	}
+	if r.Nudge {
+		return p.begin(cur)
 	}
 	switch outcome := p.Sequencer.QueueUncommitted(r.Env); outcome {
 	case message.QueueAckCommitReplay:

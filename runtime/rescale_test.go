@@ -1,0 +1,260 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/keyspace"
+	"go.gazette.dev/core/labels"
+	"go.gazette.dev/core/message"
+
+	"github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
+	"github.com/gazconsumer/gazconsumer/store/mem"
+)
+
+// tallyHandler sums the cents of orders by customer, under the customer's
+// name, in table "sums" (keys beginning with "c").
+type tallyHandler struct{}
+
+func (tallyHandler) OnOrder(tx *counterTxn, msg *order) error {
+	var v, _, err = tx.kv.Get([]byte(msg.Customer))
+	if err != nil {
+		return err
+	}
+	var sum = msg.Cents
+	if len(v) == 8 {
+		sum += int64(binary.BigEndian.Uint64(v))
+	}
+	return tx.kv.Put([]byte(msg.Customer), binary.BigEndian.AppendUint64(nil, uint64(sum)))
+}
+
+func (tallyHandler) FinalizeTxn(*counterTxn) error { return nil }
+
+var tally = &runtime.Consumer[tallyHandler, *counterTxn]{
+	Name:        "test.Tally",
+	Inputs:      []runtime.Input[tallyHandler, *counterTxn]{runtime.Handle("test.Order", labels.ContentType_JSONLines, "OnOrder", tallyHandler.OnOrder)},
+	NewTxn:      func(kv runtime.KV) *counterTxn { return &counterTxn{kv: kv} },
+	FinalizeTxn: tallyHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{{
+		Name: "sums", Start: []byte("c"), End: []byte("d"),
+		PartitionKey: func(b, key []byte) ([]byte, error) { return append(b, key...), nil },
+	}},
+}
+
+// rescaleShard is a Shard of a spec a test changes.
+type rescaleShard struct{ spec pc.ShardSpec }
+
+func (s *rescaleShard) Context() context.Context                 { return context.Background() }
+func (s *rescaleShard) Spec() *pc.ShardSpec                      { return &s.spec }
+func (s *rescaleShard) Assignment() keyspace.KeyValue            { return keyspace.KeyValue{} }
+func (s *rescaleShard) JournalClient() client.AsyncJournalClient { return nil }
+
+// orderFamily lists n journals of test.Order, a count a test may grow.
+type orderFamily struct{ n int }
+
+func (f *orderFamily) journal(i int) pb.Journal { return pb.Journal(fmt.Sprintf("orders/part-%03d", i)) }
+
+func (f *orderFamily) Partitions(pb.LabelSelector) message.PartitionsFunc {
+	return func() *pb.ListResponse {
+		var l = new(pb.ListResponse)
+		for i := range f.n {
+			l.Journals = append(l.Journals, pb.ListResponse_Journal{Spec: pb.JournalSpec{
+				Name: f.journal(i), LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")}})
+		}
+		return l
+	}
+}
+
+// snapshotOpener is a StoreOpener whose read-only stores are the snapshot
+// of a parent's db, whatever their directory: the state a new shard forks
+// from.
+type snapshotOpener struct{ db, parent *mem.DB }
+
+func (o snapshotOpener) OpenStore(runtime.Shard, runtime.Recorder) (runtime.Store, error) {
+	return mem.Open(o.db), nil
+}
+
+func (o snapshotOpener) OpenReadOnly(string) (runtime.ReadCloser, error) {
+	return readCloser{o.parent.Snapshot()}, nil
+}
+
+type readCloser struct{ runtime.Reader }
+
+func (readCloser) Close() {}
+
+// TestSplitAndFork splits the state of each of n shards for a rescale to
+// n*k partitions at random moments, and forks the new shards from them: for
+// random loads, every key's sum is in exactly one shard, the one owning it,
+// and equals the load's, whether the messages after the split were applied
+// by the parent or by its new shards reading the parent's journal again.
+func TestSplitAndFork(t *testing.T) {
+	for seed := range uint64(40) {
+		var rng = rand.New(rand.NewPCG(seed, 3))
+		var n, k = 1 + rng.IntN(3), 2 + rng.IntN(2)
+		var m = n * k
+		t.Run(fmt.Sprintf("seed=%d/%d->%d", seed, n, m), func(t *testing.T) { splitAndFork(t, rng, n, m) })
+	}
+}
+
+func splitAndFork(t *testing.T, rng *rand.Rand, n, m int) {
+	var family = &orderFamily{n: n}
+	var want = map[string]int64{}
+	var customers = 5 + rng.IntN(60)
+	var msgs = func(p, count int) []*order {
+		var out []*order
+		for len(out) < count {
+			var c = "c-" + strconv.Itoa(rng.IntN(customers))
+			if partition.Index([]byte(c), n) == p {
+				out = append(out, &order{Customer: c, Cents: int64(1 + rng.IntN(100))})
+			}
+		}
+		return out
+	}
+	var offset pb.Offset
+	// apply runs one transaction of msgs read from journal j, committed
+	// with a checkpoint through offset.
+	var apply = func(a runtime.Application, sh *rescaleShard, store runtime.Store, j pb.Journal, msgs []*order) {
+		t.Helper()
+		var bf = a.(runtime.BeginFinisher)
+		if err := bf.BeginTxn(sh, store); err != nil {
+			t.Fatal(err)
+		}
+		for _, msg := range msgs {
+			offset += 10
+			var env = message.Envelope{Journal: &pb.JournalSpec{Name: j, LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")},
+				Begin: offset - 10, End: offset, Message: msg}
+			if err := a.ConsumeMessage(sh, store, env, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.FinalizeTxn(sh, store, nil); err != nil {
+			t.Fatal(err)
+		}
+		var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{j: {ReadThrough: offset}}}
+		if err := store.StartCommit(sh, cp, nil).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := bf.FinishTxn(sh, store, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	type shard struct {
+		sh    *rescaleShard
+		db    *mem.DB
+		store runtime.Store
+		app   runtime.Application
+	}
+	var open = func(id string, parent *mem.DB, sources ...pb.Journal) *shard {
+		var s = &shard{sh: &rescaleShard{spec: pc.ShardSpec{Id: pc.ShardID(id)}}, db: mem.NewDB()}
+		for _, j := range sources {
+			s.sh.spec.Sources = append(s.sh.spec.Sources, pc.ShardSpec_Source{Journal: j})
+		}
+		var a, err = runtime.NewAdapter(tally, tallyHandler{}, snapshotOpener{s.db, parent}, family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.app, s.store = a, mem.Open(s.db)
+		return s
+	}
+
+	var parents []*shard
+	var tails [][]*order   // Of each parent's journal, after its split.
+	var splitAt []pb.Offset // Of each parent's journal.
+	for p := range n {
+		var s = open(fmt.Sprintf("s-%02d", p), nil, family.journal(p))
+		parents = append(parents, s)
+		for _, batch := range [][]*order{msgs(p, 20), msgs(p, 20)} {
+			apply(s.app, s.sh, s.store, family.journal(p), batch)
+			for _, o := range batch {
+				want[o.Customer] += o.Cents
+			}
+		}
+		// The split is asked: the next transaction applies every message,
+		// then splits.
+		s.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
+		var batch = msgs(p, 20)
+		apply(s.app, s.sh, s.store, family.journal(p), batch)
+		for _, o := range batch {
+			want[o.Customer] += o.Cents
+		}
+		splitAt = append(splitAt, offset)
+		// Then producers on the old count go on writing to the parent's
+		// journal: the parent applies those it owns.
+		var tail = msgs(p, 30)
+		apply(s.app, s.sh, s.store, family.journal(p), tail)
+		for _, o := range tail {
+			want[o.Customer] += o.Cents
+		}
+		tails = append(tails, tail)
+	}
+	family.n = m
+
+	var all = map[string]int64{}
+	var collect = func(s *shard, owner int) {
+		t.Helper()
+		if err := s.db.Snapshot().Scan([]byte("c"), []byte("d"), func(key, value []byte) bool {
+			if got := partition.Index(key, m); got != owner {
+				t.Errorf("shard %s holds %s, owned by %d", s.sh.spec.Id, key, got)
+			}
+			if _, ok := all[string(key)]; ok {
+				t.Errorf("%s is held twice", key)
+			}
+			all[string(key)] = int64(binary.BigEndian.Uint64(value))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, parent := range parents {
+		for q := p + n; q < m; q += n {
+			var child = open(fmt.Sprintf("s-%02d", q), parent.db, family.journal(p), family.journal(q))
+			child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
+			child.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.sh.spec.Id.String())
+			if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || !need {
+				t.Fatalf("NeedsFork: %t, %v", need, err)
+			}
+			if err := child.app.(runtime.Forker).Fork(child.sh, child.store, ""); err != nil {
+				t.Fatal(err)
+			}
+			var cp, err = child.store.RestoreCheckpoint(child.sh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The child reads the parent's journal again from the split,
+			// keeping what it owns.
+			if got := cp.Sources[family.journal(p)].ReadThrough; got != splitAt[p] {
+				t.Errorf("shard %s starts reading %s at %d, want %d (its parent's split)", child.sh.spec.Id, family.journal(p), got, splitAt[p])
+			}
+			apply(child.app, child.sh, child.store, family.journal(p), tails[p])
+			collect(child, q)
+		}
+		// The rescale ends: the parent drops its hand-off area at its next
+		// transaction.
+		parent.sh.spec.LabelSet.Remove(runtime.LabelSplitTo)
+		apply(parent.app, parent.sh, parent.store, family.journal(p), nil)
+		var handoff int
+		_ = parent.db.Snapshot().Scan([]byte(runtime.HandoffPrefix), keyenc.PrefixEnd([]byte(runtime.HandoffPrefix)), func([]byte, []byte) bool { handoff++; return true })
+		if handoff != 0 {
+			t.Errorf("shard %s keeps %d rows handed off after the rescale ended", parent.sh.spec.Id, handoff)
+		}
+		collect(parent, p)
+	}
+	if len(all) != len(want) {
+		t.Errorf("%d keys held, want %d", len(all), len(want))
+	}
+	for c, cents := range want {
+		if all[c] != cents {
+			t.Errorf("%s: %d cents, want %d", c, all[c], cents)
+		}
+	}
+}
