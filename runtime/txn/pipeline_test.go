@@ -702,3 +702,19 @@ func TestIdleReadsAdvanceProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestNudgeBeginsATransactionWithoutMessages(t *testing.T) {
+	var h = newHarness(t, true)
+	h.run()
+	if err := h.reads.Put(context.Background(), Read{Nudge: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("begin")
+	h.clock.Advance(minDur)
+	h.expect("finalize", "finish")
+	var op, _ = h.commit()
+	op.Resolve(nil)
+	if s := <-h.stats; s.Messages != 0 {
+		t.Fatalf("stats = %+v, want a transaction of no message", s)
+	}
+}
