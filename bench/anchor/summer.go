@@ -9,11 +9,15 @@ package anchor
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"net/http"
 
 	"github.com/gazconsumer/gazconsumer/bench/anchor/anchorpb"
+	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/consumer"
+	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/consumer/recoverylog"
 	store_rocksdb "go.gazette.dev/core/consumer/store-rocksdb"
 	"go.gazette.dev/core/mainboilerplate/runconsumer"
@@ -33,8 +37,66 @@ type config struct {
 // configuration, with nothing of its own.
 func (Summer) NewConfig() runconsumer.Config { return new(config) }
 
-// InitApplication has nothing to initialize.
-func (Summer) InitApplication(runconsumer.InitArgs) error { return nil }
+// InitApplication serves the sums of the member's shards over HTTP at
+// workload.AnchorSumsPath (ServeSums), for the benchmark to check them.
+func (Summer) InitApplication(args runconsumer.InitArgs) error {
+	args.Server.HTTPMux.Handle(workload.AnchorSumsPath, ServeSums(args.Service))
+	return nil
+}
+
+// ServeSums returns a handler of GET requests for the committed sums of a
+// shard of which the member is primary (?shard=ID): a JSON object from each
+// key to its sum, read from a snapshot of the shard's database. The shard
+// must have finished its transactions (as after a Stat whose ReadThrough
+// it has committed): the sums of a transaction in progress are not there.
+func ServeSums(svc *consumer.Service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var res, err = svc.Resolver.Resolve(consumer.ResolveArgs{
+			Context: r.Context(),
+			ShardID: pc.ShardID(r.URL.Query().Get("shard")),
+		})
+		if err != nil {
+			http.Error(w, fmt.Sprintf("resolving shard %q: %v", r.URL.Query().Get("shard"), err), http.StatusInternalServerError)
+			return
+		} else if res.Status != pc.Status_OK || res.Store == nil {
+			http.Error(w, fmt.Sprintf("shard %q: %s (not primary here)", r.URL.Query().Get("shard"), res.Status), http.StatusConflict)
+			return
+		}
+		defer res.Done()
+		sums, err := sumsOf(res.Store.(*store_rocksdb.Store))
+		if err != nil {
+			http.Error(w, fmt.Sprintf("shard %s: %v", res.Spec.Id, err), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(sums)
+	})
+}
+
+// sumsOf reads every sum of rdb's database: every key past the store's own
+// (its checkpoint and offsets, whose keys begin with an encoded NULL, 0x00).
+func sumsOf(rdb *store_rocksdb.Store) (map[string]int64, error) {
+	var it = rdb.DB.NewIterator(rdb.ReadOptions)
+	defer it.Close()
+	var sums = make(map[string]int64)
+	for it.Seek([]byte{0x01}); it.Valid(); it.Next() {
+		var key, value = it.Key(), it.Value()
+		var v, n = binary.Varint(value.Data())
+		if n <= 0 {
+			var err = fmt.Errorf("decoding the sum of %q: bad varint", key.Data())
+			key.Free()
+			value.Free()
+			return nil, err
+		}
+		sums[string(key.Data())] = v
+		key.Free()
+		value.Free()
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("iterating the sums: %w", err)
+	}
+	return sums, nil
+}
 
 // NewStore builds a recorded RocksDB store for the shard, whose Cache holds
 // the sums of the current transaction.

@@ -24,6 +24,7 @@ import (
 // rawResult is what `bench raw` and `bench rawlog` report.
 type rawResult struct {
 	Messages int64   `json:"messages"`
+	Sum      int64   `json:"sum"` // Of the values of the messages decoded.
 	Bytes    int64   `json:"bytes"`
 	Seconds  float64 `json:"seconds"`
 }
@@ -74,10 +75,10 @@ func rawMain(mode string, args []string) error {
 	for journal, end := range journals {
 		wg.Go(func() {
 			var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: journal, EndOffset: end})
-			var n int64
+			var n, sum int64
 			var err error
 			if mode == "raw" {
-				n, err = readMessages(rr)
+				n, sum, err = readMessages(rr)
 			} else {
 				_, err = io.CopyBuffer(io.Discard, rr, make([]byte, 1<<20))
 			}
@@ -87,6 +88,7 @@ func rawMain(mode string, args []string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			out.Messages += n
+			out.Sum += sum
 			out.Bytes += rr.Offset()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("reading %s at %d: %w", journal, rr.Offset(), err))
@@ -102,13 +104,16 @@ func rawMain(mode string, args []string) error {
 }
 
 // readMessages decodes the messages of rr, read-uncommitted, and returns
-// their number.
-func readMessages(rr *client.RetryReader) (int64, error) {
+// their number and the total of their values.
+func readMessages(rr *client.RetryReader) (n, sum int64, _ error) {
 	var it = message.NewReadUncommittedIter(rr, benchv1.NewMessage)
-	var n int64
 	for {
-		if _, err := it.Next(); err != nil {
-			return n, err
+		var env, err = it.Next()
+		if err != nil {
+			return n, sum, err
+		}
+		if add, ok := env.Message.(*benchv1.Add); ok {
+			sum += add.Value
 		}
 		n++
 	}

@@ -31,6 +31,11 @@ const (
 	RecoveryPrefix = "bench/recovery/"
 	// StatePrefix is the prefix of the logs of the recovery measure.
 	StatePrefix = "bench/state/"
+	// AnchorSumsPath is where the anchor serves the sums of a shard
+	// (?shard=ID) over HTTP, as a JSON object from each key to its sum: for
+	// the driver to check them. Ours serves them through its queries
+	// service, SummerQueries.ListSums.
+	AnchorSumsPath = "/bench/sums"
 )
 
 // Input is input partition i.
