@@ -3,6 +3,7 @@ package example_test
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,23 +83,43 @@ func TestRescaleUnderLoad(t *testing.T) {
 		}
 		return cmd
 	}
-	// The command dies once it has labeled the shards.
+	// The command dies at a step, or a moment, picked at random, and is run
+	// again; then a member dies, mid-split or a moment later.
+	var seed = uint64(time.Now().UnixNano())
+	if s := os.Getenv("RESCALE_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	var rng = rand.New(rand.NewPCG(seed, 2))
+	var killCmd, victim, killMember = rng.IntN(3), []*member{ledger, leaderboard}[rng.IntN(2)], rng.IntN(2)
+	t.Logf("seed %d (set RESCALE_SEED to repeat): the command dies at point %d, the %s's member at point %d", seed, killCmd, victim.app, killMember)
+
 	var cmd = rescale()
-	awaitSpec(ctx, t, stack.Etcd(), "/gazette/consumers/ledger", "ledger-01", func(s *pc.ShardSpec) bool {
-		return s.LabelSet.ValueOf(runtime.LabelSplitTo) == "4"
-	})
+	switch killCmd {
+	case 0: // Once it labeled the shards.
+		awaitSpec(ctx, t, stack.Etcd(), "/gazette/consumers/ledger", "ledger-01", func(s *pc.ShardSpec) bool {
+			return s.LabelSet.ValueOf(runtime.LabelSplitTo) == "4"
+		})
+	case 1: // Once it created new shards.
+		awaitSpec(ctx, t, stack.Etcd(), "/gazette/consumers/ledger", "ledger-03", func(*pc.ShardSpec) bool { return true })
+	default:
+		time.Sleep(time.Duration(rng.Int64N(int64(4 * time.Second))))
+	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	t.Log("killed gazconsumer rescale after it labeled the shards; running it again")
+	t.Log("killed gazconsumer rescale; running it again")
 	cmd = rescale()
 	var rescaled = make(chan error, 1)
 	go func() { rescaled <- cmd.Wait() }()
 
-	// The ledger's member dies once its new shards exist.
-	awaitSpec(ctx, t, stack.Etcd(), "/gazette/consumers/ledger", "ledger-03", func(*pc.ShardSpec) bool { return true })
-	ledger.kill()
-	t.Log("killed the ledger's member mid-split")
-	ledger.start()
+	switch killMember {
+	case 0: // Once its new shards exist.
+		awaitSpec(ctx, t, stack.Etcd(), "/gazette/consumers/"+victim.app, victim.app+"-03", func(*pc.ShardSpec) bool { return true })
+	default:
+		time.Sleep(time.Duration(rng.Int64N(int64(4 * time.Second))))
+	}
+	victim.kill()
+	t.Logf("killed the %s's member", victim.app)
+	victim.start()
 
 	select {
 	case err = <-rescaled:
