@@ -9,8 +9,9 @@
 // build writes the state of benchstate.State into a new store in DIR through
 // transactions committed as Gazette's consumer commits them, then writes
 // the log's FSMHints to FILE as JSON (as Gazette stores them in etcd). play
-// plays the log from those hints into DIR through its write head. Each
-// prints a JSON line of its figures (workload.Built, workload.Played).
+// plays the log from those hints into DIR through its write head, then
+// fsyncs what it played (timed apart: Gazette's player does not fsync).
+// Each prints a JSON line of its figures (workload.Built, workload.Played).
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/bench/internal/cli"
+	"github.com/gazconsumer/gazconsumer/bench/internal/durable"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	rocks "github.com/jgraettinger/gorocksdb"
@@ -148,6 +150,11 @@ func play(ctx context.Context, ajc client.AsyncJournalClient, counted *countingC
 	}
 	var out = workload.Played{Seconds: time.Since(began).Seconds(), BytesRead: counted.read.Load()}
 	stop()
+	synced, err := durable.SyncTree(f.Dir)
+	if err != nil {
+		return err
+	}
+	out.SyncSeconds = synced.Seconds()
 
 	began = time.Now()
 	var opts = rocks.NewDefaultOptions()

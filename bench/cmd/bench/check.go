@@ -31,9 +31,9 @@ type wrongSumsError struct {
 	side, workload string
 	key            string // The first wrong key, in key order.
 	got, want      int64
-	gotOK, wantOK  bool  // Whether the key has a sum in got, in want.
-	wrong, keys    int   // Wrong keys (missing, unexpected or other sums), keys wanted.
-	missing, extra int   // Keys missing from got, and in got but not wanted.
+	gotOK, wantOK  bool // Whether the key has a sum in got, in want.
+	wrong, keys    int  // Wrong keys (missing, unexpected or other sums), keys wanted.
+	missing, extra int  // Keys missing from got, and in got but not wanted.
 }
 
 func (e *wrongSumsError) Error() string {

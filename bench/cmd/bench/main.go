@@ -48,22 +48,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1"
 	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
+	"github.com/gazconsumer/gazconsumer/bench/internal/durable"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	"github.com/gazconsumer/gazconsumer/devstack"
 	"github.com/gazconsumer/gazconsumer/specs"
-	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/message"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // config is the command's flags.
@@ -81,6 +78,7 @@ type config struct {
 	timeout    time.Duration
 	minTxn     time.Duration
 	maxTxn     time.Duration
+	latency    latencyConfig
 }
 
 func main() {
@@ -107,7 +105,12 @@ func main() {
 	flag.IntVar(&c.reps, "reps", 5, "repetitions of each measure; medians are reported")
 	flag.StringVar(&state, "state", "1GiB", "state of the recovery measure's store (e.g. 64MiB, 1GiB)")
 	flag.IntVar(&c.valueLen, "value", 1024, "bytes of each value of the recovery measure's store")
-	flag.StringVar(&c.skip, "skip", "", "measures to skip: throughput, recovery")
+	flag.StringVar(&c.skip, "skip", "", "measures to skip: throughput, latency, recovery (e.g. latency,recovery)")
+	var latencyWorkload = flag.String("latency.workload", "small", "workload whose keys and partitions the latency measure's load has, and whose messages measure the anchor's maximum rate")
+	flag.DurationVar(&c.latency.duration, "latency.duration", 10*time.Second, "load of each latency run")
+	flag.DurationVar(&c.latency.warmup, "latency.warmup", time.Second, "first part of each latency run's load, whose messages are not counted")
+	var latencyRates = flag.String("latency.rates", "0.1,0.5,0.9", "rates of the latency measure's load, as fractions of the anchor's maximum rate")
+	var latencySides = flag.String("latency.sides", "ours,anchor", "consumers of the latency measure")
 	flag.StringVar(&c.profileDir, "profile", "", "directory to write CPU profiles of the consumers and playbacks to (of the last repetition)")
 	flag.DurationVar(&c.timeout, "timeout", 3*time.Hour, "limit of the whole run")
 	flag.DurationVar(&c.minTxn, "txn.min", 0, "minimum duration of the consumers' transactions")
@@ -152,6 +155,23 @@ func main() {
 	}
 	for name := range c.builds {
 		c.sides = append(c.sides, name)
+	}
+	var ok bool
+	if c.latency.workload, ok = workloadByName(*latencyWorkload, custom); !ok {
+		fatal(fmt.Errorf("-latency.workload: unknown workload %q (want %s or custom)", *latencyWorkload, workloadNames()))
+	}
+	for _, f := range strings.Split(*latencyRates, ",") {
+		var v, err = strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			fatal(fmt.Errorf("-latency.rates: %q is not a positive fraction", f))
+		}
+		c.latency.fractions = append(c.latency.fractions, v)
+	}
+	for _, side := range strings.Split(*latencySides, ",") {
+		if side = strings.TrimSpace(side); side != "ours" && side != "anchor" && c.builds[side] == "" {
+			fatal(fmt.Errorf("-latency.sides: unknown side %q (want ours, anchor or a side of -build)", side))
+		}
+		c.latency.sides = append(c.latency.sides, side)
 	}
 	if c.reps < 1 {
 		fatal(errors.New("-reps: want at least 1"))
@@ -251,7 +271,7 @@ func run(ctx context.Context, c config) error {
 	var results []matrixRow
 	if !strings.Contains(c.skip, "throughput") {
 		for _, w := range c.workloads {
-			var rows, err = withStack(ctx, c, w.name, w.partitions, func(env stackEnv) ([]matrixRow, error) {
+			var rows, err = withStack(ctx, c, w.name, w.partitions, c.throughputRuns(), func(env stackEnv) ([]matrixRow, error) {
 				return throughput(ctx, c, env, w)
 			})
 			if err != nil {
@@ -261,8 +281,17 @@ func run(ctx context.Context, c config) error {
 		}
 		printMatrix(c, results)
 	}
+	if !strings.Contains(c.skip, "latency") {
+		var w = c.latency.workload
+		var _, err = withStack(ctx, c, "latency", w.partitions, c.latencyRuns(), func(env stackEnv) ([]matrixRow, error) {
+			return nil, latency(ctx, c, env)
+		})
+		if err != nil {
+			return fmt.Errorf("latency, workload %s: %w", w.name, err)
+		}
+	}
 	if !strings.Contains(c.skip, "recovery") {
-		var _, err = withStack(ctx, c, "recovery", 1, func(env stackEnv) ([]matrixRow, error) {
+		var _, err = withStack(ctx, c, "recovery", 1, nil, func(env stackEnv) ([]matrixRow, error) {
 			return nil, recovery(ctx, c, env)
 		})
 		if err != nil {
@@ -275,13 +304,7 @@ func run(ctx context.Context, c config) error {
 // withStack runs fn against a stack of its own, in a directory of c.dir
 // named name, whose journals are those of the consumers' runs over
 // partitions and of the recovery measure.
-func withStack(ctx context.Context, c config, name string, partitions int, fn func(stackEnv) ([]matrixRow, error)) ([]matrixRow, error) {
-	var runs []workload.Run
-	for rep := range c.reps {
-		for _, side := range c.sides {
-			runs = append(runs, workload.Run{Side: side, Rep: rep + 1})
-		}
-	}
+func withStack(ctx context.Context, c config, name string, partitions int, runs []workload.Run, fn func(stackEnv) ([]matrixRow, error)) ([]matrixRow, error) {
 	// A fixed etcd port: with port 0, the stack's etcd advertises
 	// 127.0.0.1:0 as its client URL, which Gazette's consumer adopts when it
 	// syncs its endpoints (mainboilerplate.EtcdConfig.MustDial).
@@ -322,6 +345,18 @@ func withStack(ctx context.Context, c config, name string, partitions int, fn fu
 	})
 }
 
+// throughputRuns are the consumer runs of a throughput workload: each side
+// in each repetition.
+func (c config) throughputRuns() []workload.Run {
+	var runs []workload.Run
+	for rep := range c.reps {
+		for _, side := range c.sides {
+			runs = append(runs, workload.Run{Side: side, Rep: rep + 1})
+		}
+	}
+	return runs
+}
+
 // stackEnv is how commands reach the stack.
 type stackEnv struct {
 	etcd, broker string
@@ -334,6 +369,7 @@ type sample struct {
 	seconds    float64 // Wall time.
 	cpuSeconds float64 // User and system time of the measured process.
 	startup    float64 // Consumers: seconds until every shard was primary.
+	syncSecs   float64 // Playbacks and the write: seconds to fsync after.
 	checked    int     // Consumers: keys whose sums were checked.
 	checkSecs  float64 // Consumers: seconds to read and check them (untimed).
 }
@@ -377,6 +413,10 @@ const (
 	goalRateVsAnchor = 2.0 // Msgs/s, ours over the anchor: at least.
 	goalCPUVsAnchor  = 0.5 // CPU a message, ours over the anchor: at most.
 	goalCPUVsRaw     = 2.5 // CPU a message, ours over the raw read, default workload: at most.
+
+	goalRecoveryVsAnchor = 0.3 // Playback time, ours over the anchor's: at most.
+	goalRecoveryVsWrite  = 1.5 // Playback time over a write of the live bytes: at most.
+	goalRecoveryRead     = 1.2 // Bytes read by playback over live bytes: at most.
 )
 
 var sideLabels = map[string]string{
@@ -502,6 +542,11 @@ func sampleValues(samples []sample, f func(sample) float64) []float64 {
 func seconds(s sample) float64    { return s.seconds }
 func cpuSeconds(s sample) float64 { return s.cpuSeconds }
 
+// syncSeconds is the time of a playback's or the write's fsync, and
+// durableSeconds its time until its output is durable.
+func syncSeconds(s sample) float64    { return s.syncSecs }
+func durableSeconds(s sample) float64 { return s.seconds + s.syncSecs }
+
 // profile is the path of a CPU profile of rep, if profiles are asked for
 // and rep is the last repetition.
 func (c config) profile(rep int, name string) string {
@@ -593,119 +638,28 @@ func rawRead(ctx context.Context, env stackEnv, c workloadSpec, heads []int64, w
 // shards and times them until they have read through heads; then it checks
 // that the consumer's sums are want, those of workload wname.
 func consume(ctx context.Context, c config, env stackEnv, r workload.Run, wname string, heads []int64, want map[string]int64, prof string) (_ sample, err error) {
-	p, err := freePort()
+	m, err := startMember(ctx, c, env, r, prof)
 	if err != nil {
-		return sample{}, err
-	}
-	var port = strconv.Itoa(p)
-	var state = filepath.Join(env.dir, "consumers", r.String())
-	if err = os.MkdirAll(state, 0o755); err != nil {
-		return sample{}, err
-	}
-	defer os.RemoveAll(state)
-	var cmd *exec.Cmd
-	switch side := r.Side; {
-	case c.builds[side] != "":
-		cmd = exec.Command(c.builds[side],
-			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
-			"--consumer.host", "127.0.0.1", "--consumer.port", port, "--consumer.id", r.String(),
-			"--consumer.state-dir", state, "--log.level", "warn")
-	case side == "ours" || side == "ours-reflect" || side == "ours-agg":
-		// bin/summer is built as generated, with the codecs of
-		// protoc-gen-gazconsumer (vtprotobuf's generator); bin/summer-novt
-		// with the tag gazconsumer_novtproto, which has runtime/codec ignore
-		// them, as for a consumer generated with codecs=none.
-		var bin = "summer"
-		if r.Side == "ours-reflect" {
-			bin = "summer-novt"
-		}
-		cmd = exec.Command(filepath.Join(c.bin, bin),
-			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
-			"--consumer.host", "127.0.0.1", "--consumer.port", port, "--consumer.id", r.String(),
-			"--consumer.state-dir", state, "--log.level", "warn", fmt.Sprintf("--summer.aggregate=%t", r.Side == "ours-agg"))
-	case side == "anchor":
-		cmd = exec.Command(filepath.Join(c.bin, "anchor"), "serve",
-			"--etcd.address", env.etcd, "--etcd.prefix", r.EtcdPrefix(), "--broker.address", env.broker,
-			"--broker.cache.size", "0", "--consumer.host", "127.0.0.1", "--consumer.port", port,
-			"--consumer.id", r.String(), "--log.level", "warn")
-	}
-	// Gazette plays recovery logs into a temporary directory. Its route
-	// cache is off (--broker.cache.size 0), so that it reads its sources
-	// through the broker as ours and the raw read do: with the cache on, it
-	// asks for fragments to read directly, from a store it would need to be
-	// given (--broker.file-root), and one broker routes nothing anyway.
-	cmd.Env = append(os.Environ(), "TMPDIR="+state)
-	if prof != "" {
-		cmd.Env = append(cmd.Env, profile.Env+"="+prof)
-	}
-	// Its logs go to a file, shown if the run fails.
-	logs, err := os.Create(filepath.Join(env.dir, r.String()+".log"))
-	if err != nil {
-		return sample{}, err
-	}
-	defer logs.Close()
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err = cmd.Start(); err != nil {
 		return sample{}, err
 	}
 	defer func() {
 		if err != nil {
-			if b, rerr := os.ReadFile(logs.Name()); rerr == nil {
-				fmt.Fprintf(os.Stderr, "--- logs of %s:\n%s--- end of logs of %s\n", r, tail(b, 4096), r)
-			}
+			m.fail()
 		}
-	}()
-	var exited = make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	var stopped bool
-	defer func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		m.close()
 	}()
 
-	conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return sample{}, err
-	}
-	defer conn.Close()
-	var sc = pc.NewAuthShardClient(pc.NewShardClient(conn), auth.NewNoopAuth())
-
-	// Wait for the member to serve, then apply its shards and time them.
-	for {
-		if _, err = sc.List(ctx, &pc.ListRequest{}); err == nil {
-			break
-		}
-		select {
-		case err = <-exited:
-			stopped = true
-			return sample{}, fmt.Errorf("%s exited before serving: %v", r, err)
-		case <-ctx.Done():
-			return sample{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	var req = new(pc.ApplyRequest)
-	for i := range heads {
-		req.Changes = append(req.Changes, pc.ApplyRequest_Change{Upsert: r.ShardSpec(i), ExpectModRevision: 0})
-	}
+	// Apply its shards and time them.
 	var began = time.Now()
-	resp, err := sc.Apply(ctx, req)
-	if err != nil {
-		return sample{}, fmt.Errorf("applying the shards of %s: %w", r, err)
-	} else if resp.Status != pc.Status_OK {
-		return sample{}, fmt.Errorf("applying the shards of %s: %s", r, resp.Status)
+	if err = m.apply(ctx, len(heads)); err != nil {
+		return sample{}, err
 	}
 	var primary = make(chan time.Duration, 1)
 	var watchCtx, stopWatch = context.WithCancel(ctx)
 	defer stopWatch()
-	go watchPrimaries(watchCtx, sc, len(heads), began, primary)
-	for i, head := range heads {
-		if err = waitReadThrough(ctx, sc, workload.ShardID(i), workload.Input(i), head, exited); err != nil {
-			stopped = err != nil && strings.Contains(err.Error(), "exited")
-			return sample{}, fmt.Errorf("%s: %w", r, err)
-		}
+	go watchPrimaries(watchCtx, m.sc, len(heads), began, primary)
+	if err = m.waitReadThrough(ctx, heads); err != nil {
+		return sample{}, err
 	}
 	var s = sample{seconds: time.Since(began).Seconds()}
 	stopWatch()
@@ -718,50 +672,45 @@ func consume(ctx context.Context, c config, env stackEnv, r workload.Run, wname 
 		if r.Side == "anchor" {
 			path = "/debug/metrics"
 		}
-		if err = saveMetrics(ctx, "http://127.0.0.1:"+port+path, strings.TrimSuffix(prof, ".pprof")+".metrics"); err != nil {
+		if err = saveMetrics(ctx, "http://127.0.0.1:"+m.port+path, strings.TrimSuffix(prof, ".pprof")+".metrics"); err != nil {
 			return s, err
 		}
 	}
 	// Check its answer: every shard has committed through its head. The
 	// CPU the consumer spends answering is not the measure's.
-	var cpuBefore, cpuErr = procCPU(cmd.Process.Pid)
-	var checkBegan = time.Now()
-	got, err := readSums(ctx, r.Side, conn, port, len(heads))
-	if err != nil {
-		return s, fmt.Errorf("reading the sums of %s: %w", r, err)
-	} else if err = checkSums(r.Side, wname, want, got); err != nil {
+	var checkCPU float64
+	if s.checked, s.checkSecs, checkCPU, err = m.check(ctx, wname, len(heads), want); err != nil {
 		return s, err
 	}
-	s.checked, s.checkSecs = len(got), time.Since(checkBegan).Seconds()
-	var cpuAfter, cpuErr2 = procCPU(cmd.Process.Pid)
-	if err = errors.Join(cpuErr, cpuErr2); err != nil {
-		return s, fmt.Errorf("the CPU time of %s: %w", r, err)
-	}
-
-	// Delete the shards, which a lone Gazette member does not release, and
-	// stop the member as a deployment would, with SIGTERM.
-	var del = new(pc.ApplyRequest)
-	for i := range heads {
-		del.Changes = append(del.Changes, pc.ApplyRequest_Change{Delete: workload.ShardID(i), ExpectModRevision: -1})
-	}
-	if resp, err = sc.Apply(ctx, del); err == nil && resp.Status != pc.Status_OK {
-		err = errors.New(resp.Status.String())
-	}
+	cpu, err := m.stop(ctx, len(heads))
 	if err != nil {
-		return s, fmt.Errorf("deleting the shards of %s: %w", r, err)
+		return s, err
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err = <-exited:
-		stopped = true
-		if err != nil {
-			return s, fmt.Errorf("%s exited on SIGTERM: %w", r, err)
-		}
-	case <-time.After(time.Minute):
-		return s, fmt.Errorf("%s did not exit within a minute of SIGTERM", r)
-	}
-	s.cpuSeconds = cpuOf(cmd.ProcessState) - (cpuAfter - cpuBefore)
+	s.cpuSeconds = cpu - checkCPU
 	return s, nil
+}
+
+// check reads the member's sums of its n shards and checks them against
+// want, the sums of workload wname. It returns the keys checked, and the
+// wall and CPU seconds the member took.
+func (m *member) check(ctx context.Context, wname string, n int, want map[string]int64) (keys int, secs, cpu float64, _ error) {
+	var cpuBefore, err = procCPU(m.cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("the CPU time of %s: %w", m.r, err)
+	}
+	var began = time.Now()
+	got, err := readSums(ctx, m.r.Side, m.conn, m.port, n)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("reading the sums of %s: %w", m.r, err)
+	} else if err = checkSums(m.r.Side, wname, want, got); err != nil {
+		return 0, 0, 0, err
+	}
+	secs = time.Since(began).Seconds()
+	cpuAfter, err := procCPU(m.cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("the CPU time of %s: %w", m.r, err)
+	}
+	return len(got), secs, cpuAfter - cpuBefore, nil
 }
 
 // saveMetrics writes the Prometheus metrics served at url to path.
@@ -814,8 +763,11 @@ func watchPrimaries(ctx context.Context, sc pc.ShardClient, n int, began time.Ti
 	}
 }
 
-// waitReadThrough waits until shard's primary has read journal through
-// offset.
+// errExited is the error of a wait for a consumer which exited.
+var errExited = errors.New("the consumer exited")
+
+// waitReadThrough waits until shard's primary has committed its reads of
+// journal through offset.
 func waitReadThrough(ctx context.Context, sc pc.ShardClient, shard pc.ShardID, journal pb.Journal, offset int64, exited <-chan error) error {
 	for {
 		var resp, err = sc.Stat(ctx, &pc.StatRequest{Shard: shard, ReadThrough: pb.Offsets{journal: offset}})
@@ -824,7 +776,7 @@ func waitReadThrough(ctx context.Context, sc pc.ShardClient, shard pc.ShardID, j
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("exited while shard %s read %s: %v", shard, journal, err)
+			return fmt.Errorf("%w while shard %s read %s: %v", errExited, shard, journal, err)
 		case <-ctx.Done():
 			return fmt.Errorf("shard %s did not read %s through %d: %w", shard, journal, offset, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
@@ -856,7 +808,10 @@ func recovery(ctx context.Context, c config, env stackEnv) error {
 			float64(b.LiveBytes)/(1<<20), float64(b.LogBytes)/(1<<20))
 	}
 
-	var measures = []string{"ours", "anchor", "raw-ours", "raw-anchor"}
+	// write: the driver writes as many bytes as our store's live files to
+	// one file of the same disk, timed until its writes return (in the page
+	// cache) and until it and its directory are fsync'd.
+	var measures = []string{"ours", "anchor", "raw-ours", "raw-anchor", "write"}
 	var got = make(map[string][]sample)
 	var read = make(map[string]int64)
 	for rep := 1; rep <= c.reps; rep++ {
@@ -865,7 +820,14 @@ func recovery(ctx context.Context, c config, env stackEnv) error {
 			var s sample
 			var err error
 			var prof = c.profile(rep, m+"-playback.pprof")
-			if side, ok := strings.CutPrefix(m, "raw-"); ok {
+			if m == "write" {
+				var write, sync time.Duration
+				write, sync, err = durable.WriteFile(filepath.Join(env.dir, "write"), built["ours"].LiveBytes)
+				s = sample{seconds: write.Seconds(), syncSecs: sync.Seconds()}
+				if rerr := os.Remove(filepath.Join(env.dir, "write")); err == nil {
+					err = rerr
+				}
+			} else if side, ok := strings.CutPrefix(m, "raw-"); ok {
 				var res rawResult
 				var exe, _ = os.Executable()
 				var ps *os.ProcessState
@@ -884,20 +846,24 @@ func recovery(ctx context.Context, c config, env stackEnv) error {
 				if err == nil && !p.Checked {
 					err = errors.New("the played store was not checked")
 				}
-				s = sample{seconds: p.Seconds, cpuSeconds: cpuOf(ps)}
+				s = sample{seconds: p.Seconds, syncSecs: p.SyncSeconds, cpuSeconds: cpuOf(ps)}
 				read[m] = p.BytesRead
 			}
 			if err != nil {
 				return fmt.Errorf("%s, repetition %d: %w", m, rep, err)
 			}
-			fmt.Printf("  rep %d %-10s %8.2fs\n", rep, m, s.seconds)
+			var synced string
+			if !strings.HasPrefix(m, "raw-") {
+				synced = fmt.Sprintf(", then fsync %.2fs", s.syncSecs)
+			}
+			fmt.Printf("  rep %d %-10s %8.2fs%s\n", rep, m, s.seconds, synced)
 			got[m] = append(got[m], s)
 		}
 	}
 
-	fmt.Printf("\nrecovery: a store of %d keys of %d bytes (%.0f MiB), played from its hints; median of %d\n",
+	fmt.Printf("\nrecovery: a store of %d keys of %d bytes (%.0f MiB), played from its hints; median of %d (range)\n",
 		st.Keys, st.ValueLen, float64(int64(st.Keys)*int64(st.ValueLen))/(1<<20), c.reps)
-	fmt.Printf("  %-34s %10s %10s %10s %9s %8s\n", "", "live MiB", "log MiB", "read MiB", "time", "MB/s")
+	fmt.Printf("  %-34s %9s %9s %9s %9s %9s %9s %8s\n", "", "live MiB", "log MiB", "read MiB", "time", "fsync", "durable", "MB/s")
 	var mib = func(n int64) string {
 		if n < 0 {
 			return "-"
@@ -909,25 +875,52 @@ func recovery(ctx context.Context, c config, env stackEnv) error {
 		{"anchor", "anchor", "anchor: Gazette playback"},
 		{"raw-ours", "ours", "raw read of our log"},
 		{"ours", "ours", "ours: gazconsumer playback"},
+		{"write", "ours", "write of our live bytes"},
 	} {
 		var secs = median(got[row.m], seconds)
 		var b = built[row.side]
-		var live = "-"
-		if !strings.HasPrefix(row.m, "raw-") {
-			live = mib(b.LiveBytes)
-		}
+		var live, logBytes, readBytes = mib(b.LiveBytes), mib(b.LogBytes), mib(read[row.m])
 		var rate = float64(b.LiveBytes) / 1e6 / secs
-		if strings.HasPrefix(row.m, "raw-") {
-			rate = float64(read[row.m]) / 1e6 / secs
+		var synced, durableSecs = "-", "-"
+		switch {
+		case strings.HasPrefix(row.m, "raw-"):
+			live, rate = "-", float64(read[row.m])/1e6/secs
+		case row.m == "write":
+			logBytes, readBytes = "-", "-"
 		}
-		fmt.Printf("  %-34s %10s %10s %10s %8.2fs %8.0f\n", row.label, live, mib(b.LogBytes), mib(read[row.m]), secs, rate)
+		if !strings.HasPrefix(row.m, "raw-") {
+			synced = fmt.Sprintf("%.2fs", median(got[row.m], syncSeconds))
+			durableSecs = fmt.Sprintf("%.2fs", median(got[row.m], durableSeconds))
+		}
+		fmt.Printf("  %-34s %9s %9s %9s %8.2fs %9s %9s %8.0f\n", row.label, live, logBytes, readBytes, secs, synced, durableSecs, rate)
 	}
-	fmt.Printf("  (MB/s: of the log read, for raw reads; of live state recovered, for playbacks)\n")
-	fmt.Printf("  ratio ours/anchor (playback time):          %5.2f   (goal ≤ 1.0)\n", medianRatio(got["ours"], got["anchor"], seconds))
-	fmt.Printf("  ratio ours/raw read of our log (time):      %5.2f\n", medianRatio(got["ours"], got["raw-ours"], seconds))
-	fmt.Printf("  ratio anchor/raw read of its log (time):    %5.2f\n", medianRatio(got["anchor"], got["raw-anchor"], seconds))
+	fmt.Printf("  (time: until the player's files are written, in the page cache, as neither player fsyncs;\n" +
+		"   durable: and then fsync'd, files and directories; MB/s: of the log read, for raw reads; of live state, else)\n")
+	fmt.Printf("  like for like: each ratio compares outputs of one durability, fsync'd on both sides or on neither\n")
+	var mark = func(v spread, goal float64) string {
+		if v.median <= goal {
+			return fmt.Sprintf("(goal ≤ %.1f)", goal)
+		}
+		return fmt.Sprintf("(goal ≤ %.1f: missed)", goal)
+	}
+	for _, mode := range []struct {
+		label string
+		f     func(sample) float64
+	}{{"both fsync", durableSeconds}, {"neither fsyncs", seconds}} {
+		var vsAnchor = spreadOf(ratios(got["ours"], got["anchor"], mode.f))
+		var vsWrite = spreadOf(ratios(got["ours"], got["write"], mode.f))
+		fmt.Printf("  %-15s ours/anchor (playback time):       %s %s\n", mode.label+":", vsAnchor, mark(vsAnchor, goalRecoveryVsAnchor))
+		fmt.Printf("  %-15s ours/write of its live bytes:      %s %s\n", mode.label+":", vsWrite, mark(vsWrite, goalRecoveryVsWrite))
+	}
+	fmt.Printf("  ours/raw read of our log (time):                  %s\n", spreadOf(ratios(got["ours"], got["raw-ours"], seconds)))
+	fmt.Printf("  anchor/raw read of its log (time):                %s\n", spreadOf(ratios(got["anchor"], got["raw-anchor"], seconds)))
 	for _, side := range sides {
-		fmt.Printf("  %-6s read by playback / live bytes:       %5.2f\n", side, float64(read[side])/float64(built[side].LiveBytes))
+		var ratio = float64(read[side]) / float64(built[side].LiveBytes)
+		var goal string
+		if side == "ours" {
+			goal = fmt.Sprintf(" (goal ≤ %.1f)", goalRecoveryRead)
+		}
+		fmt.Printf("  %-6s read by playback / live bytes:           %5.2f%s\n", side, ratio, goal)
 	}
 	return nil
 }

@@ -8,7 +8,8 @@
 // build writes the state of benchstate.State into a new store in DIR through
 // pipelined transactions, then writes the log's hints to FILE. play plays
 // the log from those hints into DIR (which must not exist) through its write
-// head, as a shard recovering it does. Each prints a JSON line of its
+// head, as a shard recovering it does, then fsyncs what it played (timed
+// apart: recoverylog's player does not fsync). Each prints a JSON line of its
 // figures (workload.Built, workload.Played).
 package main
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
 	"github.com/gazconsumer/gazconsumer/bench/internal/cli"
+	"github.com/gazconsumer/gazconsumer/bench/internal/durable"
 	"github.com/gazconsumer/gazconsumer/bench/internal/profile"
 	"github.com/gazconsumer/gazconsumer/bench/internal/workload"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
@@ -149,6 +151,11 @@ func play(ctx context.Context, jc pb.RoutedJournalClient, f cli.Flags) error {
 	}
 	var out = workload.Played{Seconds: time.Since(began).Seconds(), BytesRead: p.BytesRead()}
 	stop()
+	synced, err := durable.SyncTree(f.Dir)
+	if err != nil {
+		return err
+	}
+	out.SyncSeconds = synced.Seconds()
 
 	began = time.Now()
 	ro, err := rocks.OpenReadOnly(f.Dir)

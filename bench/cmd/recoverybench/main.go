@@ -2,15 +2,19 @@
 // from its recovery log costs, against the size of its live state.
 //
 // It builds a store on the in-process stack as a consumer does: pipelined
-// transactions of Puts of distinct keys, recorded into a recovery log. Then
-// it plays the log back into a new directory from the store's last hints,
-// opens the store, and checks its keys. It prints the live state's bytes,
-// the log's, the bytes playback read, and the times of playback and of
-// writing the live state's bytes to the same disk with fsync, with the
-// ratios the project's goals are about:
+// transactions of Puts of distinct keys, recorded into a recovery log. Then,
+// -reps times, it plays the log back into a new directory from the store's
+// last hints, fsyncs the played files, opens the store, and checks its keys;
+// and writes as many bytes as the live state's to one file of the same
+// disk, then fsyncs it. It prints the live state's bytes, the log's, the
+// bytes playback read, and the times of playbacks and writes, each until
+// its output is written and until it is fsync'd (the player does not fsync:
+// like is compared with like, both fsync'd or neither), medians and ranges,
+// with the ratios the project's goals are about:
 //
-//	bytes read / live bytes         (goal ≤ 1.2)
-//	playback time / fsync'd write   (goal ≤ 1.5)
+//	bytes read / live bytes                    (goal ≤ 1.2)
+//	playback time / write, both fsync'd        (goal ≤ 1.5)
+//	playback time / write, neither fsync'd     (goal ≤ 1.5)
 //
 // Run it with `make bench-recovery`, or `go run ./cmd/recoverybench
 // -keys 100000` for a quick look.
@@ -25,9 +29,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/bench/internal/benchstate"
+	"github.com/gazconsumer/gazconsumer/bench/internal/durable"
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
@@ -47,6 +53,7 @@ func main() {
 		profile   = flag.String("cpuprofile", "", "write a CPU profile of the playback to this file")
 		every     = flag.Duration("compact-every", 5*time.Second, "how often log compaction is checked")
 		compactAt = flag.Float64("compact-at", recoverylog.DefaultCompaction.Ratio, "ratio of hinted to live bytes past which the log is compacted (0: never)")
+		repsFlag  = flag.Int("reps", 3, "playbacks and writes to measure; medians and ranges are reported")
 	)
 	flag.Parse()
 	var lvl slog.Level
@@ -63,7 +70,10 @@ func main() {
 		defer os.RemoveAll(d)
 		*dir = d
 	}
-	cpuProfile, compactEvery = *profile, *every
+	if *repsFlag < 1 {
+		fatal(fmt.Errorf("-reps %d: want at least 1", *repsFlag))
+	}
+	cpuProfile, compactEvery, reps = *profile, *every, *repsFlag
 	if err := run(context.Background(), *dir, benchstate.State{Keys: *keys, ValueLen: *valueLen, TxnLen: *txnLen, Rewrites: *rewrites}, *compactAt); err != nil {
 		fatal(err)
 	}
@@ -81,6 +91,7 @@ const journal = pb.Journal("recoverybench/log")
 var (
 	cpuProfile   string
 	compactEvery time.Duration
+	reps         int
 )
 
 func run(ctx context.Context, dir string, st benchstate.State, compactAt float64) error {
@@ -127,50 +138,37 @@ fragment:
 	var stats = recoverylog.StatsOf(hints)
 	store.Destroy()
 
-	// Recover it.
-	var recovered = filepath.Join(dir, "recovered")
-	if err = os.MkdirAll(recovered, 0o700); err != nil {
-		return err
-	}
-	if cpuProfile != "" {
-		var f, err = os.Create(cpuProfile)
-		if err != nil {
-			return err
+	// Recover it, -reps times, beside writes of as many bytes (in rotating
+	// order): each timed until its files are written (the player does not
+	// fsync) and until they are fsync'd, so that each ratio compares
+	// outputs of one durability.
+	var plays, syncs, opens, writes, writeSyncs []float64
+	var bytesRead int64
+	for rep := range reps {
+		var recovered = filepath.Join(dir, fmt.Sprintf("recovered-%d", rep))
+		var playFirst = rep%2 == 0
+		for k := range 2 {
+			if (k == 0) == playFirst {
+				var r, err = recoverOnce(ctx, stack.Journals(), hints, recovered, st, rep == reps-1)
+				if err != nil {
+					return fmt.Errorf("playback %d: %w", rep+1, err)
+				}
+				plays, syncs, opens = append(plays, r.play.Seconds()), append(syncs, r.sync.Seconds()), append(opens, r.open.Seconds())
+				bytesRead = r.bytesRead
+				fmt.Printf("  rep %d playback %8.2fs, then fsync %6.2fs\n", rep+1, r.play.Seconds(), r.sync.Seconds())
+			} else {
+				var w, sync, err = durable.WriteFile(filepath.Join(dir, "write"), stats.LiveBytes)
+				if err == nil {
+					err = os.Remove(filepath.Join(dir, "write"))
+				}
+				if err != nil {
+					return fmt.Errorf("write %d: %w", rep+1, err)
+				}
+				writes, writeSyncs = append(writes, w.Seconds()), append(writeSyncs, sync.Seconds())
+				fmt.Printf("  rep %d write    %8.2fs, then fsync %6.2fs\n", rep+1, w.Seconds(), sync.Seconds())
+			}
 		}
-		defer f.Close()
-		if err = pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
 	}
-	start = time.Now()
-	var p = recoverylog.NewPlayer(stack.Journals(), journal, recovered, 0xB2)
-	p.DoNotProxy = true
-	p.FinishAtWriteHead()
-	fsm, err := p.Play(ctx, hints)
-	if err != nil {
-		return err
-	}
-	var playTime = time.Since(start)
-	if cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
-	var actx, cancel = context.WithCancel(ctx)
-	defer cancel()
-	rec2, err := recoverylog.NewRecorder(journal, fsm, 0xB2, recovered, client.NewAppendService(actx, stack.Journals()))
-	if err != nil {
-		return err
-	}
-	start = time.Now()
-	store, err = rocks.Open(recovered, rec2, opts)
-	if err != nil {
-		return err
-	}
-	var openTime = time.Since(start)
-	if err = check(store, st); err != nil {
-		store.Destroy()
-		return err
-	}
-	store.Destroy()
 
 	// The log's read rate: read the hinted bytes without playing them.
 	rawTime, err := readRaw(ctx, stack.Journals(), stats.NeededFrom, hints.NextOffset, stats.HintedBytes)
@@ -178,12 +176,21 @@ fragment:
 		return err
 	}
 
-	// The physical limit: write the live bytes to the same disk, with fsync.
-	fsyncTime, err := writeFsync(filepath.Join(dir, "fsync"), stats.LiveBytes)
-	if err != nil {
-		return err
+	var sum = func(a, b []float64) []float64 {
+		var out = make([]float64, len(a))
+		for i := range a {
+			out[i] = a[i] + b[i]
+		}
+		return out
 	}
-
+	var div = func(a, b []float64) spread {
+		var out = make([]float64, len(a))
+		for i := range a {
+			out[i] = a[i] / b[i]
+		}
+		return spreadOf(out)
+	}
+	var durablePlays, durableWrites = sum(plays, syncs), sum(writes, writeSyncs)
 	fmt.Printf("state: %d keys of %d bytes, written in %v (%.1f MB/s)\n", st.Keys, st.ValueLen, writeTime.Round(time.Millisecond),
 		float64(stats.LiveBytes)/writeTime.Seconds()/1e6)
 	fmt.Printf("%-34s %12s\n", "", "bytes")
@@ -191,17 +198,95 @@ fragment:
 	fmt.Printf("%-34s %12d\n", "recovery log", hints.NextOffset)
 	fmt.Printf("%-34s %12d\n", "needed span of the log", hints.NextOffset-stats.NeededFrom)
 	fmt.Printf("%-34s %12d\n", "hinted segments", stats.HintedBytes)
-	fmt.Printf("%-34s %12d\n", "read by playback", p.BytesRead())
-	fmt.Printf("%-34s %12s\n", "", "time")
-	fmt.Printf("%-34s %12v\n", "playback", playTime.Round(time.Millisecond))
-	fmt.Printf("%-34s %12v\n", "open of the played store", openTime.Round(time.Millisecond))
-	fmt.Printf("%-34s %12v\n", "raw read of as many log bytes", rawTime.Round(time.Millisecond))
-	fmt.Printf("%-34s %12v\n", "write of live bytes with fsync", fsyncTime.Round(time.Millisecond))
-	fmt.Printf("ratio bytes read / live bytes:          %.2f (goal ≤ 1.2)\n", float64(p.BytesRead())/float64(stats.LiveBytes))
-	fmt.Printf("ratio playback time / fsync'd write:    %.2f (goal ≤ 1.5)\n", playTime.Seconds()/fsyncTime.Seconds())
-	fmt.Printf("ratio playback time / raw read:         %.2f\n", playTime.Seconds()/rawTime.Seconds())
-	fmt.Printf("ratio recovery log / live bytes:        %.2f\n", float64(hints.NextOffset)/float64(stats.LiveBytes))
+	fmt.Printf("%-34s %12d\n", "read by playback", bytesRead)
+	fmt.Printf("%-34s %21s (median of %d, range)\n", "", "seconds", reps)
+	fmt.Printf("%-34s %21s\n", "playback (into the page cache)", spreadOf(plays))
+	fmt.Printf("%-34s %21s\n", "  then fsync of its files", spreadOf(syncs))
+	fmt.Printf("%-34s %21s\n", "  durable", spreadOf(durablePlays))
+	fmt.Printf("%-34s %21s\n", "open of the played store", spreadOf(opens))
+	fmt.Printf("%-34s %21s\n", "write of live bytes", spreadOf(writes))
+	fmt.Printf("%-34s %21s\n", "  then fsync", spreadOf(writeSyncs))
+	fmt.Printf("%-34s %21s\n", "  durable", spreadOf(durableWrites))
+	fmt.Printf("%-34s %12.2f\n", "raw read of as many log bytes", rawTime.Seconds())
+	fmt.Printf("ratio bytes read / live bytes:                 %.2f (goal ≤ 1.2)\n", float64(bytesRead)/float64(stats.LiveBytes))
+	fmt.Printf("ratio playback / write, both fsync'd:          %s (goal ≤ 1.5)\n", div(durablePlays, durableWrites))
+	fmt.Printf("ratio playback / write, neither fsync'd:       %s (goal ≤ 1.5)\n", div(plays, writes))
+	fmt.Printf("ratio playback time / raw read:                %.2f\n", medianOf(plays)/rawTime.Seconds())
+	fmt.Printf("ratio recovery log / live bytes:               %.2f\n", float64(hints.NextOffset)/float64(stats.LiveBytes))
 	return nil
+}
+
+// recovered is what one playback measured.
+type recovered struct {
+	play, sync, open time.Duration
+	bytesRead        int64
+}
+
+// recoverOnce plays the log from hints into dir, fsyncs the played files,
+// opens the store read-only and checks it holds st, then removes it. It writes a
+// CPU profile of the playback if profile is set and -cpuprofile is.
+func recoverOnce(ctx context.Context, jc pb.RoutedJournalClient, hints *recoverylog.Hints, dir string, st benchstate.State, profile bool) (recovered, error) {
+	var r recovered
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	if profile && cpuProfile != "" {
+		var f, err = os.Create(cpuProfile)
+		if err != nil {
+			return r, err
+		}
+		defer f.Close()
+		if err = pprof.StartCPUProfile(f); err != nil {
+			return r, err
+		}
+	}
+	var start = time.Now()
+	var p = recoverylog.NewPlayer(jc, journal, dir, 0xB2)
+	p.DoNotProxy = true
+	p.FinishAtWriteHead()
+	var _, err = p.Play(ctx, hints)
+	if err != nil {
+		return r, err
+	}
+	r.play, r.bytesRead = time.Since(start), p.BytesRead()
+	if profile && cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if r.sync, err = durable.SyncTree(dir); err != nil {
+		return r, err
+	}
+	// Opened read-only, with no recorder: a recorder would append to the
+	// log, which the next repetition plays again.
+	start = time.Now()
+	ro, err := rocks.OpenReadOnly(dir)
+	if err != nil {
+		return r, err
+	}
+	r.open = time.Since(start)
+	defer ro.Close()
+	var c = st.NewChecker()
+	if err = ro.Scan(nil, nil, c.Next); err != nil {
+		return r, err
+	}
+	return r, c.Err()
+}
+
+// spread is a median with the least and greatest values it is of.
+type spread struct{ median, lo, hi float64 }
+
+func (s spread) String() string { return fmt.Sprintf("%5.2f (%.2f-%.2f)", s.median, s.lo, s.hi) }
+
+func spreadOf(v []float64) spread {
+	return spread{medianOf(v), slices.Min(v), slices.Max(v)}
+}
+
+func medianOf(v []float64) float64 {
+	v = slices.Sorted(slices.Values(v))
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // newRecorder plays the log into dir as author, fencing it, and returns a
@@ -246,15 +331,6 @@ func write(s *rocks.Store, st benchstate.State) error {
 	return nil
 }
 
-// check that s holds every key of st with its value.
-func check(s *rocks.Store, st benchstate.State) error {
-	var c = st.NewChecker()
-	if err := s.Scan(nil, nil, c.Next); err != nil {
-		return err
-	}
-	return c.Err()
-}
-
 // readRaw reads n bytes of the log from offset from (or through end), and
 // discards them.
 func readRaw(ctx context.Context, jc pb.RoutedJournalClient, from, end, n int64) (time.Duration, error) {
@@ -265,38 +341,4 @@ func readRaw(ctx context.Context, jc pb.RoutedJournalClient, from, end, n int64)
 		return 0, fmt.Errorf("reading %s: %w", journal, err)
 	}
 	return time.Since(start), nil
-}
-
-// writeFsync writes n bytes to a new file at path in 4 MiB writes, fsyncs it
-// and its directory, and returns the time taken.
-func writeFsync(path string, n int64) (time.Duration, error) {
-	var buf = make([]byte, 4<<20)
-	for i := range buf {
-		buf[i] = byte(i * 31)
-	}
-	var start = time.Now()
-	var f, err = os.Create(path)
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(path)
-	for w := int64(0); w < n; w += int64(len(buf)) {
-		if _, err = f.Write(buf[:min(int64(len(buf)), n-w)]); err != nil {
-			f.Close()
-			return 0, err
-		}
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return 0, err
-	}
-	if err = f.Close(); err != nil {
-		return 0, err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err == nil {
-		err = d.Sync()
-		d.Close()
-	}
-	return time.Since(start), err
 }

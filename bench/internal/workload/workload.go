@@ -44,27 +44,43 @@ func Input(i int) pb.Journal { return pb.Journal(fmt.Sprintf("%spart-%02d", Inpu
 // ShardID is the ID of the shard of partition i.
 func ShardID(i int) pc.ShardID { return pc.ShardID(fmt.Sprintf("shard-%02d", i)) }
 
-// Run names one consumer run: its side ("ours" or "anchor") and repetition.
+// Run names one consumer run: its side ("ours" or "anchor"), what it
+// measures if not throughput, and repetition.
 type Run struct {
 	Side string
-	Rep  int
+	// Tag names what the run measures, if there are several runs of a side
+	// in a repetition (e.g. r50 for a latency run at 50% of a rate).
+	Tag string
+	Rep int
+	// MinOffsets are the offsets of the partitions where the shards begin
+	// to read, if not at 0 (those of a live load's start).
+	MinOffsets []int64
 	// MinTxn and MaxTxn bound the durations of the shards' transactions;
 	// a zero MaxTxn means a second.
 	MinTxn, MaxTxn time.Duration
 }
 
-func (r Run) String() string { return fmt.Sprintf("%s-%d", r.Side, r.Rep) }
+func (r Run) String() string {
+	if r.Tag != "" {
+		return fmt.Sprintf("%s-%s-%d", r.Side, r.Tag, r.Rep)
+	}
+	return fmt.Sprintf("%s-%d", r.Side, r.Rep)
+}
 
 // EtcdPrefix of the run's consumer group.
 func (r Run) EtcdPrefix() string { return "/gazette/consumers/bench-" + r.String() }
 
 // ShardSpec is the spec of the run's shard of partition i: both sides run
-// the same, with no standby, transactions bounded by MinTxn and MaxTxn, and the
-// run's own recovery logs and hints.
+// the same, with no standby, transactions bounded by MinTxn and MaxTxn,
+// reading from MinOffsets, and the run's own recovery logs and hints.
 func (r Run) ShardSpec(i int) *pc.ShardSpec {
+	var src = pc.ShardSpec_Source{Journal: Input(i)}
+	if i < len(r.MinOffsets) {
+		src.MinOffset = r.MinOffsets[i]
+	}
 	return &pc.ShardSpec{
 		Id:                ShardID(i),
-		Sources:           []pc.ShardSpec_Source{{Journal: Input(i)}},
+		Sources:           []pc.ShardSpec_Source{src},
 		RecoveryLogPrefix: RecoveryPrefix + r.String(),
 		HintPrefix:        "/gazette/hints/bench-" + r.String(),
 		HintBackups:       1,
@@ -138,6 +154,11 @@ type Played struct {
 	// Seconds of playback, from starting to read the log to having the
 	// store's files in place.
 	Seconds float64 `json:"seconds"`
+	// SyncSeconds to fsync the played files and their directories after
+	// (durable.SyncTree): neither player fsyncs, so Seconds is the
+	// playback's time into the page cache, and Seconds+SyncSeconds its
+	// time to durable files.
+	SyncSeconds float64 `json:"sync_seconds"`
 	// OpenSeconds to open the played store.
 	OpenSeconds float64 `json:"open_seconds"`
 	// BytesRead from the log by playback; -1 if the player doesn't say.
