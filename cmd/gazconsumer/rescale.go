@@ -426,6 +426,9 @@ func (c *rescaleConsumer) childSpec(q int) *pc.ShardSpec {
 	}
 	slices.SortFunc(sources, func(a, b pc.ShardSpec_Source) int { return strings.Compare(a.Journal.String(), b.Journal.String()) })
 	spec.Sources = sources
+	// The parent's settings, as an operator may have changed them.
+	spec.HotStandbys, spec.MinTxnDuration, spec.MaxTxnDuration = parent.HotStandbys, parent.MinTxnDuration, parent.MaxTxnDuration
+	spec.Disable, spec.DisableWaitForAck, spec.RingBufferSize, spec.ReadChannelSize = parent.Disable, parent.DisableWaitForAck, parent.RingBufferSize, parent.ReadChannelSize
 	spec.LabelSet = pb.LabelSet{Labels: slices.Clone(parent.LabelSet.Labels)} // A copy.
 	spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(c.to))
 	spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.Id.String())

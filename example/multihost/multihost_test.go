@@ -497,6 +497,24 @@ func TestMultiHost(t *testing.T) {
 		}
 	}
 
+	// The families grow from 2 partitions to 4 while the load goes on:
+	// gazconsumer rescale splits the shards online, over mutual TLS.
+	var protos = filepath.Join(dir, "proto")
+	if err = os.CopyFS(protos, os.DirFS(filepath.Join(repo, "example/proto"))); err != nil {
+		t.Fatal(err)
+	}
+	var bankProto = filepath.Join(protos, "gazconsumer/example/bank/v1/bank.proto")
+	b, err := os.ReadFile(bankProto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err = os.WriteFile(bankProto, []byte(strings.ReplaceAll(string(b), "partitions: 2", "partitions: 4")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var rescaled = mustOperate(5*time.Minute, filepath.Join(bin, "gazconsumer"), "rescale",
+		"--consumer", "Ledger", "--consumer", "Leaderboard", "--settle", "2s", protos)
+	t.Logf("gazconsumer rescale:\n%s", lastLines(rescaled, 2))
+
 	if err = <-published; err != nil {
 		t.Fatalf("bankctl publish: %v\n%s", err, pubOut.String())
 	}
