@@ -125,6 +125,9 @@ type TLSFiles struct {
 // Stack is a running etcd server and its Gazette brokers.
 type Stack struct {
 	opts Options
+	// holdsFileRoot tells that the stack pointed the process's file://
+	// fragment stores at its directory (pointFileRoot).
+	holdsFileRoot bool
 
 	etcd       *embed.Etcd
 	etcdClient *clientv3.Client
@@ -258,12 +261,10 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := os.MkdirAll(fragments, 0o750); err != nil {
 		return fmt.Errorf("devstack: creating fragment store root: %w", err)
 	}
-	if fs.FileSystemStoreRoot != fragments {
-		// Written only if it changes: a stack restarted on its directory in
-		// this process must not race the refreshes of the brokers it
-		// replaces, which read it as they stop.
-		fs.FileSystemStoreRoot = fragments
+	if err := pointFileRoot(fragments); err != nil {
+		return fmt.Errorf("devstack: %w", err)
 	}
+	s.holdsFileRoot = true
 
 	if err := s.startEtcd(ctx); err != nil {
 		return err
@@ -763,6 +764,9 @@ func (s *Stack) FragmentsRoot() string { return filepath.Join(s.opts.Dir, "fragm
 // exited. It is safe to call more than once.
 func (s *Stack) Close() error {
 	s.closeOnce.Do(func() {
+		if s.holdsFileRoot {
+			defer releaseFileRoot()
+		}
 		// Stop every broker at once, without handoff: there is nowhere to
 		// hand journals to. Their replicas complete their fragments, which
 		// the persister then writes to the fragment store.
@@ -886,6 +890,65 @@ func waitForMember(ctx context.Context, ks *keyspace.KeySpace, key string) error
 		}
 		if err := ks.WaitForRevision(ctx, ks.Header.Revision+1); err != nil {
 			return err
+		}
+	}
+}
+
+// fileRoot is the root of the file:// fragment stores of the process's
+// brokers (Gazette's fs.FileSystemStoreRoot): a symbolic link, set once,
+// which each stack started points at its fragments directory. The variable
+// never changes after the first stack starts, so that the refreshes of the
+// brokers of stacks already closed, which may still read it, never race a
+// later stack's start; the link is replaced atomically.
+var fileRoot struct {
+	once sync.Once
+	mu   sync.Mutex
+	link string
+	err  error
+	held int // Stacks started and not closed: the last to close removes the link.
+}
+
+// pointFileRoot points the file:// fragment stores of the process at dir.
+func pointFileRoot(dir string) error {
+	fileRoot.once.Do(func() {
+		var base, err = os.MkdirTemp("", "gazconsumer-devstack-root-")
+		if err != nil {
+			fileRoot.err = fmt.Errorf("creating the root of file:// fragment stores: %w", err)
+			return
+		}
+		fileRoot.link = filepath.Join(base, "fragments")
+		fs.FileSystemStoreRoot = fileRoot.link
+	})
+	if fileRoot.err != nil {
+		return fileRoot.err
+	}
+	fileRoot.mu.Lock()
+	defer fileRoot.mu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(fileRoot.link), 0o700); err != nil {
+		return fmt.Errorf("pointing file:// fragment stores at %s: %w", dir, err)
+	}
+	var next = fileRoot.link + ".next"
+	if err := os.Remove(next); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("pointing file:// fragment stores at %s: %w", dir, err)
+	}
+	if err := os.Symlink(dir, next); err != nil {
+		return fmt.Errorf("pointing file:// fragment stores at %s: %w", dir, err)
+	} else if err = os.Rename(next, fileRoot.link); err != nil {
+		return fmt.Errorf("pointing file:// fragment stores at %s: %w", dir, err)
+	}
+	fileRoot.held++
+	return nil
+}
+
+// releaseFileRoot is called by each stack that pointed the file:// fragment
+// stores, once closed: the last removes the link and its directory (the
+// stores of brokers closed then find no fragments, and write none).
+func releaseFileRoot() {
+	fileRoot.mu.Lock()
+	defer fileRoot.mu.Unlock()
+	if fileRoot.held--; fileRoot.held == 0 {
+		if err := os.RemoveAll(filepath.Dir(fileRoot.link)); err != nil {
+			slog.Warn("removing the root of file:// fragment stores", "dir", filepath.Dir(fileRoot.link), "err", err)
 		}
 	}
 }
