@@ -110,6 +110,8 @@ type Txn struct {
 	Envelope message.Envelope
 
 	pub     *message.Publisher
+	held    []heldMessage   // Published by a call under a failure policy, until it returns.
+	hold    bool            // Hold what is published, in held.
 	outputs []mapping       // Of the consumer.
 	name    string          // Of the consumer.
 	guard   *partitionGuard // Of the shard's store, if it has tables; set by BeginTxn.
@@ -127,10 +129,19 @@ func (tx *Txn) txn() *Txn { return tx }
 // that its type's mapping picks, among those its type's Output selects.
 // Readers see it once the transaction commits, exactly once. msg must be of
 // a type the consumer publishes.
+//
+// Under a failure policy that retries or records dead letters, the
+// transaction holds a copy of msg until the handler returns, and publishes
+// it only if the handler succeeds: msg may be changed after, and its UUID is
+// not set.
 func (tx *Txn) Publish(msg message.Message) error {
 	var typ = reflect.TypeOf(msg)
 	for i := range tx.outputs {
 		if m := &tx.outputs[i]; m.typ == typ {
+			if tx.hold {
+				tx.held = append(tx.held, heldMessage{m, cloneMessage(msg)})
+				return nil
+			}
 			if _, err := tx.pub.PublishUncommitted(m.mapping, msg); err != nil {
 				return fmt.Errorf("publishing %s: %w", m.name, err)
 			}
@@ -138,6 +149,42 @@ func (tx *Txn) Publish(msg message.Message) error {
 		}
 	}
 	return fmt.Errorf("consumer %s publishes no message of type %T", tx.name, msg)
+}
+
+// heldMessage is a message published by a handler call under a failure
+// policy, held until the call returns.
+type heldMessage struct {
+	m   *mapping
+	msg message.Message
+}
+
+// cloneMessage returns a copy of msg, a protobuf message, or msg itself.
+func cloneMessage(msg message.Message) message.Message {
+	if pm, ok := msg.(proto.Message); ok {
+		if c, ok := proto.Clone(pm).(message.Message); ok {
+			return c
+		}
+	}
+	return msg
+}
+
+// flush publishes what the handler call published, now that it succeeded.
+func (tx *Txn) flush() error {
+	var held = tx.held
+	tx.held, tx.hold = tx.held[:0], false
+	for i, h := range held {
+		held[i] = heldMessage{}
+		if _, err := tx.pub.PublishUncommitted(h.m.mapping, h.msg); err != nil {
+			return fmt.Errorf("publishing %s: %w", h.m.name, err)
+		}
+	}
+	return nil
+}
+
+// drop drops what a failed handler call published.
+func (tx *Txn) drop() {
+	clear(tx.held)
+	tx.held, tx.hold = tx.held[:0], false
 }
 
 // Input is a type of journal message a consumer reads, and its handler.
@@ -149,6 +196,14 @@ type Input[H any, T Txner] struct {
 
 	typ    reflect.Type
 	handle func(H, T, message.Message) error
+	policy *FailurePolicy // Of the rpc, if annotated: in place of the consumer's.
+}
+
+// OnFailure returns in with the failure policy p of its rpc, which applies
+// in place of the consumer's.
+func (in Input[H, T]) OnFailure(p FailurePolicy) Input[H, T] {
+	in.policy = &p
+	return in
 }
 
 // Handle returns the Input of messages *M, named messageType and framed as
@@ -233,6 +288,9 @@ type Consumer[H any, T Txner] struct {
 	// Tables tell the partition key of the rows of each of the consumer's
 	// tables, by which a rescale splits its shards' state.
 	Tables []TableOwnership
+	// OnFailure is the failure policy of the consumer's handlers, but for
+	// those of Inputs with policies of their own.
+	OnFailure FailurePolicy
 }
 
 // Adapter runs a handler H of a generated consumer, in transactions T, as an
@@ -258,6 +316,7 @@ var (
 	_ Application    = (*Adapter[any, *Txn])(nil)
 	_ BeginFinisher  = (*Adapter[any, *Txn])(nil)
 	_ ShardDefaulter = (*Adapter[any, *Txn])(nil)
+	_ FailurePolicer = (*Adapter[any, *Txn])(nil)
 )
 
 // NewAdapter returns an Adapter running handler as consumer c, whose store
@@ -317,7 +376,41 @@ func (a *Adapter[H, T]) NewStore(shard Shard, rec Recorder) (Store, error) {
 		store.Destroy()
 		return nil, a.notKV(store)
 	}
+	if _, ok := store.(Savepointer); !ok && a.needsSavepoints() {
+		store.Destroy()
+		return nil, fmt.Errorf("consumer %s: store %T cannot undo the writes of a failed handler call (it is not a runtime.Savepointer), which its failure policy needs", a.c.Name, store)
+	}
 	return store, nil
+}
+
+// policyOf returns the failure policy of in.
+func (a *Adapter[H, T]) policyOf(in *Input[H, T]) FailurePolicy {
+	if in.policy != nil {
+		return *in.policy
+	}
+	return a.c.OnFailure
+}
+
+// needsSavepoints reports whether a failure policy of the consumer retries
+// or records dead letters.
+func (a *Adapter[H, T]) needsSavepoints() bool {
+	for _, in := range a.inputs {
+		if !a.policyOf(in).Fails() {
+			return true
+		}
+	}
+	return false
+}
+
+// FailurePolicy returns the failure policy of the handler of msg.
+func (a *Adapter[H, T]) FailurePolicy(msg message.Message) FailurePolicy {
+	var typ = reflect.TypeOf(msg)
+	for _, in := range a.inputs {
+		if in.typ == typ {
+			return a.policyOf(in)
+		}
+	}
+	return FailurePolicy{}
 }
 
 func (a *Adapter[H, T]) notKV(store Store) error {
@@ -371,7 +464,7 @@ func (a *Adapter[H, T]) ConsumeMessage(shard Shard, store Store, env message.Env
 	}
 	if g := tx.txn().guard; g != nil {
 		if err = g.checkJournal(shard, env, a.c.Name); err != nil {
-			return err
+			return Fatal(err)
 		} else if g.filter != nil && !g.owned(env) {
 			return nil // Another shard's, since the shard's state was split.
 		}
@@ -380,12 +473,21 @@ func (a *Adapter[H, T]) ConsumeMessage(shard Shard, store Store, env message.Env
 	for _, in := range a.inputs {
 		if in.typ != typ {
 			continue
+		}
+		var b = tx.txn()
+		if b.hold = !a.policyOf(in).Fails(); !b.hold {
+			err = in.handle(a.handler, tx, env.Message)
 		} else if err = in.handle(a.handler, tx, env.Message); err != nil {
-			return fmt.Errorf("%s.%s: %w", a.c.Name, in.Method, err)
+			b.drop()
+		} else if err = b.flush(); err != nil {
+			return Fatal(fmt.Errorf("%s.%s: %w", a.c.Name, in.Method, err))
+		}
+		if err != nil {
+			return fmt.Errorf("%s.%s: %w", a.c.Name, in.Method, &MethodError{Method: in.Method, Err: err})
 		}
 		return nil
 	}
-	return fmt.Errorf("%s has no handler for %T", a.c.Name, env.Message)
+	return Fatal(fmt.Errorf("%s has no handler for %T", a.c.Name, env.Message))
 }
 
 // BeginTxn begins the transaction of store, in which handlers are called,

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/consumertest"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 )
 
 // order and total are journal messages of the shape of generated ones:
@@ -231,3 +233,77 @@ func TestAdapterNewMessage(t *testing.T) {
 type plainStore struct{ runtime.Store }
 
 func (plainStore) Destroy() {}
+
+// flaky sums orders as summer does, then fails: always for customer
+// "poison", and on the first call of each order of customer "flaky". Its
+// failed calls have written their sums and published their totals.
+type flaky struct {
+	published
+	seen map[int64]bool // Cents of the flaky orders called once.
+}
+
+func (f *flaky) OnOrder(tx *counterTxn, msg *order) error {
+	if err := f.summer.OnOrder(tx, msg); err != nil {
+		return err
+	}
+	switch {
+	case msg.Customer == "poison":
+		return errors.New("poisoned")
+	case msg.Customer == "flaky" && !f.seen[msg.Cents]:
+		f.seen[msg.Cents] = true
+		return errors.New("not yet")
+	}
+	return nil
+}
+
+// Under a failure policy, a handler is retried from the transaction as it
+// was before its failed call, whose writes and publications are dropped; a
+// message whose handler still fails is recorded into the dead-letter
+// journal, exactly once, though a crash replays its transaction.
+func TestAdapterFailurePolicy(t *testing.T) {
+	var c = *counter
+	c.OnFailure = runtime.FailurePolicy{Retries: 2, DeadLetter: true}
+	var f = &flaky{seen: map[int64]bool{}}
+	var h = consumertest.New(t, consumertest.Consumer{
+		Name: c.Name,
+		NewApplication: func(stores runtime.StoreOpener, journals runtime.PartitionLister) (runtime.Application, error) {
+			return runtime.NewAdapter(&c, counterHandler(f), stores, journals)
+		},
+		Inputs: []consumertest.Input{consumertest.InputOf[order]("test.Order", labels.ContentType_JSONLines)},
+		Outputs: []consumertest.Output{consumertest.OutputOf[total]("test.Total", labels.ContentType_JSONLines,
+			"app.gazette.dev/message-type=test.Total", "UUID")},
+	}, consumertest.Partitions(1))
+	h.Feed(&order{Customer: "flaky", Cents: 2})
+	var poison = h.Feed(&order{Customer: "poison", Cents: 100})
+	h.Feed(&order{Customer: "flaky", Cents: 3})
+	h.Crash() // The dead letter's transaction is replayed, and recorded once.
+	var began = h.Now()
+	var st = h.Commit()
+	// The flaky orders failed before the crash only (the handler remembers
+	// them): the replay retries the poison alone.
+	if st.Messages != 3 || st.Retries != 2 || st.DeadLettered != 1 {
+		t.Errorf("stats: %d messages, %d retries, %d dead letters; want 3, 2, 1", st.Messages, st.Retries, st.DeadLettered)
+	}
+	// Backoffs pass on the harness's clock: 100ms and 200ms.
+	if got := h.Now().Sub(began); got != 300*time.Millisecond {
+		t.Errorf("the clock moved %v, want 300ms", got)
+	}
+	consumertest.NewPublished[*total](h).Expect(&total{Customer: "flaky", Cents: 2}, &total{Customer: "flaky", Cents: 5})
+	var got = h.DeadLetters()
+	if len(got) != 1 {
+		t.Fatalf("dead letters %+v, want one", got)
+	}
+	var want = source.Skipped{Shard: "test.Counter", Journal: poison.Journal, Begin: poison.Begin, End: poison.End,
+		Error: "poisoned", Handler: "OnOrder", Attempts: 3, Message: []byte(`{"UUID":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"Customer":"poison","Cents":100}`)}
+	got[0].Message = nil // Not a protobuf message: not recorded.
+	want.Message = nil
+	if !reflect.DeepEqual(got[0], want) {
+		t.Errorf("dead letter\n%+v, want\n%+v", got[0], want)
+	}
+	for customer, want := range map[string]int64{"flaky": 5, "poison": 0} {
+		var v, _, err = h.State().Get([]byte(customer))
+		if err != nil || len(v) != 8 && want != 0 || len(v) == 8 && int64(binary.BigEndian.Uint64(v)) != want {
+			t.Errorf("sum of %s = %x, %v; want %d: a failed call's writes must be undone", customer, v, err, want)
+		}
+	}
+}

@@ -334,7 +334,7 @@ func TestRandomProtos(t *testing.T) {
 	}
 	for _, construct := range []string{"group ", "extend ", "extensions ", "oneof ", "map<", "packed = true", "packed = false",
 		"default = ", "repeated_field_encoding = EXPANDED", "message_encoding = DELIMITED", "google.protobuf.Duration", "required ",
-		"rescalable: true"} {
+		"rescalable: true", "on_failure: {", "(gazconsumer.v1.handler).on_failure = {"} {
 		if !strings.Contains(all.String(), construct) && seed == 0 {
 			t.Errorf("no sample accepted declares %q", construct)
 		}

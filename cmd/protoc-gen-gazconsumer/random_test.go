@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -533,6 +534,9 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 	if r.IntN(4) == 0 {
 		opts = append(opts, "shard_defaults: {max_txn_duration: {seconds: 2}, min_txn_duration: {nanos: 1500}, hot_standbys: 1}")
 	}
+	if p := failurePolicyOf(rf.pkg + "." + name); p != "" {
+		opts = append(opts, "on_failure: "+p)
+	}
 	fmt.Fprintf(b, "service %s {\n  option (gazconsumer.v1.consumer) = {%s};\n", name, strings.Join(opts, ", "))
 	usedRPCs := map[string]bool{}
 	for _, j := range inputs {
@@ -545,12 +549,37 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 			rpc += "2"
 		}
 		usedRPCs[rpc] = true
-		fmt.Fprintf(b, "  rpc %s(%s) returns (google.protobuf.Empty);\n", rpc, "."+j.pkg+"."+j.name)
+		if p := failurePolicyOf(rf.pkg + "." + name + "." + rpc); p != "" {
+			fmt.Fprintf(b, "  rpc %s(%s) returns (google.protobuf.Empty) {\n    option (gazconsumer.v1.handler).on_failure = %s;\n  }\n", rpc, "."+j.pkg+"."+j.name, p)
+		} else {
+			fmt.Fprintf(b, "  rpc %s(%s) returns (google.protobuf.Empty);\n", rpc, "."+j.pkg+"."+j.name)
+		}
 	}
 	b.WriteString("}\n\n")
 	if len(consumerTables) != 0 && r.IntN(3) != 0 {
 		rf.queries(r, b, name, consumerTables[r.IntN(len(consumerTables))], inputs, usedMsgs)
 	}
+}
+
+// failurePolicies are on_failure annotations, valid and not; "" is none.
+var failurePolicies = []string{
+	"", "", "", "", "",
+	"{retries: 3}",
+	"{retries: 2, backoff: {nanos: 1000000}, max_backoff: {seconds: 1}, then: FAILURE_ACTION_DEAD_LETTER}",
+	"{then: FAILURE_ACTION_DEAD_LETTER}",
+	"{then: FAILURE_ACTION_FAIL}",
+	"{retries: 1, backoff: {seconds: 2}, max_backoff: {seconds: 1}}", // Rejected: max_backoff < backoff.
+	"{backoff: {seconds: 1}}",                                        // Rejected: a backoff without retries.
+}
+
+// failurePolicyOf returns the on_failure annotation of a consumer or rpc
+// named name, or "": one of failurePolicies, picked by a hash of the name
+// rather than by the sample's random numbers, whose sequence the samples
+// without policies keep.
+func failurePolicyOf(name string) string {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return failurePolicies[h.Sum32()%uint32(len(failurePolicies))]
 }
 
 // ownedTable writes a table whose key carries the fields of partition key

@@ -36,11 +36,13 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"github.com/gazconsumer/gazconsumer/store/mem"
 	"go.gazette.dev/core/broker/client"
@@ -151,6 +153,7 @@ type Harness struct {
 	db       *mem.DB
 	dir      string
 
+	clock  *clock                // Of the shard's transactions.
 	feeder *client.AppendService // Appends the test's messages.
 	feed   *Producer             // Of Feed.
 	held   map[pb.Journal]bool
@@ -199,6 +202,7 @@ func New(t testing.TB, c Consumer, opts ...Option) *Harness {
 		inputs:   make(map[reflect.Type]*inputFamily),
 		outputs:  make(map[reflect.Type]*outputFamily),
 		spec:     &pc.ShardSpec{Id: pc.ShardID(c.Name)},
+		clock:    &clock{now: Epoch},
 		db:       mem.NewDB(),
 		dir:      t.TempDir(),
 		held:     make(map[pb.Journal]bool),
@@ -222,6 +226,9 @@ func New(t testing.TB, c Consumer, opts ...Option) *Harness {
 		}
 	}
 	slices.SortFunc(h.spec.Sources, func(a, b pc.ShardSpec_Source) int { return cmp.Compare(a.Journal, b.Journal) })
+	h.journals.create(pb.JournalSpec{Name: DeadLetterJournal, Replication: 1,
+		LabelSet: pb.MustLabelSet(labels.ContentType, labels.ContentType_JSONLines)})
+	h.spec.LabelSet.AddValue(source.LabelDeadLetterJournal, DeadLetterJournal.String())
 	for _, out := range c.Outputs {
 		var sel, err = pb.ParseLabelSelector(out.Selector)
 		if err != nil {
@@ -636,7 +643,14 @@ func (h *Harness) start() (*shard, error) {
 			}
 			return fs
 		},
-		Clock:                readsClock{},
+		Clock:                h.clock,
+		Sleep: func(_ context.Context, d time.Duration) error {
+			h.clock.advance(d) // A retry's backoff passes at once.
+			return nil
+		},
+		Skip: func(env message.Envelope, cause error, pub *message.Publisher) error {
+			return source.Skip(h.spec, env, cause, pub)
+		},
 		MaxDuration:          h.spec.MaxTxnDuration,
 		WaitForAck:           !h.spec.DisableWaitForAck,
 		ProducerPruneHorizon: 24 * time.Hour,
@@ -669,19 +683,64 @@ type dirRecorder string
 
 func (d dirRecorder) Dir() string { return string(d) }
 
-// readsClock is the txn.Clock of the harness: its transactions close when
-// their reads do, and not at a time. It has the wall's time, but its timers
-// of positive durations never fire (and those of others fire at once), so
-// that a transaction lasts at least nothing and at most forever.
-type readsClock struct{}
+// Epoch is the time of the clock of a new Harness.
+var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
-func (readsClock) Now() time.Time { return time.Now() }
+// clock is the txn.Clock of the harness. Its transactions close when their
+// reads do, and not at a time: its timers of positive durations never fire
+// (and those of others fire at once), so that a transaction lasts at least
+// nothing and at most forever. Its time starts at Epoch, and moves only as
+// the test advances it, or as a retry's backoff passes.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
 
-func (readsClock) Timer(d time.Duration) (<-chan time.Time, func()) {
+// Now returns the clock's time.
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// advance moves the clock's time forward by d.
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// Timer returns a timer which never fires if d is positive, else at once.
+func (*clock) Timer(d time.Duration) (<-chan time.Time, func()) {
 	if d > 0 {
 		return nil, func() {}
 	}
 	var ch = make(chan time.Time, 1)
-	ch <- time.Now()
+	ch <- time.Time{}
 	return ch, func() {}
+}
+
+// Now returns the time of the harness's clock: Epoch, as advanced since.
+func (h *Harness) Now() time.Time { return h.clock.Now() }
+
+// DeadLetterJournal is the dead-letter journal of a Harness's shard (its
+// label gazconsumer.dev/dead-letter-journal): messages whose handlers fail
+// under a failure policy recording dead letters are recorded into it.
+const DeadLetterJournal pb.Journal = "consumertest/dead-letters"
+
+// DeadLetters returns the records of the messages the shard recorded into
+// its dead-letter journal, committed, in the order it recorded them: those
+// whose handlers failed under a failure policy recording dead letters.
+func (h *Harness) DeadLetters() []source.Skipped {
+	h.t.Helper()
+	var envs, err = h.committed(DeadLetterJournal, func() message.Message { return new(source.Skipped) })
+	if err != nil {
+		h.t.Fatalf("consumertest: reading %s: %v", DeadLetterJournal, err)
+	}
+	var out = make([]source.Skipped, len(envs))
+	for i, env := range envs {
+		out[i] = *env.Message.(*source.Skipped)
+		out[i].UUID = message.UUID{}
+	}
+	return out
 }

@@ -527,18 +527,12 @@ func (s *shard) readIdle(journal pb.Journal, offset pb.Offset) {
 	s.progress.Unlock()
 }
 
-// skip records an undecodable message into the dead-letter journal that the
-// shard's current spec names. If the spec no longer asks for skipping, the
-// message fails the shard.
+// skip records an undecodable message, or one whose handler failed under a
+// failure policy recording dead letters, into the dead-letter journal that
+// the shard's current spec names. If the spec no longer asks for skipping
+// an undecodable message, the message fails the shard.
 func (s *shard) skip(env message.Envelope, cause error, pub *message.Publisher) error {
-	var spec = s.Spec()
-	var policy, err = source.PolicyOf(spec)
-	if err != nil {
-		return err
-	} else if !policy.Skip {
-		return cause
-	}
-	return policy.Skipper(spec.Id)(env, cause, pub)
+	return source.Skip(s.Spec(), env, cause, pub)
 }
 
 // committed records the progress of a committed transaction.

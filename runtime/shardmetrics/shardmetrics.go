@@ -1,6 +1,6 @@
 // Package shardmetrics holds the Prometheus metrics of a member's shard
 // replicas: gazconsumer's own (transactions, their phases, messages, bytes,
-// skips, failures, read offsets and lag, recovery progress) and those of
+// skips, handler retries and dead letters, failures, read offsets and lag, recovery progress) and those of
 // Gazette's consumers that they fill with the same meaning
 // (gazette_shard_transactions_total, gazette_shard_read_*,
 // gazette_shard_phase_seconds_total), registered with Prometheus' default
@@ -52,6 +52,14 @@ var (
 	skippedTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "gazconsumer_shard_skipped_messages_total",
 		Help: "Undecodable messages skipped by committed transactions, by shard (under the label " + source.LabelOnDecodeError + "=skip).",
+	}, []string{"shard"})
+	retriesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_shard_handler_retries_total",
+		Help: "Retries of failed handler calls by committed transactions, by shard (under the handlers' failure policies).",
+	}, []string{"shard"})
+	deadLettersTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_shard_dead_letters_total",
+		Help: "Messages whose handlers failed, recorded into the dead-letter journal by committed transactions, by shard (under the handlers' failure policies).",
 	}, []string{"shard"})
 	readThroughOffset = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gazconsumer_shard_read_through_offset",
@@ -112,6 +120,8 @@ var (
 // a series that is born at 1 is 0).
 func Init(id pc.ShardID) {
 	skippedTotal.WithLabelValues(id.String())
+	retriesTotal.WithLabelValues(id.String())
+	deadLettersTotal.WithLabelValues(id.String())
 	failuresTotal.WithLabelValues(id.String())
 	commitFailuresTotal.WithLabelValues(id.String())
 }
@@ -152,6 +162,12 @@ func Committed(id pc.ShardID, fqn string, notRunning time.Duration, st txn.Stats
 	bytesTotal.WithLabelValues(shard).Add(float64(st.Bytes))
 	if st.Skipped != 0 {
 		skippedTotal.WithLabelValues(shard).Add(float64(st.Skipped))
+	}
+	if st.Retries != 0 {
+		retriesTotal.WithLabelValues(shard).Add(float64(st.Retries))
+	}
+	if st.DeadLettered != 0 {
+		deadLettersTotal.WithLabelValues(shard).Add(float64(st.DeadLettered))
 	}
 	phaseSeconds.WithLabelValues(shard, "consume").Add(st.Consume.Seconds())
 	phaseSeconds.WithLabelValues(shard, "stalled").Add(st.Stalled.Seconds())

@@ -29,6 +29,7 @@ import (
 	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/labels"
 	"go.gazette.dev/core/message"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -99,9 +100,10 @@ func (e *DecodeError) Error() string {
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// Skipped records a message that a shard skipped for failing to decode. It
-// is a message in its own right, published into the shard's dead-letter
-// journal in JSON.
+// Skipped records a message that a shard skipped for failing to decode, or
+// whose handler failed under a failure policy that records dead letters
+// (runtime.FailurePolicy). It is a message in its own right, published into
+// the shard's dead-letter journal in JSON.
 type Skipped struct {
 	UUID    message.UUID `json:"uuid"`
 	Shard   pc.ShardID   `json:"shard"`
@@ -111,6 +113,21 @@ type Skipped struct {
 	Error   string       `json:"error"`
 	// Content of the message as framed (base64 in JSON), if known.
 	Content []byte `json:"content,omitempty"`
+	// Handler is the rpc whose handler failed on the message, and Attempts
+	// how many times it was called; both zero for an undecodable message.
+	Handler  string `json:"handler,omitempty"`
+	Attempts int    `json:"attempts,omitempty"`
+	// Message is the message whose handler failed, in protobuf JSON.
+	Message json.RawMessage `json:"message,omitempty"`
+}
+
+// HandlerFailed reports whether cause, an error handed to a Skipper, is
+// that of a handler which failed under a failure policy recording dead
+// letters, rather than of an undecodable message: it is recorded whatever
+// the shard's LabelOnDecodeError.
+func HandlerFailed(cause error) bool {
+	var he *runtime.HandlerError
+	return errors.As(cause, &he)
 }
 
 // GetUUID returns the record's UUID.
@@ -147,24 +164,70 @@ func ListSkipped(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Jour
 }
 
 // Skipper returns the txn.Pipeline's Skip of shard id under policy p: it
-// records the message skipped into p.DeadLetters, within the transaction.
+// records the message skipped, or the message whose handler failed, into
+// p.DeadLetters, within the transaction. It fails with the cause if p has no
+// DeadLetters.
 func (p Policy) Skipper(id pc.ShardID) func(message.Envelope, error, *message.Publisher) error {
 	var toDeadLetters = func(message.Mappable) (pb.Journal, string, error) {
 		return p.DeadLetters, labels.ContentType_JSONLines, nil
 	}
 	return func(env message.Envelope, cause error, pub *message.Publisher) error {
-		var rec = &Skipped{Shard: id, Journal: env.Journal.Name, Begin: env.Begin, End: env.End, Error: cause.Error()}
-		var de *DecodeError
-		if errors.As(cause, &de) {
-			rec.Error, rec.Content = de.Err.Error(), de.Content
+		if p.DeadLetters == "" {
+			return fmt.Errorf("shard %s has no label %s naming where dead letters are recorded", id, LabelDeadLetterJournal)
 		}
-		slog.Warn("skipping an undecodable message", "shard", id, "journal", rec.Journal,
-			"offset", rec.Begin, "end", rec.End, "err", rec.Error, "recordedInto", p.DeadLetters)
+		var rec, what, err = record(id, env, cause)
+		if err != nil {
+			return err
+		}
+		slog.Warn(what, "shard", id, "journal", rec.Journal, "offset", rec.Begin, "end", rec.End,
+			"handler", rec.Handler, "attempts", rec.Attempts, "err", rec.Error, "recordedInto", p.DeadLetters)
 		if _, err := pub.PublishUncommitted(toDeadLetters, rec); err != nil {
 			return fmt.Errorf("recording into %s: %w", p.DeadLetters, err)
 		}
 		return nil
 	}
+}
+
+// Skip is the txn.Pipeline's Skip of a shard whose spec is now spec: it
+// records an undecodable message, if the spec's labels say to skip them,
+// or a message whose handler failed under a failure policy recording dead
+// letters, into the dead-letter journal the spec names, within the
+// transaction. Otherwise, it returns cause, which fails the shard.
+func Skip(spec *pc.ShardSpec, env message.Envelope, cause error, pub *message.Publisher) error {
+	var policy, err = PolicyOf(spec)
+	if err != nil {
+		return err
+	} else if !policy.Skip && !HandlerFailed(cause) {
+		return cause
+	}
+	return policy.Skipper(spec.Id)(env, cause, pub)
+}
+
+// record returns the record of env, skipped for cause, and what is done
+// with it, for the log.
+func record(id pc.ShardID, env message.Envelope, cause error) (*Skipped, string, error) {
+	var rec = &Skipped{Shard: id, Journal: env.Journal.Name, Begin: env.Begin, End: env.End, Error: cause.Error()}
+	var de *DecodeError
+	var he *runtime.HandlerError
+	if errors.As(cause, &de) {
+		rec.Error, rec.Content = de.Err.Error(), de.Content
+		return rec, "skipping an undecodable message", nil
+	} else if !errors.As(cause, &he) {
+		return rec, "skipping an undecodable message", nil
+	}
+	rec.Error, rec.Handler, rec.Attempts = he.Err.Error(), he.Method, he.Attempts
+	if pm, ok := env.Message.(proto.Message); ok {
+		var b, err = protojson.Marshal(pm)
+		var compact bytes.Buffer // protojson varies its spaces.
+		if err == nil {
+			err = json.Compact(&compact, b)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("encoding the dead letter of journal %s offset %d: %w", rec.Journal, rec.Begin, err)
+		}
+		rec.Message = compact.Bytes()
+	}
+	return rec, "recording a message whose handler failed as a dead letter", nil
 }
 
 // DefaultMaxMessageSize is the largest protobuf frame a shard reads, unless

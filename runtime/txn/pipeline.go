@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	goruntime "runtime"
 	"time"
 
@@ -61,6 +62,11 @@ type Clock interface {
 type Stats struct {
 	Messages int           // Messages consumed.
 	Skipped  int           // Undecodable messages skipped.
+	// Retries of handlers, under their failure policies.
+	Retries int
+	// DeadLettered are messages whose handlers failed, recorded into the
+	// dead-letter journal under their failure policies.
+	DeadLettered int
 	Bytes    int64         // Bytes of messages consumed.
 	Began    time.Time     // First message consumed.
 	Consume  time.Duration // From Began until FinalizeTxn.
@@ -140,7 +146,14 @@ type Pipeline struct {
 	// Skip records a Read whose content could not be decoded, within the
 	// current transaction: it may publish through pub, and its error fails
 	// the shard. A Read to skip fails the shard if Skip is nil.
+	//
+	// Skip also records, within the transaction, a message whose handler
+	// failed under a failure policy (runtime.FailurePolicer) that records
+	// dead letters: cause is then a *runtime.HandlerError.
 	Skip func(env message.Envelope, cause error, pub *message.Publisher) error
+	// Sleep, if set, waits d before a handler's retry (see
+	// runtime.FailurePolicy), in place of a timer of Clock.
+	Sleep func(ctx context.Context, d time.Duration) error
 
 	// skippedThrough holds, per journal, the end of the last skipped
 	// content: checkpoints read at least through it.
@@ -237,7 +250,7 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				continue
 			default:
 			}
-			if err := p.consume(cur, prev); err != nil {
+			if err := p.consume(ctx, cur, prev); err != nil {
 				return err
 			}
 			continue
@@ -419,7 +432,7 @@ func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) 
 	return nil
 }
 
-func (p *Pipeline) consume(cur, prev *txn) error {
+func (p *Pipeline) consume(ctx context.Context, cur, prev *txn) error {
 	var env = p.Sequencer.Dequeued
 	if message.GetFlags(env.Message.GetUUID()) == message.Flag_ACK_TXN {
 		// Acknowledgements are the service's business, not the
@@ -430,12 +443,86 @@ func (p *Pipeline) consume(cur, prev *txn) error {
 	if err := p.begin(cur); err != nil {
 		return err
 	}
-	if err := p.App.ConsumeMessage(p.Shard, p.Store, *env, p.Publisher); err != nil {
+	if err := p.consumeMessage(ctx, cur, env); err != nil {
 		return fmt.Errorf("consuming journal %s offset %d: %w", env.Journal.Name, env.Begin, err)
 	}
 	cur.stats.Messages++
 	cur.stats.Bytes += env.End - env.Begin
 	return p.step(env)
+}
+
+// consumeMessage hands env to the application, under the failure policy of
+// its handler.
+func (p *Pipeline) consumeMessage(ctx context.Context, cur *txn, env *message.Envelope) error {
+	var fp, ok = p.App.(runtime.FailurePolicer)
+	if !ok {
+		return p.App.ConsumeMessage(p.Shard, p.Store, *env, p.Publisher)
+	}
+	var policy = fp.FailurePolicy(env.Message)
+	if policy.Fails() {
+		return p.App.ConsumeMessage(p.Shard, p.Store, *env, p.Publisher)
+	}
+	var sp, isSP = p.Store.(runtime.Savepointer)
+	if !isSP {
+		return fmt.Errorf("store %T cannot undo the writes of a failed handler call (it is not a runtime.Savepointer), which its failure policy needs", p.Store)
+	}
+	var deadline = cur.stats.Began.Add(p.MaxDuration)
+	for attempt := 1; ; attempt++ {
+		sp.Savepoint()
+		var err = p.App.ConsumeMessage(p.Shard, p.Store, *env, p.Publisher)
+		if err == nil {
+			sp.ReleaseSavepoint()
+			return nil
+		}
+		// Whatever follows, the failed call leaves no writes.
+		sp.RollbackToSavepoint()
+		sp.ReleaseSavepoint()
+		if runtime.IsFatal(err) {
+			return err
+		}
+		if attempt <= policy.Retries {
+			var d = policy.Delay(attempt - 1)
+			if !p.Clock.Now().Add(d).After(deadline) {
+				slog.Warn("retrying a failed handler", "shard", p.Shard.Spec().Id, "journal", env.Journal.Name,
+					"offset", env.Begin, "attempt", attempt, "backoff", d, "err", err)
+				cur.stats.Retries++
+				if err = p.sleep(ctx, d); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if !policy.DeadLetter {
+			return err
+		} else if p.Skip == nil {
+			return fmt.Errorf("%w (and the shard records no dead letters)", err)
+		}
+		var he = &runtime.HandlerError{Attempts: attempt, Err: err}
+		var me *runtime.MethodError
+		if errors.As(err, &me) {
+			he.Method, he.Err = me.Method, me.Err
+		}
+		if serr := p.Skip(*env, he, p.Publisher); serr != nil {
+			return fmt.Errorf("%w (and recording it as a dead letter failed: %w)", err, serr)
+		}
+		cur.stats.DeadLettered++
+		return nil
+	}
+}
+
+// sleep waits d, or until ctx is done.
+func (p *Pipeline) sleep(ctx context.Context, d time.Duration) error {
+	if p.Sleep != nil {
+		return p.Sleep(ctx, d)
+	}
+	var ch, stop = p.Clock.Timer(d)
+	defer stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // readIdle notes that journal was read through offset by a read that

@@ -38,6 +38,9 @@ type Overlay struct {
 	indexed  int                   // Count of the first entries of chunks in index.
 	bytes    int                   // Of the keys and values of the entries.
 
+	sp     *savepoint // The savepoint set, if any: see Savepoint.
+	spFree *savepoint // A savepoint released, for the next.
+
 	frozen bool
 	filter []uint64  // Bits of the hashes of the keys of a frozen overlay: see Freeze.
 	sortMu sync.Once // Sorts sorted, once frozen, if index is nil.
@@ -91,33 +94,35 @@ func (o *Overlay) Delete(key []byte) { o.write(key, nil, true) }
 // entry returns the entry at index i.
 func (o *Overlay) entry(i int32) *Entry { return &o.chunks[i/entryChunk][i%entryChunk] }
 
-// find returns the entry of key and true, or the hash of key, whether rows
-// holds an entry of another key of that hash, and false.
-func (o *Overlay) find(key []byte) (e *Entry, h uint64, taken, ok bool) {
+// find returns the entry of key, its index and true, or the hash of key,
+// whether rows holds an entry of another key of that hash, and false.
+func (o *Overlay) find(key []byte) (e *Entry, i int32, h uint64, taken, ok bool) {
 	h = hashKey(key)
-	e, taken, ok = o.findHashed(key, h)
-	return e, h, taken, ok
+	e, i, taken, ok = o.findHashed(key, h)
+	return e, i, h, taken, ok
 }
 
 // findHashed is find of key, whose hash is h.
-func (o *Overlay) findHashed(key []byte, h uint64) (e *Entry, taken, ok bool) {
+func (o *Overlay) findHashed(key []byte, h uint64) (e *Entry, i int32, taken, ok bool) {
 	if o.filter != nil && !o.mayHave(h) {
-		return nil, false, false
+		return nil, 0, false, false
 	}
-	var i int32
 	if i, taken = o.rows[h]; !taken {
-		return nil, false, false
+		return nil, 0, false, false
 	} else if e = o.entry(i); bytes.Equal(e.Key, key) {
-		return e, true, true
+		return e, i, true, true
 	} else if i, ok = o.collided[string(key)]; ok {
-		return o.entry(i), true, true
+		return o.entry(i), i, true, true
 	}
-	return nil, true, false
+	return nil, 0, true, false
 }
 
 func (o *Overlay) write(key, value []byte, deleted bool) {
-	var e, h, taken, ok = o.find(key)
+	var e, i, h, taken, ok = o.find(key)
 	if ok {
+		if o.sp != nil {
+			o.sp.save(e, i)
+		}
 		// Rewritten: the entry keeps its key, and its place in the index,
 		// and its value's bytes if they have room: until the overlay is
 		// frozen, nothing retains them (a value Get returns is valid until
@@ -137,7 +142,7 @@ func (o *Overlay) write(key, value []byte, deleted bool) {
 	// Both slices end where the entry's bytes do: a longer rewrite of the
 	// value moves it rather than write over another entry's bytes.
 	*c = append(*c, Entry{Key: b[:len(key):len(key)], Value: b[len(key):len(b):len(b)], Deleted: deleted})
-	var i = int32(o.entries)
+	i = int32(o.entries)
 	if !taken {
 		o.rows[h] = i
 	} else {
@@ -173,7 +178,7 @@ func HashKey(key []byte) uint64 { return hashKey(key) }
 // GetHashed returns the entry of key, whose hash is h (see HashKey), if the
 // overlay has one.
 func (o *Overlay) GetHashed(key []byte, h uint64) (Entry, bool) {
-	if e, _, ok := o.findHashed(key, h); ok {
+	if e, _, _, ok := o.findHashed(key, h); ok {
 		return *e, true
 	}
 	return Entry{}, false

@@ -483,3 +483,17 @@ func (s *Store) Destroy() {
 	}
 	s.txn.Release()
 }
+
+var _ runtime.Savepointer = (*Store)(nil)
+
+// Savepoint sets the savepoint of the current transaction where its writes
+// are now (see Overlay.Savepoint).
+func (s *Store) Savepoint() { s.txn.Savepoint() }
+
+// RollbackToSavepoint undoes the writes of the current transaction made
+// since its savepoint.
+func (s *Store) RollbackToSavepoint() { s.txn.RollbackToSavepoint() }
+
+// ReleaseSavepoint ends the savepoint of the current transaction, keeping
+// its writes.
+func (s *Store) ReleaseSavepoint() { s.txn.ReleaseSavepoint() }

@@ -233,6 +233,64 @@ func (CompressionCodec) EnumDescriptor() ([]byte, []int) {
 	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
 }
 
+// FailureAction is what a shard does with a message whose handler still
+// fails once its retries are spent.
+type FailureAction int32
+
+const (
+	// Fail the shard (the default).
+	FailureAction_FAILURE_ACTION_UNSPECIFIED FailureAction = 0
+	// Fail the shard, stated explicitly.
+	FailureAction_FAILURE_ACTION_FAIL FailureAction = 1
+	// Record the message, its error, journal and offset into the shard's
+	// dead-letter journal, named by its label
+	// gazconsumer.dev/dead-letter-journal (as undecodable messages skipped
+	// are: see runtime/source), within the transaction, and go on with the
+	// next message.
+	FailureAction_FAILURE_ACTION_DEAD_LETTER FailureAction = 2
+)
+
+// Enum value maps for FailureAction.
+var (
+	FailureAction_name = map[int32]string{
+		0: "FAILURE_ACTION_UNSPECIFIED",
+		1: "FAILURE_ACTION_FAIL",
+		2: "FAILURE_ACTION_DEAD_LETTER",
+	}
+	FailureAction_value = map[string]int32{
+		"FAILURE_ACTION_UNSPECIFIED": 0,
+		"FAILURE_ACTION_FAIL":        1,
+		"FAILURE_ACTION_DEAD_LETTER": 2,
+	}
+)
+
+func (x FailureAction) Enum() *FailureAction {
+	p := new(FailureAction)
+	*p = x
+	return p
+}
+
+func (x FailureAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailureAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_gazconsumer_v1_options_proto_enumTypes[3].Descriptor()
+}
+
+func (FailureAction) Type() protoreflect.EnumType {
+	return &file_gazconsumer_v1_options_proto_enumTypes[3]
+}
+
+func (x FailureAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailureAction.Descriptor instead.
+func (FailureAction) EnumDescriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
+}
+
 // ReadKind is what a read rpc of a queries service does.
 type ReadKind int32
 
@@ -280,11 +338,11 @@ func (x ReadKind) String() string {
 }
 
 func (ReadKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_gazconsumer_v1_options_proto_enumTypes[3].Descriptor()
+	return file_gazconsumer_v1_options_proto_enumTypes[4].Descriptor()
 }
 
 func (ReadKind) Type() protoreflect.EnumType {
-	return &file_gazconsumer_v1_options_proto_enumTypes[3]
+	return &file_gazconsumer_v1_options_proto_enumTypes[4]
 }
 
 func (x ReadKind) Number() protoreflect.EnumNumber {
@@ -293,7 +351,7 @@ func (x ReadKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReadKind.Descriptor instead.
 func (ReadKind) EnumDescriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{4}
 }
 
 // MessageOptions is the `(gazconsumer.v1.message)` option of a message.
@@ -778,7 +836,12 @@ type Consumer struct {
 	// partition key maps to, as a message's does. Without it, a consumer whose
 	// tables lack the partition key is generated all the same, but can't be
 	// rescaled.
-	Rescalable    bool `protobuf:"varint,6,opt,name=rescalable,proto3" json:"rescalable,omitempty"`
+	Rescalable bool `protobuf:"varint,6,opt,name=rescalable,proto3" json:"rescalable,omitempty"`
+	// on_failure is what the consumer's shards do when a handler returns an
+	// error, but for rpcs with an on_failure of their own (see Handler).
+	// Without it, the shard fails, naming the journal and offset of the
+	// message, and never commits past it.
+	OnFailure     *FailurePolicy `protobuf:"bytes,7,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -855,6 +918,150 @@ func (x *Consumer) GetRescalable() bool {
 	return false
 }
 
+func (x *Consumer) GetOnFailure() *FailurePolicy {
+	if x != nil {
+		return x.OnFailure
+	}
+	return nil
+}
+
+// FailurePolicy is what a shard does when a handler returns an error. The
+// handler is retried up to `retries` times, waiting `backoff` before the
+// first retry and twice as long before each next one, up to `max_backoff`,
+// as long as the wait ends within the transaction's max_txn_duration; then
+// the shard does what `then` says. Each retry starts from the transaction as
+// it was before the failed call: its writes to the tables are undone and the
+// messages it published dropped. Exactly once either way: a message
+// recorded as a dead letter is recorded by the transaction that commits
+// past it, and only then.
+type FailurePolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// retries is the most times a failed call is retried. Defaults to none.
+	Retries uint32 `protobuf:"varint,1,opt,name=retries,proto3" json:"retries,omitempty"`
+	// backoff is the wait before the first retry. Defaults to 100ms.
+	Backoff *durationpb.Duration `protobuf:"bytes,2,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	// max_backoff bounds the wait before each retry. Defaults to 10s; not
+	// less than backoff.
+	MaxBackoff *durationpb.Duration `protobuf:"bytes,3,opt,name=max_backoff,json=maxBackoff,proto3" json:"max_backoff,omitempty"`
+	// then is what is done once the retries are spent.
+	Then          FailureAction `protobuf:"varint,4,opt,name=then,proto3,enum=gazconsumer.v1.FailureAction" json:"then,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailurePolicy) Reset() {
+	*x = FailurePolicy{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailurePolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailurePolicy) ProtoMessage() {}
+
+func (x *FailurePolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailurePolicy.ProtoReflect.Descriptor instead.
+func (*FailurePolicy) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FailurePolicy) GetRetries() uint32 {
+	if x != nil {
+		return x.Retries
+	}
+	return 0
+}
+
+func (x *FailurePolicy) GetBackoff() *durationpb.Duration {
+	if x != nil {
+		return x.Backoff
+	}
+	return nil
+}
+
+func (x *FailurePolicy) GetMaxBackoff() *durationpb.Duration {
+	if x != nil {
+		return x.MaxBackoff
+	}
+	return nil
+}
+
+func (x *FailurePolicy) GetThen() FailureAction {
+	if x != nil {
+		return x.Then
+	}
+	return FailureAction_FAILURE_ACTION_UNSPECIFIED
+}
+
+// Handler is the `(gazconsumer.v1.handler)` option of an rpc of a
+// consumer: settings of that one handler.
+//
+//	rpc OnPayment(Payment) returns (google.protobuf.Empty) {
+//	  option (gazconsumer.v1.handler).on_failure = {
+//	    retries: 3
+//	    then: FAILURE_ACTION_DEAD_LETTER
+//	  };
+//	}
+type Handler struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// on_failure is the handler's failure policy, in place of the
+	// consumer's.
+	OnFailure     *FailurePolicy `protobuf:"bytes,1,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Handler) Reset() {
+	*x = Handler{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handler) ProtoMessage() {}
+
+func (x *Handler) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handler.ProtoReflect.Descriptor instead.
+func (*Handler) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Handler) GetOnFailure() *FailurePolicy {
+	if x != nil {
+		return x.OnFailure
+	}
+	return nil
+}
+
 // Shards describes a consumer's shards: one per partition of the journal
 // families it consumes, which must have as many partitions each. Shard
 // ID_PREFIX-NN reads partition NN (part-NN) of each family, and records its
@@ -885,7 +1092,7 @@ type Shards struct {
 
 func (x *Shards) Reset() {
 	*x = Shards{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1104,7 @@ func (x *Shards) String() string {
 func (*Shards) ProtoMessage() {}
 
 func (x *Shards) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1117,7 @@ func (x *Shards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shards.ProtoReflect.Descriptor instead.
 func (*Shards) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{7}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Shards) GetIdPrefix() string {
@@ -962,7 +1169,7 @@ type RecoveryLogs struct {
 
 func (x *RecoveryLogs) Reset() {
 	*x = RecoveryLogs{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1181,7 @@ func (x *RecoveryLogs) String() string {
 func (*RecoveryLogs) ProtoMessage() {}
 
 func (x *RecoveryLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1194,7 @@ func (x *RecoveryLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryLogs.ProtoReflect.Descriptor instead.
 func (*RecoveryLogs) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{8}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RecoveryLogs) GetReplication() uint32 {
@@ -1019,7 +1226,7 @@ type Publish struct {
 
 func (x *Publish) Reset() {
 	*x = Publish{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1238,7 @@ func (x *Publish) String() string {
 func (*Publish) ProtoMessage() {}
 
 func (x *Publish) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1251,7 @@ func (x *Publish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publish.ProtoReflect.Descriptor instead.
 func (*Publish) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{9}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Publish) GetMessage() string {
@@ -1086,7 +1293,7 @@ type ShardDefaults struct {
 
 func (x *ShardDefaults) Reset() {
 	*x = ShardDefaults{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1305,7 @@ func (x *ShardDefaults) String() string {
 func (*ShardDefaults) ProtoMessage() {}
 
 func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1318,7 @@ func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDefaults.ProtoReflect.Descriptor instead.
 func (*ShardDefaults) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{10}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShardDefaults) GetMinTxnDuration() *durationpb.Duration {
@@ -1177,7 +1384,7 @@ type Queries struct {
 
 func (x *Queries) Reset() {
 	*x = Queries{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1396,7 @@ func (x *Queries) String() string {
 func (*Queries) ProtoMessage() {}
 
 func (x *Queries) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1409,7 @@ func (x *Queries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queries.ProtoReflect.Descriptor instead.
 func (*Queries) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{11}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Queries) GetConsumer() string {
@@ -1260,7 +1467,7 @@ type Read struct {
 
 func (x *Read) Reset() {
 	*x = Read{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1479,7 @@ func (x *Read) String() string {
 func (*Read) ProtoMessage() {}
 
 func (x *Read) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1492,7 @@ func (x *Read) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Read.ProtoReflect.Descriptor instead.
 func (*Read) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{12}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Read) GetTable() string {
@@ -1398,6 +1605,14 @@ var file_gazconsumer_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "bytes,58210,opt,name=read",
 		Filename:      "gazconsumer/v1/options.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
+		ExtensionType: (*Handler)(nil),
+		Field:         58211,
+		Name:          "gazconsumer.v1.handler",
+		Tag:           "bytes,58211,opt,name=handler",
+		Filename:      "gazconsumer/v1/options.proto",
+	},
 }
 
 // Extension fields to descriptorpb.MessageOptions.
@@ -1427,6 +1642,10 @@ var (
 	//
 	// optional gazconsumer.v1.Read read = 58210;
 	E_Read = &file_gazconsumer_v1_options_proto_extTypes[3]
+	// handler holds settings of an rpc of a consumer.
+	//
+	// optional gazconsumer.v1.Handler handler = 58211;
+	E_Handler = &file_gazconsumer_v1_options_proto_extTypes[4]
 )
 
 var File_gazconsumer_v1_options_proto protoreflect.FileDescriptor
@@ -1466,7 +1685,7 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x1e\n" +
 	"\n" +
 	"descending\x18\x02 \x01(\bR\n" +
-	"descending\"\xa0\x02\n" +
+	"descending\"\xde\x02\n" +
 	"\bConsumer\x12/\n" +
 	"\x05store\x18\x01 \x01(\x0e2\x19.gazconsumer.v1.StoreKindR\x05store\x12\x16\n" +
 	"\x06tables\x18\x02 \x03(\tR\x06tables\x125\n" +
@@ -1475,7 +1694,18 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x06shards\x18\x05 \x01(\v2\x16.gazconsumer.v1.ShardsR\x06shards\x12\x1e\n" +
 	"\n" +
 	"rescalable\x18\x06 \x01(\bR\n" +
-	"rescalable\"\xf2\x01\n" +
+	"rescalable\x12<\n" +
+	"\n" +
+	"on_failure\x18\a \x01(\v2\x1d.gazconsumer.v1.FailurePolicyR\tonFailure\"\xcd\x01\n" +
+	"\rFailurePolicy\x12\x18\n" +
+	"\aretries\x18\x01 \x01(\rR\aretries\x123\n" +
+	"\abackoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\abackoff\x12:\n" +
+	"\vmax_backoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"maxBackoff\x121\n" +
+	"\x04then\x18\x04 \x01(\x0e2\x1d.gazconsumer.v1.FailureActionR\x04then\"G\n" +
+	"\aHandler\x12<\n" +
+	"\n" +
+	"on_failure\x18\x01 \x01(\v2\x1d.gazconsumer.v1.FailurePolicyR\tonFailure\"\xf2\x01\n" +
 	"\x06Shards\x12\x1b\n" +
 	"\tid_prefix\x18\x01 \x01(\tR\bidPrefix\x12.\n" +
 	"\x13recovery_log_prefix\x18\x02 \x01(\tR\x11recoveryLogPrefix\x12\x1f\n" +
@@ -1527,7 +1757,11 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x16COMPRESSION_CODEC_GZIP\x10\x02\x12\x1f\n" +
 	"\x1bCOMPRESSION_CODEC_ZSTANDARD\x10\x03\x12\x1c\n" +
 	"\x18COMPRESSION_CODEC_SNAPPY\x10\x04\x120\n" +
-	",COMPRESSION_CODEC_GZIP_OFFLOAD_DECOMPRESSION\x10\x05*L\n" +
+	",COMPRESSION_CODEC_GZIP_OFFLOAD_DECOMPRESSION\x10\x05*h\n" +
+	"\rFailureAction\x12\x1e\n" +
+	"\x1aFAILURE_ACTION_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13FAILURE_ACTION_FAIL\x10\x01\x12\x1e\n" +
+	"\x1aFAILURE_ACTION_DEAD_LETTER\x10\x02*L\n" +
 	"\bReadKind\x12\x19\n" +
 	"\x15READ_KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rREAD_KIND_GET\x10\x01\x12\x12\n" +
@@ -1535,7 +1769,8 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\amessage\x12\x1f.google.protobuf.MessageOptions\x18\xe2\xc6\x03 \x01(\v2\x1e.gazconsumer.v1.MessageOptionsR\amessage:W\n" +
 	"\bconsumer\x12\x1f.google.protobuf.ServiceOptions\x18\xe2\xc6\x03 \x01(\v2\x18.gazconsumer.v1.ConsumerR\bconsumer:T\n" +
 	"\aqueries\x12\x1f.google.protobuf.ServiceOptions\x18\xe3\xc6\x03 \x01(\v2\x17.gazconsumer.v1.QueriesR\aqueries:J\n" +
-	"\x04read\x12\x1e.google.protobuf.MethodOptions\x18\xe2\xc6\x03 \x01(\v2\x14.gazconsumer.v1.ReadR\x04readBGZEgithub.com/gazconsumer/gazconsumer/proto/gazconsumer/v1;gazconsumerv1b\x06proto3"
+	"\x04read\x12\x1e.google.protobuf.MethodOptions\x18\xe2\xc6\x03 \x01(\v2\x14.gazconsumer.v1.ReadR\x04read:S\n" +
+	"\ahandler\x12\x1e.google.protobuf.MethodOptions\x18\xe3\xc6\x03 \x01(\v2\x17.gazconsumer.v1.HandlerR\ahandlerBGZEgithub.com/gazconsumer/gazconsumer/proto/gazconsumer/v1;gazconsumerv1b\x06proto3"
 
 var (
 	file_gazconsumer_v1_options_proto_rawDescOnce sync.Once
@@ -1549,64 +1784,74 @@ func file_gazconsumer_v1_options_proto_rawDescGZIP() []byte {
 	return file_gazconsumer_v1_options_proto_rawDescData
 }
 
-var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_gazconsumer_v1_options_proto_goTypes = []any{
 	(Framing)(0),                        // 0: gazconsumer.v1.Framing
 	(StoreKind)(0),                      // 1: gazconsumer.v1.StoreKind
 	(CompressionCodec)(0),               // 2: gazconsumer.v1.CompressionCodec
-	(ReadKind)(0),                       // 3: gazconsumer.v1.ReadKind
-	(*MessageOptions)(nil),              // 4: gazconsumer.v1.MessageOptions
-	(*JournalMessage)(nil),              // 5: gazconsumer.v1.JournalMessage
-	(*JournalFamily)(nil),               // 6: gazconsumer.v1.JournalFamily
-	(*Fragment)(nil),                    // 7: gazconsumer.v1.Fragment
-	(*Table)(nil),                       // 8: gazconsumer.v1.Table
-	(*KeyField)(nil),                    // 9: gazconsumer.v1.KeyField
-	(*Consumer)(nil),                    // 10: gazconsumer.v1.Consumer
-	(*Shards)(nil),                      // 11: gazconsumer.v1.Shards
-	(*RecoveryLogs)(nil),                // 12: gazconsumer.v1.RecoveryLogs
-	(*Publish)(nil),                     // 13: gazconsumer.v1.Publish
-	(*ShardDefaults)(nil),               // 14: gazconsumer.v1.ShardDefaults
-	(*Queries)(nil),                     // 15: gazconsumer.v1.Queries
-	(*Read)(nil),                        // 16: gazconsumer.v1.Read
-	(*durationpb.Duration)(nil),         // 17: google.protobuf.Duration
-	(*descriptorpb.MessageOptions)(nil), // 18: google.protobuf.MessageOptions
-	(*descriptorpb.ServiceOptions)(nil), // 19: google.protobuf.ServiceOptions
-	(*descriptorpb.MethodOptions)(nil),  // 20: google.protobuf.MethodOptions
+	(FailureAction)(0),                  // 3: gazconsumer.v1.FailureAction
+	(ReadKind)(0),                       // 4: gazconsumer.v1.ReadKind
+	(*MessageOptions)(nil),              // 5: gazconsumer.v1.MessageOptions
+	(*JournalMessage)(nil),              // 6: gazconsumer.v1.JournalMessage
+	(*JournalFamily)(nil),               // 7: gazconsumer.v1.JournalFamily
+	(*Fragment)(nil),                    // 8: gazconsumer.v1.Fragment
+	(*Table)(nil),                       // 9: gazconsumer.v1.Table
+	(*KeyField)(nil),                    // 10: gazconsumer.v1.KeyField
+	(*Consumer)(nil),                    // 11: gazconsumer.v1.Consumer
+	(*FailurePolicy)(nil),               // 12: gazconsumer.v1.FailurePolicy
+	(*Handler)(nil),                     // 13: gazconsumer.v1.Handler
+	(*Shards)(nil),                      // 14: gazconsumer.v1.Shards
+	(*RecoveryLogs)(nil),                // 15: gazconsumer.v1.RecoveryLogs
+	(*Publish)(nil),                     // 16: gazconsumer.v1.Publish
+	(*ShardDefaults)(nil),               // 17: gazconsumer.v1.ShardDefaults
+	(*Queries)(nil),                     // 18: gazconsumer.v1.Queries
+	(*Read)(nil),                        // 19: gazconsumer.v1.Read
+	(*durationpb.Duration)(nil),         // 20: google.protobuf.Duration
+	(*descriptorpb.MessageOptions)(nil), // 21: google.protobuf.MessageOptions
+	(*descriptorpb.ServiceOptions)(nil), // 22: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),  // 23: google.protobuf.MethodOptions
 }
 var file_gazconsumer_v1_options_proto_depIdxs = []int32{
-	5,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
-	8,  // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
+	6,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
+	9,  // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
 	0,  // 2: gazconsumer.v1.JournalMessage.framing:type_name -> gazconsumer.v1.Framing
-	6,  // 3: gazconsumer.v1.JournalMessage.family:type_name -> gazconsumer.v1.JournalFamily
-	7,  // 4: gazconsumer.v1.JournalFamily.fragment:type_name -> gazconsumer.v1.Fragment
+	7,  // 3: gazconsumer.v1.JournalMessage.family:type_name -> gazconsumer.v1.JournalFamily
+	8,  // 4: gazconsumer.v1.JournalFamily.fragment:type_name -> gazconsumer.v1.Fragment
 	2,  // 5: gazconsumer.v1.Fragment.compression_codec:type_name -> gazconsumer.v1.CompressionCodec
-	17, // 6: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
-	17, // 7: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
-	17, // 8: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
-	9,  // 9: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
+	20, // 6: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
+	20, // 7: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
+	20, // 8: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
+	10, // 9: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
 	1,  // 10: gazconsumer.v1.Consumer.store:type_name -> gazconsumer.v1.StoreKind
-	13, // 11: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
-	14, // 12: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
-	11, // 13: gazconsumer.v1.Consumer.shards:type_name -> gazconsumer.v1.Shards
-	12, // 14: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
-	7,  // 15: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
-	17, // 16: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
-	17, // 17: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
-	3,  // 18: gazconsumer.v1.Read.kind:type_name -> gazconsumer.v1.ReadKind
-	18, // 19: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
-	19, // 20: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
-	19, // 21: gazconsumer.v1.queries:extendee -> google.protobuf.ServiceOptions
-	20, // 22: gazconsumer.v1.read:extendee -> google.protobuf.MethodOptions
-	4,  // 23: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
-	10, // 24: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
-	15, // 25: gazconsumer.v1.queries:type_name -> gazconsumer.v1.Queries
-	16, // 26: gazconsumer.v1.read:type_name -> gazconsumer.v1.Read
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	23, // [23:27] is the sub-list for extension type_name
-	19, // [19:23] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	16, // 11: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
+	17, // 12: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
+	14, // 13: gazconsumer.v1.Consumer.shards:type_name -> gazconsumer.v1.Shards
+	12, // 14: gazconsumer.v1.Consumer.on_failure:type_name -> gazconsumer.v1.FailurePolicy
+	20, // 15: gazconsumer.v1.FailurePolicy.backoff:type_name -> google.protobuf.Duration
+	20, // 16: gazconsumer.v1.FailurePolicy.max_backoff:type_name -> google.protobuf.Duration
+	3,  // 17: gazconsumer.v1.FailurePolicy.then:type_name -> gazconsumer.v1.FailureAction
+	12, // 18: gazconsumer.v1.Handler.on_failure:type_name -> gazconsumer.v1.FailurePolicy
+	15, // 19: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
+	8,  // 20: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
+	20, // 21: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
+	20, // 22: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
+	4,  // 23: gazconsumer.v1.Read.kind:type_name -> gazconsumer.v1.ReadKind
+	21, // 24: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
+	22, // 25: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
+	22, // 26: gazconsumer.v1.queries:extendee -> google.protobuf.ServiceOptions
+	23, // 27: gazconsumer.v1.read:extendee -> google.protobuf.MethodOptions
+	23, // 28: gazconsumer.v1.handler:extendee -> google.protobuf.MethodOptions
+	5,  // 29: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
+	11, // 30: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
+	18, // 31: gazconsumer.v1.queries:type_name -> gazconsumer.v1.Queries
+	19, // 32: gazconsumer.v1.read:type_name -> gazconsumer.v1.Read
+	13, // 33: gazconsumer.v1.handler:type_name -> gazconsumer.v1.Handler
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	29, // [29:34] is the sub-list for extension type_name
+	24, // [24:29] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_gazconsumer_v1_options_proto_init() }
@@ -1614,15 +1859,15 @@ func file_gazconsumer_v1_options_proto_init() {
 	if File_gazconsumer_v1_options_proto != nil {
 		return
 	}
-	file_gazconsumer_v1_options_proto_msgTypes[7].OneofWrappers = []any{}
+	file_gazconsumer_v1_options_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_v1_options_proto_rawDesc), len(file_gazconsumer_v1_options_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   13,
-			NumExtensions: 4,
+			NumEnums:      5,
+			NumMessages:   15,
+			NumExtensions: 5,
 			NumServices:   0,
 		},
 		GoTypes:           file_gazconsumer_v1_options_proto_goTypes,

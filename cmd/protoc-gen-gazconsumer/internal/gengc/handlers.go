@@ -118,8 +118,12 @@ func genConsumer(fc *fileCtx, c *consumer) {
 	}
 	var inputs []jen.Code
 	for _, h := range c.handlers {
-		inputs = append(inputs, fc.q(pathRuntime, "Handle").Call(jen.Lit(h.journal.messageType), jen.Lit(h.journal.contentType),
-			jen.Lit(string(h.method.Desc.Name())), jen.Id(n.handler).Dot(h.method.GoName)))
+		in := fc.q(pathRuntime, "Handle").Call(jen.Lit(h.journal.messageType), jen.Lit(h.journal.contentType),
+			jen.Lit(string(h.method.Desc.Name())), jen.Id(n.handler).Dot(h.method.GoName))
+		if h.onFailure != nil {
+			in = in.Dot("OnFailure").Call(failurePolicyExpr(fc, h.onFailure))
+		}
+		inputs = append(inputs, in)
 	}
 	desc = append(desc, jen.Id("Inputs").Op(":").Index().Add(fc.q(pathRuntime, "Input")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, inputs...))
 	if len(c.publishes) != 0 {
@@ -142,7 +146,29 @@ func genConsumer(fc *fileCtx, c *consumer) {
 	if len(c.tables) != 0 {
 		desc = append(desc, jen.Id("Tables").Op(":").Index().Add(fc.q(pathRuntime, "TableOwnership")).Custom(multiLine, genOwners(fc, c)...))
 	}
+	if c.onFailure != nil {
+		desc = append(desc, jen.Id("OnFailure").Op(":").Add(failurePolicyExpr(fc, c.onFailure)))
+	}
 	fc.doc("%s describes consumer %s to runtime.NewAdapter.", n.desc, full)
 	jf.Var().Id(n.desc).Op("=").Op("&").Add(fc.q(pathRuntime, "Consumer")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, desc...)
 	jf.Line()
+}
+
+// failurePolicyExpr returns a runtime.FailurePolicy literal of p, with the
+// fields it sets: the runtime holds the defaults.
+func failurePolicyExpr(fc *fileCtx, p *failurePolicy) *jen.Statement {
+	var fields []jen.Code
+	if p.retries != 0 {
+		fields = append(fields, jen.Id("Retries").Op(":").Lit(int(p.retries)))
+	}
+	if p.backoff != 0 {
+		fields = append(fields, jen.Id("Backoff").Op(":").Add(durationExpr(fc, p.backoff)))
+	}
+	if p.maxBackoff != 0 {
+		fields = append(fields, jen.Id("MaxBackoff").Op(":").Add(durationExpr(fc, p.maxBackoff)))
+	}
+	if p.deadLetter {
+		fields = append(fields, jen.Id("DeadLetter").Op(":").True())
+	}
+	return fc.q(pathRuntime, "FailurePolicy").Values(fields...)
 }

@@ -48,8 +48,9 @@ type table struct {
 
 // handler is one rpc of a consumer.
 type handler struct {
-	method  *protogen.Method
-	journal *journalMsg
+	method    *protogen.Method
+	journal   *journalMsg
+	onFailure *failurePolicy // Of the rpc's (gazconsumer.v1.handler) option, if any.
 }
 
 // publish is one journal message published by a consumer.
@@ -69,6 +70,8 @@ type consumer struct {
 	publishes []publish
 	// owners holds the ownership of the rows of each of tables.
 	owners []ownership.Table
+	// onFailure is the consumer's failure policy, if annotated.
+	onFailure *failurePolicy
 }
 
 // fileModel is what is generated for one .proto file.
@@ -200,6 +203,10 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 		for _, s := range f.Services {
 			if err := checkOptionEnums(s.Desc, consumerOptions(s)); err != nil {
 				return nil, err
+			} else if consumerOptions(s) == nil {
+				if err := checkHandlerOptions(s); err != nil {
+					return nil, err
+				}
 			}
 			q, err := md.queries(f, s)
 			if err != nil {
@@ -502,6 +509,8 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 		c.publishes = append(c.publishes, publish{journal: j, selector: sel, index: i})
 	}
 	if err := checkShardDefaults(s, opts.GetShardDefaults()); err != nil {
+		return nil, err
+	} else if err := failurePolicies(c); err != nil {
 		return nil, err
 	}
 	own, err := ownership.Of(s.Desc, messageResolver(md.messages))

@@ -181,7 +181,7 @@ var (
 	// that are those of the *consumertest.Harness it embeds, and its own.
 	harnessReserved = []string{
 		"Harness", "Published", "NewProducer", "Feed", "Redeliver", "Hold", "Release", "Commit", "TryCommit",
-		"Crash", "Checkpoint", "State", "Spec",
+		"Crash", "Checkpoint", "State", "Spec", "Now", "DeadLetters",
 	}
 	// producerReserved are the fields and methods of a generated Producer
 	// that are those of the *consumertest.Producer it embeds.

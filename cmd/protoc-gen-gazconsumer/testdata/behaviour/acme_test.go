@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -46,7 +47,16 @@ func (m memKV) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	return nil
 }
 
-type memStore struct{ kv memKV }
+// memStore is a runtime.KVStore of a memKV, and a runtime.Savepointer
+// (which the consumer's failure policy needs) of a copy of it.
+type memStore struct{ kv, saved memKV }
+
+func (s *memStore) Savepoint() { s.saved = maps.Clone(s.kv) }
+func (s *memStore) RollbackToSavepoint() {
+	clear(s.kv)
+	maps.Copy(s.kv, s.saved)
+}
+func (s *memStore) ReleaseSavepoint() { s.saved = nil }
 
 func (s *memStore) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
 	return pc.Checkpoint{}, nil

@@ -7,6 +7,8 @@ package acmev1_test
 // reads of the tables and of the published totals.
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	acmev1 "example.test/golden/acme/v1"
@@ -122,4 +124,58 @@ func TestHarness(t *testing.T) {
 		&acmev1.Total{CustomerId: "bob", Day: day(2), Cents: 55},
 		&acmev1.Total{CustomerId: "ann", Day: day(3), Cents: 111},
 	)
+}
+
+// flaky is a spender whose calls fail after their writes and publications:
+// each order of sku "flaky" on its first call, and every order of sku
+// "poison".
+type flaky struct {
+	spender
+	called map[string]bool
+}
+
+func (f flaky) OnOrder(tx *acmev1.SpendCounterTxn, msg *acmev1.Order) error {
+	if err := f.spender.OnOrder(tx, msg); err != nil {
+		return err
+	}
+	switch sku := msg.Items[0].Sku; {
+	case sku == "poison":
+		return errors.New("poisoned")
+	case sku == "flaky" && !f.called[msg.CustomerId]:
+		f.called[msg.CustomerId] = true
+		return errors.New("not yet")
+	}
+	return nil
+}
+
+// OnOrder's failure policy retries it once (the annotation): the retry
+// starts from the transaction as it was before the failed call, whose
+// writes and totals are gone; a second failure fails the shard, which
+// commits nothing of its transaction.
+func TestHarnessFailurePolicy(t *testing.T) {
+	h := spendcountertest.New(t, flaky{called: map[string]bool{}})
+	h.Order(order("ann", 1, 100, "flaky"))
+	h.Order(order("bob", 1, 50, "b1"))
+	if st := h.Commit(); st.Messages != 2 || st.Retries != 1 {
+		t.Fatalf("the transaction consumed %d messages with %d retries, want 2 and 1", st.Messages, st.Retries)
+	}
+	h.Spend.Expect(
+		&acmev1.Spend{CustomerId: "ann", Cents: 100, OrderSkus: []string{"flaky"}},
+		&acmev1.Spend{CustomerId: "bob", Cents: 50, OrderSkus: []string{"b1"}},
+	)
+	h.Published.Total.Expect(
+		&acmev1.Total{CustomerId: "ann", Day: day(1), Cents: 100},
+		&acmev1.Total{CustomerId: "bob", Day: day(1), Cents: 50},
+	)
+
+	h.Order(order("bob", 2, 5, "poison"))
+	if _, err := h.TryCommit(); err == nil || !strings.Contains(err.Error(), "acme.v1.SpendCounter.OnOrder: poisoned") {
+		t.Fatalf("a handler failing twice: %v", err)
+	}
+	if row, _ := h.Spend.Get(acmev1.SpendKey{CustomerId: "bob"}); row.Cents != 50 {
+		t.Errorf("the failed transaction committed: %v", row)
+	}
+	if got := h.DeadLetters(); len(got) != 0 {
+		t.Errorf("dead letters of a policy that fails: %v", got)
+	}
 }

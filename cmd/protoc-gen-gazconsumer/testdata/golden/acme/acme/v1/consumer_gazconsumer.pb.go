@@ -63,7 +63,7 @@ var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *Sp
 	Store:         gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	ShardDefaults: pc.ShardSpec{MinTxnDuration: 50 * time.Millisecond, MaxTxnDuration: time.Second, HotStandbys: 1},
 	Inputs: []runtime.Input[SpendCounterHandler, *SpendCounterTxn]{
-		runtime.Handle("acme.v1.Order", "application/x-protobuf-fixed", "OnOrder", SpendCounterHandler.OnOrder),
+		runtime.Handle("acme.v1.Order", "application/x-protobuf-fixed", "OnOrder", SpendCounterHandler.OnOrder).OnFailure(runtime.FailurePolicy{Retries: 1, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}),
 	},
 	Outputs: []runtime.Output{
 		runtime.Publishes[Total]("app.gazette.dev/message-type=acme.totals"),
@@ -83,4 +83,5 @@ var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *Sp
 			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
 		}),
 	},
+	OnFailure: runtime.FailurePolicy{Retries: 2, Backoff: time.Millisecond, DeadLetter: true},
 }
