@@ -19,7 +19,6 @@ import (
 	pc "go.gazette.dev/core/consumer/protocol"
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
-	"github.com/gazconsumer/gazconsumer/example/internal/check"
 	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
@@ -153,31 +152,8 @@ func TestRescaleUnderLoad(t *testing.T) {
 		}
 	}
 
-	ledgerSnap, err := inspect.Open(ctx, ledgerShards, stack.Journals(), stack.Etcd(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ledgerSnap.Close()
-	boardSnap, err := inspect.Open(ctx, boardShards, stack.Journals(), stack.Etcd(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer boardSnap.Close()
-	events, err := inspect.Events(ctx, stack.Journals())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var problems, _ = check.Ledger(rec, ledgerSnap)
-	var p, _ = check.Leaderboard(rec, boardSnap)
-	problems = append(append(problems, p...), check.Events(rec, events)...)
-	for i, p := range problems {
-		if i == 20 {
-			t.Errorf("... and %d more", len(problems)-20)
-			break
-		}
-		t.Error(p)
-	}
-	t.Logf("checked %d balances, %d customers' activity and %d events across 4 shards", len(rec.Balances), len(rec.Activity), len(events))
+	var events = checkBank(ctx, t, stack, ledgerShards, boardShards, rec)
+	t.Logf("checked %d balances, %d customers' activity and %d events across 4 shards", len(rec.Balances), len(rec.Activity), events)
 }
 
 // grownProtos copies the example's .proto files into a directory, their
