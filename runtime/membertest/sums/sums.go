@@ -57,13 +57,13 @@ type App struct {
 
 var _ runtime.Application = App{}
 
-// NewStore opens the shard's RocksDB store, which needs a recovery log.
-func (App) NewStore(_ runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
-	var fr, ok = rec.(rocks.FileRecorder)
-	if !ok {
+// NewStore opens the shard's RocksDB store, which needs a recovery log,
+// within the member's memory budget, as generated applications' are.
+func (App) NewStore(shard runtime.Shard, rec runtime.Recorder) (runtime.Store, error) {
+	if _, ok := rec.(rocks.FileRecorder); !ok {
 		return nil, fmt.Errorf("the sums store needs a recovery log")
 	}
-	return rocks.Open(rec.Dir(), fr, rocks.Options{})
+	return rocks.Opener{}.OpenStore(shard, rec)
 }
 
 // NewMessage returns an Add, whatever the journal.
