@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"os"
@@ -11,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/devstack/devcerts"
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/internal/clientflags"
+	"go.gazette.dev/core/server"
 )
 
 // consoleURL waits until out prints the console's URL, and returns it.
@@ -111,5 +114,80 @@ func TestDevConsoleOfSecuredStack(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "env")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With --tls.*, the console serves HTTPS, and only to clients whose
+// certificates its client CA signed.
+func TestConsoleServesHTTPSToClientsWithCertificates(t *testing.T) {
+	var stack = devstacktest.StartT(t, devstacktest.Journals("console", 1, 1<<20))
+	var dir = t.TempDir()
+	var ca, err = devcerts.NewCA(dir, "console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.Issue(dir, "console", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Issue(dir, "operator", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	var flags = consoleFlags{
+		Flags:  clientflags.Flags{EtcdAddress: stack.EtcdURL(), BrokerAddress: string(stack.Brokers()[0].Endpoint())},
+		listen: "127.0.0.1:0", root: "/gazette/consumers/", interval: time.Second,
+		certFile: serving.CertFile, keyFile: serving.KeyFile, clientCAFile: ca.CertFile,
+	}
+	var out lockedBuffer
+	var done = make(chan error, 1)
+	go func() { done <- runConsole(ctx, &out, flags) }()
+	var re = regexp.MustCompile(`https://(127\.0\.0\.1:\d+)/`)
+	var addr string
+	for deadline := time.Now().Add(time.Minute); addr == ""; {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no https URL printed:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	var get = func(pair *devcerts.Pair) (int, error) {
+		var cfg, err = server.BuildTLSConfig("", "", ca.CertFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pair != nil {
+			var cert, err = tls.LoadX509KeyPair(pair.CertFile, pair.KeyFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		var c = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}
+		resp, err := c.Get("https://" + addr + "/journals")
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := get(&client); err != nil || code != http.StatusOK {
+		t.Errorf("a client with a certificate: %d, %v", code, err)
+	}
+	if _, err := get(nil); err == nil {
+		t.Errorf("a client without a certificate was served")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("runConsole: %v", err)
+	}
+
+	flags.keyFile = ""
+	if err := runConsole(context.Background(), io.Discard, flags); err == nil || !strings.Contains(err.Error(), "--tls.cert-file and --tls.key-file go together") {
+		t.Fatalf("a certificate without its key: %v", err)
 	}
 }
