@@ -259,6 +259,11 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 			return fmt.Errorf("shard %s: moving row %x to the hand-off area: %w", spec.Id, r.key, err)
 		}
 	}
+	// Until the rescale's journals exist, the families have the count the
+	// state was owned under before the split: both counts are the shard's.
+	for family := range g.built.Families {
+		g.built.Families[family] = of
+	}
 	g.built.Owns, g.built.Handoff = &Ownership{Index: index, Of: m}, true
 	if err = g.putRecord(kv, spec.Id); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -61,7 +62,9 @@ func (s *rescaleShard) JournalClient() client.AsyncJournalClient { return nil }
 // orderFamily lists n journals of test.Order, a count a test may grow.
 type orderFamily struct{ n int }
 
-func (f *orderFamily) journal(i int) pb.Journal { return pb.Journal(fmt.Sprintf("orders/part-%03d", i)) }
+func (f *orderFamily) journal(i int) pb.Journal {
+	return pb.Journal(fmt.Sprintf("orders/part-%03d", i))
+}
 
 func (f *orderFamily) Partitions(pb.LabelSelector) message.PartitionsFunc {
 	return func() *pb.ListResponse {
@@ -92,28 +95,42 @@ type readCloser struct{ runtime.Reader }
 func (readCloser) Close() {}
 
 // TestSplitAndFork splits the state of each of n shards for a rescale to
-// n*k partitions at random moments, and forks the new shards from them: for
-// random loads, every key's sum is in exactly one shard, the one owning it,
-// and equals the load's, whether the messages after the split were applied
-// by the parent or by its new shards reading the parent's journal again.
+// n*k partitions at random moments, and forks the new shards from them, once
+// or twice over (the shards of a rescale split again): for random loads,
+// every key's sum is in exactly one shard, the one owning it, and equals the
+// load's, whether the messages after a split were applied by the parent or
+// by its new shards reading the parent's journal again.
 func TestSplitAndFork(t *testing.T) {
 	for seed := range uint64(40) {
 		var rng = rand.New(rand.NewPCG(seed, 3))
-		var n, k = 1 + rng.IntN(3), 2 + rng.IntN(2)
-		var m = n * k
-		t.Run(fmt.Sprintf("seed=%d/%d->%d", seed, n, m), func(t *testing.T) { splitAndFork(t, rng, n, m) })
+		var n = 1 + rng.IntN(3)
+		var factors = []int{2 + rng.IntN(2)}
+		if rng.IntN(2) == 0 {
+			factors = append(factors, 2)
+		}
+		t.Run(fmt.Sprintf("seed=%d/%d*%v", seed, n, factors), func(t *testing.T) { splitAndFork(t, rng, n, factors) })
 	}
 }
 
-func splitAndFork(t *testing.T, rng *rand.Rand, n, m int) {
+// forkShard is a shard of splitAndFork.
+type forkShard struct {
+	sh    *rescaleShard
+	db    *mem.DB
+	store runtime.Store
+	app   runtime.Application
+	own   pb.Journal
+}
+
+func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	var family = &orderFamily{n: n}
 	var want = map[string]int64{}
 	var customers = 5 + rng.IntN(60)
+	// msgs returns count orders of keys mapping to partition p.
 	var msgs = func(p, count int) []*order {
 		var out []*order
 		for len(out) < count {
 			var c = "c-" + strconv.Itoa(rng.IntN(customers))
-			if partition.Index([]byte(c), n) == p {
+			if partition.Index([]byte(c), family.n) == p {
 				out = append(out, &order{Customer: c, Cents: int64(1 + rng.IntN(100))})
 			}
 		}
@@ -122,102 +139,87 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n, m int) {
 	var offset pb.Offset
 	// apply runs one transaction of msgs read from journal j, committed
 	// with a checkpoint through offset.
-	var apply = func(a runtime.Application, sh *rescaleShard, store runtime.Store, j pb.Journal, msgs []*order) {
+	var apply = func(s *forkShard, j pb.Journal, msgs []*order) {
 		t.Helper()
-		var bf = a.(runtime.BeginFinisher)
-		if err := bf.BeginTxn(sh, store); err != nil {
+		var bf = s.app.(runtime.BeginFinisher)
+		if err := bf.BeginTxn(s.sh, s.store); err != nil {
 			t.Fatal(err)
 		}
 		for _, msg := range msgs {
 			offset += 10
 			var env = message.Envelope{Journal: &pb.JournalSpec{Name: j, LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")},
 				Begin: offset - 10, End: offset, Message: msg}
-			if err := a.ConsumeMessage(sh, store, env, nil); err != nil {
+			if err := s.app.ConsumeMessage(s.sh, s.store, env, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := a.FinalizeTxn(sh, store, nil); err != nil {
+		if err := s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
 			t.Fatal(err)
 		}
 		var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{j: {ReadThrough: offset}}}
-		if err := store.StartCommit(sh, cp, nil).Err(); err != nil {
+		if err := s.store.StartCommit(s.sh, cp, nil).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := bf.FinishTxn(sh, store, nil); err != nil {
+		if err := bf.FinishTxn(s.sh, s.store, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-
-	type shard struct {
-		sh    *rescaleShard
-		db    *mem.DB
-		store runtime.Store
-		app   runtime.Application
-	}
-	var open = func(id string, parent *mem.DB, sources ...pb.Journal) *shard {
-		var s = &shard{sh: &rescaleShard{spec: pc.ShardSpec{Id: pc.ShardID(id)}}, db: mem.NewDB()}
-		for _, j := range sources {
-			s.sh.spec.Sources = append(s.sh.spec.Sources, pc.ShardSpec_Source{Journal: j})
+	var open = func(id string, own pb.Journal, parent *forkShard) *forkShard {
+		var s = &forkShard{sh: &rescaleShard{spec: pc.ShardSpec{Id: pc.ShardID(id)}}, db: mem.NewDB(), own: own}
+		var parentDB *mem.DB
+		if parent != nil {
+			parentDB = parent.db
+			s.sh.spec.Sources = slices.Clone(parent.sh.spec.Sources)
 		}
-		var a, err = runtime.NewAdapter(tally, tallyHandler{}, snapshotOpener{s.db, parent}, family)
+		s.sh.spec.Sources = append(s.sh.spec.Sources, pc.ShardSpec_Source{Journal: own})
+		var a, err = runtime.NewAdapter(tally, tallyHandler{}, snapshotOpener{s.db, parentDB}, family)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.app, s.store = a, mem.Open(s.db)
 		return s
 	}
-
-	var parents []*shard
-	var tails [][]*order   // Of each parent's journal, after its split.
-	var splitAt []pb.Offset // Of each parent's journal.
-	for p := range n {
-		var s = open(fmt.Sprintf("s-%02d", p), nil, family.journal(p))
-		parents = append(parents, s)
-		for _, batch := range [][]*order{msgs(p, 20), msgs(p, 20)} {
-			apply(s.app, s.sh, s.store, family.journal(p), batch)
-			for _, o := range batch {
-				want[o.Customer] += o.Cents
-			}
-		}
-		// The split is asked: the next transaction applies every message,
-		// then splits.
-		s.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
-		var batch = msgs(p, 20)
-		apply(s.app, s.sh, s.store, family.journal(p), batch)
+	var feed = func(s *forkShard, p, count int) {
+		var batch = msgs(p, count)
+		apply(s, s.own, batch)
 		for _, o := range batch {
 			want[o.Customer] += o.Cents
 		}
-		splitAt = append(splitAt, offset)
-		// Then producers on the old count go on writing to the parent's
-		// journal: the parent applies those it owns.
-		var tail = msgs(p, 30)
-		apply(s.app, s.sh, s.store, family.journal(p), tail)
-		for _, o := range tail {
-			want[o.Customer] += o.Cents
-		}
-		tails = append(tails, tail)
 	}
-	family.n = m
 
-	var all = map[string]int64{}
-	var collect = func(s *shard, owner int) {
-		t.Helper()
-		if err := s.db.Snapshot().Scan([]byte("c"), []byte("d"), func(key, value []byte) bool {
-			if got := partition.Index(key, m); got != owner {
-				t.Errorf("shard %s holds %s, owned by %d", s.sh.spec.Id, key, got)
-			}
-			if _, ok := all[string(key)]; ok {
-				t.Errorf("%s is held twice", key)
-			}
-			all[string(key)] = int64(binary.BigEndian.Uint64(value))
-			return true
-		}); err != nil {
-			t.Fatal(err)
-		}
+	var shards []*forkShard
+	for p := range n {
+		shards = append(shards, open(fmt.Sprintf("s-%02d", p), family.journal(p), nil))
 	}
-	for p, parent := range parents {
-		for q := p + n; q < m; q += n {
-			var child = open(fmt.Sprintf("s-%02d", q), parent.db, family.journal(p), family.journal(q))
+	for _, k := range factors {
+		var n = len(shards)
+		var m = n * k
+		var tails [][]*order    // Of each parent's journal, after its split.
+		var splitAt []pb.Offset // Of each parent's journal.
+		for p, s := range shards {
+			feed(s, p, 20)
+			feed(s, p, 20)
+			// The split is asked: the next transaction applies every
+			// message, then splits.
+			s.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
+			feed(s, p, 20)
+			splitAt = append(splitAt, offset)
+			// Then producers on the old count go on writing to the
+			// parent's journal: the parent applies those it owns.
+			var tail = msgs(p, 30)
+			apply(s, s.own, tail)
+			for _, o := range tail {
+				want[o.Customer] += o.Cents
+			}
+			tails = append(tails, tail)
+		}
+		family.n = m
+
+		var children []*forkShard
+		for q := n; q < m; q++ {
+			var p = q % n
+			var parent = shards[p]
+			var child = open(fmt.Sprintf("s-%02d", q), family.journal(q), parent)
 			child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
 			child.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.sh.spec.Id.String())
 			if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || !need {
@@ -230,24 +232,42 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n, m int) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if got := cp.Sources[parent.own].ReadThrough; got != splitAt[p] {
+				t.Errorf("shard %s starts reading %s at %d, want %d (its parent's split)", child.sh.spec.Id, parent.own, got, splitAt[p])
+			}
 			// The child reads the parent's journal again from the split,
 			// keeping what it owns.
-			if got := cp.Sources[family.journal(p)].ReadThrough; got != splitAt[p] {
-				t.Errorf("shard %s starts reading %s at %d, want %d (its parent's split)", child.sh.spec.Id, family.journal(p), got, splitAt[p])
+			apply(child, parent.own, tails[p])
+			children = append(children, child)
+		}
+		for _, s := range slices.Concat(shards, children) {
+			// The rescale ends: shards drop their hand-off areas at their
+			// next transaction.
+			s.sh.spec.LabelSet.Remove(runtime.LabelSplitTo)
+			apply(s, s.own, nil)
+			var handoff int
+			_ = s.db.Snapshot().Scan([]byte(runtime.HandoffPrefix), keyenc.PrefixEnd([]byte(runtime.HandoffPrefix)), func([]byte, []byte) bool { handoff++; return true })
+			if handoff != 0 {
+				t.Errorf("shard %s keeps %d rows handed off after the rescale ended", s.sh.spec.Id, handoff)
 			}
-			apply(child.app, child.sh, child.store, family.journal(p), tails[p])
-			collect(child, q)
 		}
-		// The rescale ends: the parent drops its hand-off area at its next
-		// transaction.
-		parent.sh.spec.LabelSet.Remove(runtime.LabelSplitTo)
-		apply(parent.app, parent.sh, parent.store, family.journal(p), nil)
-		var handoff int
-		_ = parent.db.Snapshot().Scan([]byte(runtime.HandoffPrefix), keyenc.PrefixEnd([]byte(runtime.HandoffPrefix)), func([]byte, []byte) bool { handoff++; return true })
-		if handoff != 0 {
-			t.Errorf("shard %s keeps %d rows handed off after the rescale ended", parent.sh.spec.Id, handoff)
+		shards = append(shards, children...)
+	}
+
+	var all = map[string]int64{}
+	for i, s := range shards {
+		if err := s.db.Snapshot().Scan([]byte("c"), []byte("d"), func(key, value []byte) bool {
+			if got := partition.Index(key, family.n); got != i {
+				t.Errorf("shard %s holds %s, owned by %d", s.sh.spec.Id, key, got)
+			}
+			if _, ok := all[string(key)]; ok {
+				t.Errorf("%s is held twice", key)
+			}
+			all[string(key)] = int64(binary.BigEndian.Uint64(value))
+			return true
+		}); err != nil {
+			t.Fatal(err)
 		}
-		collect(parent, p)
 	}
 	if len(all) != len(want) {
 		t.Errorf("%d keys held, want %d", len(all), len(want))
