@@ -17,10 +17,26 @@
 //   - anchor: the same consumer hand-written on go.gazette.dev/core/consumer
 //     with consumer/store-rocksdb (command anchor), timed the same way.
 //
+// After every consumer run, the consumer's sums are read back and checked
+// against the load's (check.go): a wrong answer fails the run.
+//
+// For latency (latency.go), the anchor's maximum rate is measured over a
+// backlog; then each side consumes a paced live load at fractions of it
+// (-latency.rates), and each message's wait from its append's
+// acknowledgement to a Stat observing its transaction's commit is reported
+// as p50, p99 and p99.9.
+//
 // For recovery, each side builds a store of -state bytes recorded into a
 // log of its own (commands ours-recovery and anchor-recovery); then, -reps
-// times, each plays its log back from its hints into a new directory, and a
-// process reads each log raw from its start to its write head.
+// times, each plays its log back from its hints into a new directory (timed
+// until written, then until fsync'd: neither player fsyncs, so each is
+// compared with the other, and with a write of as many bytes, at one
+// durability), and a process reads each log raw from its start to its write
+// head.
+//
+// With -scaling (scaling.go), throughput and CPU a message are measured as
+// the key space grows and as a member's shards grow, and drawn as PNGs to
+// -plots.
 //
 // Every figure comes from its own process, so that the two sides, whose
 // RocksDB bindings cannot link into one binary, run alike; the stack runs
@@ -79,6 +95,7 @@ type config struct {
 	minTxn     time.Duration
 	maxTxn     time.Duration
 	latency    latencyConfig
+	scaling    scalingConfig
 }
 
 func main() {
@@ -111,6 +128,14 @@ func main() {
 	flag.DurationVar(&c.latency.warmup, "latency.warmup", time.Second, "first part of each latency run's load, whose messages are not counted")
 	var latencyRates = flag.String("latency.rates", "0.1,0.5,0.9", "rates of the latency measure's load, as fractions of the anchor's maximum rate")
 	var latencySides = flag.String("latency.sides", "ours,anchor", "consumers of the latency measure")
+	flag.BoolVar(&c.scaling.enabled, "scaling", false, "measure the scaling curves too, after the others: throughput and CPU a message as keys and shards grow")
+	flag.IntVar(&c.scaling.messages, "scaling.messages", 500_000, "messages of each point of the scaling curves")
+	var scalingKeys = flag.String("scaling.keys", "10000,100000,1000000,10000000", "keys of the points of the key sweep")
+	flag.IntVar(&c.scaling.partitions, "scaling.partitions", 4, "partitions, and shards, of the key sweep")
+	var scalingShards = flag.String("scaling.shards", "1,2,4,8,16", "shards of the points of the shard sweep (one member, a partition a shard)")
+	flag.IntVar(&c.scaling.shardKeys, "scaling.shardkeys", 100_000, "keys of the shard sweep")
+	var scalingSides = flag.String("scaling.sides", "ours,anchor", "consumers of the scaling curves")
+	flag.StringVar(&c.scaling.plots, "plots", "", "directory to draw the scaling curves to, as PNGs (e.g. ../docs)")
 	flag.StringVar(&c.profileDir, "profile", "", "directory to write CPU profiles of the consumers and playbacks to (of the last repetition)")
 	flag.DurationVar(&c.timeout, "timeout", 3*time.Hour, "limit of the whole run")
 	flag.DurationVar(&c.minTxn, "txn.min", 0, "minimum duration of the consumers' transactions")
@@ -155,6 +180,18 @@ func main() {
 	}
 	for name := range c.builds {
 		c.sides = append(c.sides, name)
+	}
+	if c.scaling.keys, err = parseInts("scaling.keys", *scalingKeys); err != nil {
+		fatal(err)
+	}
+	if c.scaling.shards, err = parseInts("scaling.shards", *scalingShards); err != nil {
+		fatal(err)
+	}
+	for _, side := range strings.Split(*scalingSides, ",") {
+		if side = strings.TrimSpace(side); side != "ours" && side != "anchor" && c.builds[side] == "" {
+			fatal(fmt.Errorf("-scaling.sides: unknown side %q (want ours, anchor or a side of -build)", side))
+		}
+		c.scaling.sides = append(c.scaling.sides, side)
 	}
 	var ok bool
 	if c.latency.workload, ok = workloadByName(*latencyWorkload, custom); !ok {
@@ -296,6 +333,11 @@ func run(ctx context.Context, c config) error {
 		})
 		if err != nil {
 			return fmt.Errorf("recovery: %w", err)
+		}
+	}
+	if c.scaling.enabled {
+		if err := scaling(ctx, c); err != nil {
+			return err
 		}
 	}
 	return nil

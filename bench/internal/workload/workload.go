@@ -114,11 +114,13 @@ children:
 	for i := range partitions {
 		fmt.Fprintf(&b, "      - name: %s\n", Input(i))
 	}
-	b.WriteString(`  - name: bench/recovery/
+	if len(runs) != 0 { // A hierarchy has children.
+		b.WriteString(`  - name: bench/recovery/
     labels:
       - {name: content-type, value: application/x-gazette-recoverylog}
     children:
 `)
+	}
 	for _, r := range runs {
 		fmt.Fprintf(&b, "      - name: %s%s/\n        children:\n", RecoveryPrefix, r)
 		for i := range partitions {
