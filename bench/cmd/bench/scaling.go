@@ -251,8 +251,8 @@ type errPoint struct{ x, y, lo, hi float64 }
 // errPoints are the points of a line, with their ranges as error bars.
 type errPoints []errPoint
 
-func (p errPoints) Len() int                          { return len(p) }
-func (p errPoints) XY(i int) (float64, float64)       { return p[i].x, p[i].y }
+func (p errPoints) Len() int                         { return len(p) }
+func (p errPoints) XY(i int) (float64, float64)      { return p[i].x, p[i].y }
 func (p errPoints) YError(i int) (low, high float64) { return p[i].lo, p[i].hi }
 
 // humanCount is n as 10k, 1M and the like.
