@@ -112,6 +112,20 @@ func TestSplitAndFork(t *testing.T) {
 	}
 }
 
+// FuzzSplitAndFork is TestSplitAndFork, of loads and rescales the fuzzer
+// picks: shards (1-3), and one or two rescales of factors 2-4.
+func FuzzSplitAndFork(f *testing.F) {
+	f.Add(uint64(1), uint8(1), uint8(0), uint8(0))
+	f.Add(uint64(7), uint8(2), uint8(1), uint8(2))
+	f.Fuzz(func(t *testing.T, seed uint64, n, k1, k2 uint8) {
+		var factors = []int{2 + int(k1%3)}
+		if k2%4 != 0 {
+			factors = append(factors, 1+int(k2%4))
+		}
+		splitAndFork(t, rand.New(rand.NewPCG(seed, 5)), 1+int(n%3), factors)
+	})
+}
+
 // forkShard is a shard of splitAndFork.
 type forkShard struct {
 	sh    *rescaleShard
@@ -125,14 +139,19 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	var family = &orderFamily{n: n}
 	var want = map[string]int64{}
 	var customers = 5 + rng.IntN(60)
-	// msgs returns count orders of keys mapping to partition p.
+	// msgs returns count orders of keys mapping to partition p: of the
+	// customers, or of the first names after them if none of them maps
+	// there.
 	var msgs = func(p, count int) []*order {
-		var out []*order
-		for len(out) < count {
-			var c = "c-" + strconv.Itoa(rng.IntN(customers))
-			if partition.Index([]byte(c), family.n) == p {
-				out = append(out, &order{Customer: c, Cents: int64(1 + rng.IntN(100))})
+		var keys []string
+		for i := 0; i < customers || len(keys) == 0; i++ {
+			if c := "c-" + strconv.Itoa(i); partition.Index([]byte(c), family.n) == p {
+				keys = append(keys, c)
 			}
+		}
+		var out []*order
+		for range count {
+			out = append(out, &order{Customer: keys[rng.IntN(len(keys))], Cents: int64(1 + rng.IntN(100))})
 		}
 		return out
 	}
