@@ -360,8 +360,11 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
 	}
 	if err = json.Unmarshal(pb_, &parentRec); err != nil {
 		return fmt.Errorf("shard %s: decoding the partitioning of shard %s (%q): %w", spec.Id, from, pb_, err)
-	} else if parentRec.Owns == nil || parentRec.Owns.Of != m || !parentRec.Handoff {
+	} else if parentRec.Owns == nil || parentRec.Owns.Of != m {
 		return fmt.Errorf("shard %s: %w: shard %s's state is as of %s", spec.Id, ErrParentNotSplit, from, pb_)
+	} else if !parentRec.Handoff {
+		return fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
+			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
 	}
 	cpb, found, gerr := parent.Get([]byte(ForkCheckpointKey))
 	var cp pc.Checkpoint
