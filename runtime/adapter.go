@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -113,6 +114,7 @@ type Txn struct {
 	held    []heldMessage   // Published by a call under a failure policy, until it returns.
 	hold    bool            // Hold what is published, in held.
 	outputs []mapping       // Of the consumer.
+	now     time.Time       // Of the transaction: see Now.
 	name    string          // Of the consumer.
 	guard   *partitionGuard // Of the shard's store, if it has tables; set by BeginTxn.
 }
@@ -124,6 +126,12 @@ type Txner interface {
 }
 
 func (tx *Txn) txn() *Txn { return tx }
+
+// Now returns the time of the transaction: of the shard's clock as it began
+// (or as it fired what fell due, before it finalized). Rows of tables that
+// expire are dated by it. It is the zero time under a pipeline that tells
+// no time.
+func (tx *Txn) Now() time.Time { return tx.now }
 
 // Publish publishes msg within the transaction to the partition journal
 // that its type's mapping picks, among those its type's Output selects.
@@ -291,6 +299,8 @@ type Consumer[H any, T Txner] struct {
 	// OnFailure is the failure policy of the consumer's handlers, but for
 	// those of Inputs with policies of their own.
 	OnFailure FailurePolicy
+	// Expiring are the consumer's tables whose rows expire.
+	Expiring []Expiring[H, T]
 }
 
 // Adapter runs a handler H of a generated consumer, in transactions T, as an
@@ -317,6 +327,7 @@ var (
 	_ BeginFinisher  = (*Adapter[any, *Txn])(nil)
 	_ ShardDefaulter = (*Adapter[any, *Txn])(nil)
 	_ FailurePolicer = (*Adapter[any, *Txn])(nil)
+	_ Timekeeper     = (*Adapter[any, *Txn])(nil)
 )
 
 // NewAdapter returns an Adapter running handler as consumer c, whose store
@@ -436,6 +447,11 @@ func (a *Adapter[H, T]) newTxn(shard Shard, store Store, env message.Envelope, p
 		tx = reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
 	} else if kvs, ok := store.(KVStore); !ok {
 		return tx, a.notKV(store)
+	} else if a.keepsTime() {
+		// The tables' KV tells the time of the transaction's Txn.
+		var tkv = &timedKV{KV: kvs.KV()}
+		tx = a.c.NewTxn(tkv)
+		tkv.tx = tx.txn()
 	} else {
 		tx = a.c.NewTxn(kvs.KV())
 	}

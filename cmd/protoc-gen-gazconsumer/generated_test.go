@@ -334,9 +334,19 @@ func TestRandomProtos(t *testing.T) {
 	}
 	for _, construct := range []string{"group ", "extend ", "extensions ", "oneof ", "map<", "packed = true", "packed = false",
 		"default = ", "repeated_field_encoding = EXPANDED", "message_encoding = DELIMITED", "google.protobuf.Duration", "required ",
-		"rescalable: true", "on_failure: {", "(gazconsumer.v1.handler).on_failure = {"} {
+		"rescalable: true", "on_failure: {", "(gazconsumer.v1.handler).on_failure = {", `ttl: "`} {
 		if !strings.Contains(all.String(), construct) && seed == 0 {
 			t.Errorf("no sample accepted declares %q", construct)
+		}
+	}
+	// Of what they declare, these are generated.
+	var generated strings.Builder
+	for _, content := range o.files {
+		generated.Write(content)
+	}
+	for _, code := range []string{"table.Expires(", ".OnFailure(runtime.FailurePolicy{", "OnFailure: runtime.FailurePolicy{"} {
+		if !strings.Contains(generated.String(), code) && seed == 0 {
+			t.Errorf("no sample accepted generates %q", code)
 		}
 	}
 }

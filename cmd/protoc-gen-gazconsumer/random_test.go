@@ -412,7 +412,11 @@ func (rf *randomFile) message(r *rand.Rand, b *strings.Builder, name, prefix str
 		if r.IntN(8) == 0 {
 			tname = `name: "` + []string{"rows", "t", full}[r.IntN(3)] + `", `
 		}
-		opts = append(opts, indent+"  option (gazconsumer.v1.message).table = {"+tname+"key: ["+strings.Join(keys, ", ")+"]};\n")
+		ttl := ""
+		if v := ttlOf(rf.pkg + "." + full); v != "" {
+			ttl = `, ttl: "` + v + `"`
+		}
+		opts = append(opts, indent+"  option (gazconsumer.v1.message).table = {"+tname+"key: ["+strings.Join(keys, ", ")+"]"+ttl+"};\n")
 		rf.tables = append(rf.tables, full)
 	}
 	if rf.syntax == "proto2" {
@@ -570,6 +574,17 @@ var failurePolicies = []string{
 	"{then: FAILURE_ACTION_FAIL}",
 	"{retries: 1, backoff: {seconds: 2}, max_backoff: {seconds: 1}}", // Rejected: max_backoff < backoff.
 	"{backoff: {seconds: 1}}",                                        // Rejected: a backoff without retries.
+}
+
+// ttls are ttl annotations of tables, valid and not; "" is none.
+var ttls = []string{"", "", "", "", "", "", "", "", "", "", "720h", "1h30m", "90s", "720h", "1h", "0s" /* Rejected: not positive. */}
+
+// ttlOf returns the ttl annotation of a table named name, or "", picked as
+// failurePolicyOf picks.
+func ttlOf(name string) string {
+	h := fnv.New32a()
+	h.Write([]byte("ttl " + name))
+	return ttls[h.Sum32()%uint32(len(ttls))]
 }
 
 // failurePolicyOf returns the on_failure annotation of a consumer or rpc

@@ -431,9 +431,10 @@ func (h *Harness) Release(journals ...pb.Journal) {
 
 // Commit runs one transaction of the shard over every message appended to
 // its partitions since the last transaction read them (but those held), as
-// the runtime runs it, and waits until it is committed and acknowledged. It
-// returns the transaction's Stats, which are zero if there was nothing to
-// consume. It fails the test if the shard fails.
+// the runtime runs it, and waits until it is committed and acknowledged.
+// The transaction also fires what is due by the harness's clock (see
+// Advance). It returns the transaction's Stats, which are zero if there was
+// nothing to consume or fire. It fails the test if the shard fails.
 func (h *Harness) Commit() txn.Stats {
 	h.t.Helper()
 	var st, err = h.TryCommit()
@@ -643,7 +644,7 @@ func (h *Harness) start() (*shard, error) {
 			}
 			return fs
 		},
-		Clock:                h.clock,
+		Clock: h.clock,
 		Sleep: func(_ context.Context, d time.Duration) error {
 			h.clock.advance(d) // A retry's backoff passes at once.
 			return nil
@@ -722,6 +723,30 @@ func (*clock) Timer(d time.Duration) (<-chan time.Time, func()) {
 
 // Now returns the time of the harness's clock: Epoch, as advanced since.
 func (h *Harness) Now() time.Time { return h.clock.Now() }
+
+// Sleep moves the harness's clock forward by d without running a
+// transaction: the next Commit, Crash or Advance fires what fell due.
+func (h *Harness) Sleep(d time.Duration) {
+	h.t.Helper()
+	if d < 0 {
+		h.t.Fatalf("consumertest: Sleep(%v): time does not go back", d)
+	}
+	h.clock.advance(d)
+}
+
+// Advance moves the harness's clock forward by d, and runs a transaction
+// as Commit does: it fires what fell due by the clock's new time (rows of
+// tables whose TTL ran out) and consumes the messages fed since the last
+// transaction, in one transaction. It returns the transaction's Stats
+// (Fired counts what fired). It fails the test if the shard fails.
+func (h *Harness) Advance(d time.Duration) txn.Stats {
+	h.t.Helper()
+	if d < 0 {
+		h.t.Fatalf("consumertest: Advance(%v): time does not go back", d)
+	}
+	h.clock.advance(d)
+	return h.Commit()
+}
 
 // DeadLetterJournal is the dead-letter journal of a Harness's shard (its
 // label gazconsumer.dev/dead-letter-journal): messages whose handlers fail

@@ -24,6 +24,7 @@ package table
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -54,6 +55,9 @@ type Def[K any, R proto.Message] struct {
 	// Elided are the numbers of the key fields which a stored value leaves
 	// out: those without presence.
 	Elided []protowire.Number
+	// TTL, if positive, is how long a row lives after its last write: the
+	// table's `ttl` annotation (see Expires).
+	TTL time.Duration
 }
 
 // Schema is a table's Def, ready to open the table in stores.
@@ -228,6 +232,11 @@ func (t Table[K, R]) Put(row R) error {
 	if err = t.kv.Put(b[nv:], b[:nv]); err != nil {
 		return fmt.Errorf("%sputting %v: %w", t.s.errs, key, err)
 	}
+	if t.s.def.TTL > 0 {
+		if err = t.touch(b[nv:], true); err != nil {
+			return fmt.Errorf("%sputting %v: %w", t.s.errs, key, err)
+		}
+	}
 	return nil
 }
 
@@ -237,6 +246,11 @@ func (t Table[K, R]) Delete(key K) error {
 	t.sc.buf = k
 	if err := t.kv.Delete(k); err != nil {
 		return fmt.Errorf("%sdeleting %v: %w", t.s.errs, key, err)
+	}
+	if t.s.def.TTL > 0 {
+		if err := t.touch(k, false); err != nil {
+			return fmt.Errorf("%sdeleting %v: %w", t.s.errs, key, err)
+		}
 	}
 	return nil
 }

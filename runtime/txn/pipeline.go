@@ -60,13 +60,15 @@ type Clock interface {
 
 // Stats describe one fully committed transaction.
 type Stats struct {
-	Messages int           // Messages consumed.
-	Skipped  int           // Undecodable messages skipped.
+	Messages int // Messages consumed.
+	Skipped  int // Undecodable messages skipped.
 	// Retries of handlers, under their failure policies.
 	Retries int
 	// DeadLettered are messages whose handlers failed, recorded into the
 	// dead-letter journal under their failure policies.
 	DeadLettered int
+	// Fired are the rows expired and timers fired (see runtime.Timekeeper).
+	Fired    int
 	Bytes    int64         // Bytes of messages consumed.
 	Began    time.Time     // First message consumed.
 	Consume  time.Duration // From Began until FinalizeTxn.
@@ -178,6 +180,11 @@ type txn struct {
 
 	// Predecessor barrier: the next of its commit or acks not yet resolved.
 	barrier <-chan struct{}
+	// due fires once something of the store falls due, while the
+	// transaction has not begun; dueChecked tells that it was set.
+	due        <-chan time.Time
+	stopDue    func()
+	dueChecked bool
 
 	stats  Stats
 	began  bool
@@ -237,6 +244,9 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 	defer func() {
 		if cur.stopTimer != nil {
 			cur.stopTimer()
+		}
+		if cur.stopDue != nil {
+			cur.stopDue()
 		}
 	}()
 	for {
@@ -313,12 +323,34 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				continue
 			}
 			if !cur.began {
-				return nil // Reads closed, and drained.
+				// Reads closed, and drained: but for what is due now,
+				// which a last transaction fires.
+				if isDue, err := p.dueNow(); err != nil {
+					return err
+				} else if isDue {
+					if err = p.begin(cur); err != nil {
+						return err
+					}
+					continue
+				}
+				return nil
 			}
 			return p.startCommit(cur)
 		}
+		if !cur.began && !cur.dueChecked {
+			if err := p.awaitDue(cur); err != nil {
+				return err
+			}
+		}
 
 		select {
+		case <-cur.due:
+			// Something fell due while no transaction ran: one begins, and
+			// fires it.
+			cur.due = nil
+			if err := p.begin(cur); err != nil {
+				return err
+			}
 		case <-readCh:
 			if err := p.take(ctx, cur, prev); err != nil {
 				return err
@@ -558,6 +590,54 @@ func (p *Pipeline) begin(cur *txn) error {
 	}
 	cur.stats.Began = p.Clock.Now()
 	cur.timer, cur.stopTimer = p.Clock.Timer(p.MinDuration)
+	if cur.stopDue != nil {
+		cur.stopDue()
+		cur.due, cur.stopDue = nil, nil
+	}
+	return p.fire(cur)
+}
+
+// fire has the application fire, within cur, what is due by now.
+func (p *Pipeline) fire(cur *txn) error {
+	var tk, ok = p.App.(runtime.Timekeeper)
+	if !ok {
+		return nil
+	}
+	var n, err = tk.Fire(p.Shard, p.Store, p.Clock.Now(), p.Publisher)
+	if err != nil {
+		return fmt.Errorf("firing what is due: %w", err)
+	}
+	cur.stats.Fired += n
+	return nil
+}
+
+// dueNow reports whether something of the store is due by now.
+func (p *Pipeline) dueNow() (bool, error) {
+	var tk, ok = p.App.(runtime.Timekeeper)
+	if !ok {
+		return false, nil
+	}
+	var at, found, err = tk.Due(p.Shard, p.Store)
+	if err != nil {
+		return false, fmt.Errorf("reading what is due: %w", err)
+	}
+	return found && !at.After(p.Clock.Now()), nil
+}
+
+// awaitDue sets cur.due to fire once the earliest of what the store holds
+// falls due, if anything does.
+func (p *Pipeline) awaitDue(cur *txn) error {
+	cur.dueChecked = true
+	var tk, ok = p.App.(runtime.Timekeeper)
+	if !ok {
+		return nil
+	}
+	var at, found, err = tk.Due(p.Shard, p.Store)
+	if err != nil {
+		return fmt.Errorf("reading what is due: %w", err)
+	} else if found {
+		cur.due, cur.stopDue = p.Clock.Timer(at.Sub(p.Clock.Now()))
+	}
 	return nil
 }
 
@@ -655,6 +735,10 @@ func (p *Pipeline) onBarrier(cur, prev *txn) error {
 
 // startCommit finalizes cur and starts its commit and acknowledgements.
 func (p *Pipeline) startCommit(cur *txn) error {
+	// What fell due while the transaction ran fires within it.
+	if err := p.fire(cur); err != nil {
+		return err
+	}
 	cur.finalizeAt = p.Clock.Now()
 	cur.stats.Consume = cur.finalizeAt.Sub(cur.stats.Began)
 	if err := p.App.FinalizeTxn(p.Shard, p.Store, p.Publisher); err != nil {

@@ -704,7 +704,16 @@ type Table struct {
 	// A row is stored under its key, and its value leaves out the key fields
 	// without field presence (all but optional fields and the Timestamp), which
 	// reads set back from the key.
-	Key           []*KeyField `protobuf:"bytes,2,rep,name=key,proto3" json:"key,omitempty"`
+	Key []*KeyField `protobuf:"bytes,2,rep,name=key,proto3" json:"key,omitempty"`
+	// ttl, if set, is how long a row lives after its last write, as a Go
+	// duration ("720h", "90m", "1h30m"): a transaction of the shard deletes
+	// each row whose time is up (by the shard's clock: processing time),
+	// within the transaction, so that queries stop seeing it the moment the
+	// transaction commits. A consumer's handler may implement an optional
+	// method OnExpire<Row>(tx, row) error (e.g. OnExpireBalance), called
+	// within that transaction before the row is deleted: what it writes and
+	// publishes commits with the deletion, exactly once.
+	Ttl           string `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -751,6 +760,13 @@ func (x *Table) GetKey() []*KeyField {
 		return x.Key
 	}
 	return nil
+}
+
+func (x *Table) GetTtl() string {
+	if x != nil {
+		return x.Ttl
+	}
+	return ""
 }
 
 // KeyField is one field of a table's composite key.
@@ -1677,10 +1693,11 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x10refresh_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0frefreshInterval\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x127\n" +
 	"\tretention\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tretention\x122\n" +
-	"\x15path_postfix_template\x18\a \x01(\tR\x13pathPostfixTemplate\"G\n" +
+	"\x15path_postfix_template\x18\a \x01(\tR\x13pathPostfixTemplate\"Y\n" +
 	"\x05Table\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x03key\x18\x02 \x03(\v2\x18.gazconsumer.v1.KeyFieldR\x03key\"@\n" +
+	"\x03key\x18\x02 \x03(\v2\x18.gazconsumer.v1.KeyFieldR\x03key\x12\x10\n" +
+	"\x03ttl\x18\x03 \x01(\tR\x03ttl\"@\n" +
 	"\bKeyField\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x1e\n" +
 	"\n" +

@@ -323,6 +323,13 @@ func (m *Table) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.Ttl) > 0 {
+		i -= len(m.Ttl)
+		copy(dAtA[i:], m.Ttl)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Ttl)))
+		i--
+		dAtA[i] = 0x1a
+	}
 	if len(m.Key) > 0 {
 		for iNdEx := len(m.Key) - 1; iNdEx >= 0; iNdEx-- {
 			size, err := m.Key[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
@@ -1092,6 +1099,10 @@ func (m *Table) SizeVT() (n int) {
 			l = e.SizeVT()
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	l = len(m.Ttl)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2179,6 +2190,38 @@ func (m *Table) UnmarshalVT(dAtA []byte) error {
 			if err := m.Key[len(m.Key)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Ttl", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Ttl = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -149,6 +149,26 @@ func genConsumer(fc *fileCtx, c *consumer) {
 	if c.onFailure != nil {
 		desc = append(desc, jen.Id("OnFailure").Op(":").Add(failurePolicyExpr(fc, c.onFailure)))
 	}
+	var expiring []jen.Code
+	for _, t := range c.tables {
+		if t.ttl == 0 {
+			continue
+		}
+		row := jen.Op("*").Add(fc.ident(t.msg.GoIdent))
+		method := expiryMethod(t)
+		schema := fc.q(string(t.msg.GoIdent.GoImportPath), tableNamesOf(t).ctor).Call(jen.Nil()).Dot("Schema").Call()
+		// The handler's method is optional.
+		onExpire := jen.Func().Params(jen.Id("h").Id(n.handler), jen.Id("tx").Add(txnP.Clone()), jen.Id("row").Add(row.Clone())).Error().Block(
+			jen.If(jen.List(jen.Id("e"), jen.Id("ok")).Op(":=").Id("any").Call(jen.Id("h")).Assert(jen.Interface(jen.Id(method).Params(txnP.Clone(), row.Clone()).Error())), jen.Id("ok")).Block(
+				jen.Return(jen.Id("e").Dot(method).Call(jen.Id("tx"), jen.Id("row"))),
+			),
+			jen.Return(jen.Nil()),
+		)
+		expiring = append(expiring, fc.q(pathTable, "Expires").Call(schema, onExpire))
+	}
+	if len(expiring) != 0 {
+		desc = append(desc, jen.Id("Expiring").Op(":").Index().Add(fc.q(pathRuntime, "Expiring")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, expiring...))
+	}
 	fc.doc("%s describes consumer %s to runtime.NewAdapter.", n.desc, full)
 	jf.Var().Id(n.desc).Op("=").Op("&").Add(fc.q(pathRuntime, "Consumer")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, desc...)
 	jf.Line()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/labels"
@@ -44,6 +45,7 @@ type table struct {
 	msg  *protogen.Message
 	name string
 	key  []keyField
+	ttl  time.Duration // Of the ttl option; zero if rows don't expire.
 }
 
 // handler is one rpc of a consumer.
@@ -349,6 +351,15 @@ func (md *model) table(m *protogen.Message) (*table, error) {
 		}
 		t.key = append(t.key, keyField{field: f, desc: k.GetDescending()})
 	}
+	if v := opts.GetTtl(); v != "" {
+		ttl, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, optErrorf(m.Desc, at(optTable, optTTL), "ttl %q of table %s is not a duration (e.g. \"720h\"): %v", v, m.Desc.Name(), err)
+		} else if ttl <= 0 {
+			return nil, optErrorf(m.Desc, at(optTable, optTTL), "ttl %q of table %s must be positive", v, m.Desc.Name())
+		}
+		t.ttl = ttl
+	}
 	md.tables[m.Desc.FullName()] = t
 	return t, nil
 }
@@ -511,6 +522,8 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	if err := checkShardDefaults(s, opts.GetShardDefaults()); err != nil {
 		return nil, err
 	} else if err := failurePolicies(c); err != nil {
+		return nil, err
+	} else if err := checkExpiryHandlers(c); err != nil {
 		return nil, err
 	}
 	own, err := ownership.Of(s.Desc, messageResolver(md.messages))

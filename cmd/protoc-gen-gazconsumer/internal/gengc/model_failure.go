@@ -125,3 +125,25 @@ func failurePolicies(c *consumer) error {
 	}
 	return nil
 }
+
+// expiryMethod returns the name of the optional method of a handler told of
+// the rows of table t that expire.
+func expiryMethod(t *table) string { return "OnExpire" + t.msg.GoIdent.GoName }
+
+// checkExpiryHandlers fails if an rpc of c is named as the optional method
+// told of the rows of one of its tables that expire: the handler could not
+// have both.
+func checkExpiryHandlers(c *consumer) error {
+	for _, t := range c.tables {
+		if t.ttl == 0 {
+			continue
+		}
+		for _, h := range c.handlers {
+			if h.method.GoName == expiryMethod(t) {
+				return errorf(h.method.Desc, "rpc %s is named as the method %s of the handler, told of the rows of table %s that expire (its ttl)",
+					h.method.Desc.Name(), expiryMethod(t), t.msg.Desc.FullName())
+			}
+		}
+	}
+	return nil
+}

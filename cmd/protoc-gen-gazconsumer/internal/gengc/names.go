@@ -176,12 +176,12 @@ type harnessNames struct {
 var (
 	// txnReserved are the fields and methods of a generated …Txn that are
 	// those of the runtime.Txn it embeds.
-	txnReserved = []string{"Txn", "Shard", "Store", "Envelope", "Publish"}
+	txnReserved = []string{"Txn", "Shard", "Store", "Envelope", "Publish", "Now"}
 	// harnessReserved are the fields and methods of a generated Harness
 	// that are those of the *consumertest.Harness it embeds, and its own.
 	harnessReserved = []string{
 		"Harness", "Published", "NewProducer", "Feed", "Redeliver", "Hold", "Release", "Commit", "TryCommit",
-		"Crash", "Checkpoint", "State", "Spec", "Now", "DeadLetters",
+		"Crash", "Checkpoint", "State", "Spec", "Now", "DeadLetters", "Advance", "Sleep",
 	}
 	// producerReserved are the fields and methods of a generated Producer
 	// that are those of the *consumertest.Producer it embeds.
@@ -194,7 +194,7 @@ var (
 // imported packages must not be.
 var (
 	genLocals = []string{"x", "u", "b", "w", "p", "spec", "kv", "r", "k", "c", "tx", "msg", "handler", "stores", "journals",
-		"v", "row", "rows", "next", "start", "end", "err", "ctx", "req", "resp", "opts", "token"}
+		"v", "row", "rows", "next", "start", "end", "err", "ctx", "req", "resp", "opts", "token", "h", "e", "ok", "any"}
 	harnessLocals = []string{"t", "handler", "opts", "h", "p", "msg", "stores", "journals"}
 )
 

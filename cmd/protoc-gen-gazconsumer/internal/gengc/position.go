@@ -39,6 +39,7 @@ const (
 	optTableName    = 1 // Table.name
 	optKey          = 2 // Table.key
 	optKeyField     = 1 // KeyField.field
+	optTTL          = 3 // Table.ttl
 	optStore        = 1 // Consumer.store
 	optTables       = 2 // Consumer.tables
 	optPublishes    = 3 // Consumer.publishes

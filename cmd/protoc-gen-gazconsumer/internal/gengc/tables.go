@@ -180,6 +180,9 @@ func genTable(fc *fileCtx, t *table) {
 			jen.Id("Elided").Op(":").Index().Add(fc.q(pathProtowire, "Number")).Values(nums...),
 		)
 	}
+	if t.ttl != 0 {
+		def = append(def, jen.Id("TTL").Op(":").Add(durationExpr(fc, t.ttl)))
+	}
 	fc.doc("%s is the schema of table %q.", n.schema, t.name)
 	jf.Var().Id(n.schema).Op("=").Add(fc.q(pathTable, "NewSchema")).Call(
 		fc.q(pathTable, "Def").Types(jen.Id(n.key), rowT.Clone()).Custom(multiLine, def...),

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"go.gazette.dev/core/broker/client"
@@ -31,6 +32,10 @@ type memKV map[string][]byte
 func (m memKV) Get(k []byte) ([]byte, bool, error) { v, ok := m[string(k)]; return v, ok, nil }
 func (m memKV) Put(k, v []byte) error              { m[string(k)] = append([]byte(nil), v...); return nil }
 func (m memKV) Delete(k []byte) error              { delete(m, string(k)); return nil }
+
+// Now is the time of the transaction: memKV is a runtime.TimedKV, as the
+// KV of the tables of a consumer whose rows expire (Spend's) must be.
+func (m memKV) Now() time.Time { return time.Unix(0, 0) }
 func (m memKV) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	var keys []string
 	for k := range m {

@@ -8,11 +8,14 @@ package acmev1_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	acmev1 "example.test/golden/acme/v1"
 	"example.test/golden/acme/v1/spendcountertest"
+	"github.com/gazconsumer/gazconsumer/runtime/consumertest"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -177,5 +180,71 @@ func TestHarnessFailurePolicy(t *testing.T) {
 	}
 	if got := h.DeadLetters(); len(got) != 0 {
 		t.Errorf("dead letters of a policy that fails: %v", got)
+	}
+}
+
+// expirer is a spender told of the Spend rows that expire (their ttl is
+// 720h): it publishes a total of zero for the customer.
+type expirer struct {
+	spender
+	expired *[]string
+}
+
+func (e expirer) OnExpireSpend(tx *acmev1.SpendCounterTxn, row *acmev1.Spend) error {
+	*e.expired = append(*e.expired, fmt.Sprintf("%s at %v", row.CustomerId, tx.Now().Sub(consumertest.Epoch)))
+	return tx.PublishTotal(&acmev1.Total{CustomerId: row.CustomerId, Cents: 0})
+}
+
+// A Spend row lives 720h after its last write, by the harness's clock: a
+// transaction deletes it once its time is up, and tells the handler, within
+// the transaction; a crash loses the expiry, which the next transaction
+// makes again, once. A row written again lives on.
+func TestHarnessTTL(t *testing.T) {
+	var expired []string
+	h := spendcountertest.New(t, expirer{expired: &expired})
+	h.Order(order("ann", 1, 100, "a1"))
+	h.Order(order("bob", 1, 50, "b1"))
+	h.Commit()
+	if st := h.Advance(360 * time.Hour); st.Fired != 0 {
+		t.Errorf("%d fired at 360h", st.Fired)
+	}
+	h.Order(order("bob", 2, 5, "b2")) // Bob's row lives until 1080h.
+	h.Commit()
+	h.Advance(359 * time.Hour)
+	h.Spend.Expect(
+		&acmev1.Spend{CustomerId: "ann", Cents: 100, OrderSkus: []string{"a1"}},
+		&acmev1.Spend{CustomerId: "bob", Cents: 55, OrderSkus: []string{"b1", "b2"}},
+	)
+	h.Crash() // At 719h: nothing is due.
+	h.Spend.Expect(
+		&acmev1.Spend{CustomerId: "ann", Cents: 100, OrderSkus: []string{"a1"}},
+		&acmev1.Spend{CustomerId: "bob", Cents: 55, OrderSkus: []string{"b1", "b2"}},
+	)
+	if st := h.Advance(2 * time.Hour); st.Fired != 1 {
+		t.Errorf("%d fired at 721h, want ann's row", st.Fired)
+	}
+	h.Spend.Expect(&acmev1.Spend{CustomerId: "bob", Cents: 55, OrderSkus: []string{"b1", "b2"}})
+	if len(expired) != 1 || expired[0] != "ann at 721h0m0s" {
+		t.Errorf("told of %v expiring, want ann at 721h", expired)
+	}
+	h.Published.Total.Expect(
+		&acmev1.Total{CustomerId: "ann", Day: day(1), Cents: 100},
+		&acmev1.Total{CustomerId: "bob", Day: day(1), Cents: 50},
+		&acmev1.Total{CustomerId: "bob", Day: day(2), Cents: 55},
+		&acmev1.Total{CustomerId: "ann", Cents: 0},
+	)
+	// Bob's row expires at 1080h; a crash loses its expiry, made again once.
+	h.Sleep(359 * time.Hour) // 1080h, and no transaction yet.
+	h.Crash()
+	h.Spend.Expect(&acmev1.Spend{CustomerId: "bob", Cents: 55, OrderSkus: []string{"b1", "b2"}})
+	if st := h.Commit(); st.Fired != 1 {
+		t.Errorf("%d fired after the crash, want bob's row", st.Fired)
+	}
+	h.Spend.Expect()
+	if got := h.Published.Total.All(); len(got) != 5 || got[4].CustomerId != "bob" {
+		t.Errorf("totals %v: bob's expiry must publish once", got)
+	}
+	if len(expired) != 3 || expired[1] != "bob at 1080h0m0s" || expired[2] != expired[1] {
+		t.Errorf("told of %v expiring: bob's twice, before and after the crash", expired)
 	}
 }

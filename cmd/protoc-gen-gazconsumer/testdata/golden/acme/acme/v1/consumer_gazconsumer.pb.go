@@ -7,6 +7,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	gazconsumerv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/table"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"time"
 )
@@ -84,4 +85,14 @@ var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *Sp
 		}),
 	},
 	OnFailure: runtime.FailurePolicy{Retries: 2, Backoff: time.Millisecond, DeadLetter: true},
+	Expiring: []runtime.Expiring[SpendCounterHandler, *SpendCounterTxn]{
+		table.Expires(NewSpendTable(nil).Schema(), func(h SpendCounterHandler, tx *SpendCounterTxn, row *Spend) error {
+			if e, ok := any(h).(interface {
+				OnExpireSpend(*SpendCounterTxn, *Spend) error
+			}); ok {
+				return e.OnExpireSpend(tx, row)
+			}
+			return nil
+		}),
+	},
 }

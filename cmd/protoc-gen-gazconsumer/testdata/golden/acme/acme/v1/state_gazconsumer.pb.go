@@ -9,6 +9,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/table"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"time"
 )
 
 // SpendKey is the key of table "acme.v1.Spend", whose rows are Spend messages
@@ -40,6 +41,7 @@ var gazconsumerSpendTable = table.NewSchema(table.Def[SpendKey, *Spend]{
 		r.CustomerId = k.CustomerId
 	},
 	Elided: []protowire.Number{1},
+	TTL:    720 * time.Hour,
 })
 
 // DailySpendKey is the key of table "acme.daily", whose rows are DailySpend

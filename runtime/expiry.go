@@ -1,0 +1,166 @@
+package runtime
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"go.gazette.dev/core/message"
+
+	"github.com/gazconsumer/gazconsumer/runtime/due"
+)
+
+// TimedKV is the KV of a transaction which tells its time: that of the
+// shard's clock as the transaction began (or as it fired what fell due
+// before finalizing). The tables of a consumer with tables that expire
+// (a `ttl`) are views of one, which dates each write of their rows.
+type TimedKV interface {
+	KV
+	// Now returns the transaction's time.
+	Now() time.Time
+}
+
+// Timekeeper is implemented by an Application whose store holds what falls
+// due at a time (as an Adapter of a consumer with tables that expire does):
+// a transaction pipeline has it fire, within a transaction, what is due by
+// its clock's time (processing time), as the transaction begins and again
+// before it finalizes, and begins a transaction when something falls due
+// while none is running.
+type Timekeeper interface {
+	// Due returns the earliest time something of the store falls due, and
+	// whether anything does.
+	Due(Shard, Store) (time.Time, bool, error)
+	// Fire sets the time of the store's current transaction to now, and
+	// fires within it what is due by now (what was due as it was called: a
+	// firing that sets something due by now has it fire in the next
+	// transaction). It returns how many it fired.
+	Fire(_ Shard, _ Store, now time.Time, pub *message.Publisher) (int, error)
+}
+
+// Expiring is a table of a consumer whose rows expire (annotated with a
+// `ttl`), and the optional handler told of each row that expires. Package
+// runtime/table makes them (table.Expires).
+type Expiring[H any, T Txner] struct {
+	// Table is the table's name.
+	Table string
+	// Start and End bound the store keys of the table's rows.
+	Start, End []byte
+	// Expire is called within the transaction, with the store key and value
+	// of each row of the table that expires, before the row is deleted.
+	Expire func(h H, tx T, key, value []byte) error
+}
+
+// timedKV is the TimedKV of a transaction.
+type timedKV struct {
+	KV
+	tx *Txn
+}
+
+// Now returns the time of the transaction.
+func (kv *timedKV) Now() time.Time { return kv.tx.now }
+
+// keepsTime reports whether the consumer has anything that falls due.
+func (a *Adapter[H, T]) keepsTime() bool { return len(a.c.Expiring) != 0 }
+
+// Due returns the earliest time a row of the store expires.
+func (a *Adapter[H, T]) Due(_ Shard, store Store) (time.Time, bool, error) {
+	var kvs, ok = store.(KVStore)
+	if !a.keepsTime() || !ok {
+		return time.Time{}, false, nil
+	}
+	var at time.Time
+	var found bool
+	var perr error
+	if err := kvs.KV().Scan([]byte(due.Prefix), due.End(), func(key, _ []byte) bool {
+		at, _, _, perr = due.ParseKey(key)
+		found = perr == nil
+		return false
+	}); err != nil {
+		return at, false, fmt.Errorf("consumer %s: reading what falls due: %w", a.c.Name, err)
+	} else if perr != nil {
+		return at, false, fmt.Errorf("consumer %s: %w", a.c.Name, perr)
+	}
+	return at, found, nil
+}
+
+// fireBatch bounds the entries of the index read at once by Fire.
+const fireBatch = 256
+
+// Fire sets the time of the store's transaction, and expires the rows due
+// by now: it calls the handler's OnExpire… method of the row's table, if
+// the handler has one, and deletes the row, its expiry record and its entry
+// of the index.
+func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *message.Publisher) (int, error) {
+	var tx, err = a.txnOf(shard, store, message.Envelope{}, pub)
+	if err != nil {
+		return 0, err
+	}
+	tx.txn().now = now
+	if !a.keepsTime() {
+		return 0, nil
+	}
+	var kv = store.(KVStore).KV()
+	var start, end = due.Through(now)
+	var fired int
+	for {
+		// Entries are collected, then fired: a scan's callback may not write.
+		var keys [][]byte
+		if err = kv.Scan(start, end, func(key, _ []byte) bool {
+			keys = append(keys, bytes.Clone(key))
+			return len(keys) < fireBatch
+		}); err != nil {
+			return fired, fmt.Errorf("consumer %s: reading what is due: %w", a.c.Name, err)
+		}
+		for _, key := range keys {
+			if err = a.fire(tx, kv, key); err != nil {
+				return fired, err
+			}
+			fired++
+		}
+		if len(keys) < fireBatch {
+			return fired, nil
+		}
+		start = append(keys[len(keys)-1], 0)
+	}
+}
+
+// fire fires the entry key of the index.
+func (a *Adapter[H, T]) fire(tx T, kv KV, key []byte) error {
+	var at, kind, subject, err = due.ParseKey(key)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", a.c.Name, err)
+	} else if err = kv.Delete(key); err != nil {
+		return fmt.Errorf("consumer %s: deleting %s due at %v: %w", a.c.Name, kind, at, err)
+	}
+	if kind != due.Expiry {
+		return fmt.Errorf("consumer %s: an entry of kind %s is due at %v, which the consumer does not keep", a.c.Name, kind, at)
+	}
+	var ex *Expiring[H, T]
+	for i := range a.c.Expiring {
+		if e := &a.c.Expiring[i]; bytes.Compare(subject, e.Start) >= 0 && bytes.Compare(subject, e.End) < 0 {
+			ex = e
+		}
+	}
+	if ex == nil {
+		return fmt.Errorf("consumer %s: row %x expires at %v, but is of no table that expires", a.c.Name, subject, at)
+	}
+	var expiry = due.AppendExpiryKey(nil, subject)
+	if err = kv.Delete(expiry); err != nil {
+		return fmt.Errorf("consumer %s: expiring a row of table %s: %w", a.c.Name, ex.Table, err)
+	}
+	value, found, err := kv.Get(subject)
+	if err != nil {
+		return fmt.Errorf("consumer %s: expiring a row of table %s: %w", a.c.Name, ex.Table, err)
+	} else if !found {
+		return nil // Not the table's since a rescale split it.
+	}
+	value = bytes.Clone(value)
+	var b = tx.txn()
+	b.Envelope = message.Envelope{}
+	if err = ex.Expire(a.handler, tx, subject, value); err != nil {
+		return fmt.Errorf("%s: expiring a row of table %s: %w", a.c.Name, ex.Table, err)
+	} else if err = kv.Delete(subject); err != nil {
+		return fmt.Errorf("consumer %s: expiring a row of table %s: %w", a.c.Name, ex.Table, err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package txn
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
+	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/message"
+)
+
+// timedApp is a testApp which is a runtime.Timekeeper of a list of times
+// things fall due: each fires once.
+type timedApp struct {
+	*testApp
+	due []time.Time
+}
+
+func (a *timedApp) Due(runtime.Shard, runtime.Store) (time.Time, bool, error) {
+	if len(a.due) == 0 {
+		return time.Time{}, false, nil
+	}
+	return slices.MinFunc(a.due, func(x, y time.Time) int { return x.Compare(y) }), true, nil
+}
+
+func (a *timedApp) Fire(_ runtime.Shard, _ runtime.Store, now time.Time, _ *message.Publisher) (int, error) {
+	var n int
+	a.due = slices.DeleteFunc(a.due, func(t time.Time) bool {
+		if t.After(now) {
+			return false
+		}
+		n++
+		return true
+	})
+	if n != 0 {
+		a.events <- fmt.Sprintf("fire %d", n)
+	}
+	return n, nil
+}
+
+func newTimedHarness(t *testing.T, due ...time.Duration) (*harness, *timedApp) {
+	var h = newHarness(t, false)
+	var app = &timedApp{testApp: h.app}
+	for _, d := range due {
+		app.due = append(app.due, h.clock.now.Add(d))
+	}
+	h.pipeline.App = app
+	return h, app
+}
+
+// What falls due while no transaction runs begins one, which fires it and
+// commits, though it consumed no message.
+func TestDueBeginsATransaction(t *testing.T) {
+	var h, _ = newTimedHarness(t, 5*time.Second)
+	h.run()
+	h.expectNone()
+	h.clock.Advance(4 * time.Second)
+	h.expectNone()
+	h.clock.Advance(time.Second)
+	h.expect("fire 1")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var op, _ = h.commit()
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Messages != 0 || s.Fired != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// A transaction fires what is due as it begins, and what fell due while it
+// ran before it finalizes.
+func TestDueFiresWithinATransaction(t *testing.T) {
+	var h, _ = newTimedHarness(t, time.Second, 3*time.Second)
+	h.run()
+	h.expectNone()
+	h.clock.Advance(time.Second)
+	h.expect("fire 1") // A transaction begins for it.
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expect("fire 1", "finalize")
+	var op, _ = h.commit()
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Messages != 1 || s.Fired != 2 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// Reads that close leave what is due now to a last transaction.
+func TestDueFiresAfterReadsClose(t *testing.T) {
+	var h, app = newTimedHarness(t)
+	h.pipeline.MinDuration, h.pipeline.Clock = 0, instantClock{h.clock.now}
+	h.reads.Close()
+	app.due = []time.Time{h.clock.now}
+	go func() {
+		var op, _ = h.commit()
+		op.Resolve(nil)
+	}()
+	if err := h.pipeline.Run(t.Context(), pc.Checkpoint{}, h.reads); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("fire 1", "finalize")
+	if len(app.due) != 0 {
+		t.Errorf("still due: %v", app.due)
+	}
+}
+
+// instantClock is a Clock whose timers of no duration fire at once, and of
+// any other never.
+type instantClock struct{ now time.Time }
+
+func (c instantClock) Now() time.Time { return c.now }
+func (c instantClock) Timer(d time.Duration) (<-chan time.Time, func()) {
+	var ch = make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+	}
+	return ch, func() {}
+}
