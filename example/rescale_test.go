@@ -3,6 +3,7 @@ package example_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -129,6 +130,27 @@ func TestRescaleUnderLoad(t *testing.T) {
 		t.Fatalf("gazconsumer rescale: %v\n%s", err, rescaleLog.String())
 	}
 	t.Logf("gazconsumer rescale:\n%s", rescaleLog.String())
+	// The shards are those `gazconsumer specs` writes for 4 partitions: a
+	// new shard's spec lists its own journals, and no label of the rescale
+	// is left.
+	for _, app := range []string{"ledger", "leaderboard"} {
+		for i := range 4 {
+			var id = fmt.Sprintf("%s-%02d", app, i)
+			awaitSpec(ctx, t, stack.Etcd(), "/gazette/consumers/"+app, id, func(s *pc.ShardSpec) bool {
+				for _, l := range []string{runtime.LabelSplitTo, runtime.LabelSplitFrom} {
+					if v := s.LabelSet.ValueOf(l); v != "" {
+						t.Fatalf("shard %s is still labeled %s=%s", id, l, v)
+					}
+				}
+				for _, src := range s.Sources {
+					if !strings.HasSuffix(src.Journal.String(), fmt.Sprintf("/part-%02d", i)) {
+						t.Fatalf("shard %s reads %s, not only its own partition", id, src.Journal)
+					}
+				}
+				return true
+			})
+		}
+	}
 	if err = <-published; err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,12 @@ type Partitioning struct {
 	// Handoff tells that the shard's store keeps, under HandoffPrefix, the
 	// rows it handed off when it split, until its rescale ends.
 	Handoff bool `json:"handoff,omitempty"`
+	// Inherited are the journals a shard made by a rescale reads beside
+	// those of its spec: those of the shards it was split from, in which
+	// producers not yet switched to the new partitions may still write
+	// keys it owns. Its spec lists only its own, as `gazconsumer specs`
+	// writes it.
+	Inherited []pb.Journal `json:"inherited,omitempty"`
 }
 
 // ErrRepartitioned is wrapped by the error failing a shard whose sources'

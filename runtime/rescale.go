@@ -30,11 +30,12 @@ import (
 //     next transaction on, it applies only the messages it owns.
 //  2. The families get their new journals; producers switch to them as
 //     they see them (partition.Watched).
-//  3. Each new shard q (LabelSplitFrom=p, reading p's journals and its own)
+//  3. Each new shard q (LabelSplitFrom=p; its spec lists its own journals)
 //     starts from a copy of p's state played from p's recovery log: it
 //     keeps the hand-off rows it owns, and p's marked checkpoint, from which
-//     it reads p's journals again, applying only the messages it owns. So
-//     every message is applied once, by the one shard owning its key.
+//     it reads p's journals again (inherited, as its state records), applying
+//     only the messages it owns. So every message is applied once, by the
+//     one shard owning its key.
 //  4. Once every new shard serves, LabelSplitTo is removed, and the shards
 //     split drop their hand-off areas.
 
@@ -78,6 +79,10 @@ type Forker interface {
 	// (wrapped) if that state is not split yet: the caller plays the log
 	// again later.
 	Fork(shard Shard, store Store, dir string) error
+	// Inherited returns the journals the shard reads beside its spec's
+	// sources, as inherited from the shards it was split from: its state
+	// records them when it's forked.
+	Inherited(Shard, Store) ([]pb.Journal, error)
 }
 
 // ReadOnlyOpener is implemented by StoreOpeners which open a copy of a
@@ -404,7 +409,17 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
 	if err != nil {
 		return fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
 	}
-	g.built = Partitioning{Families: maps.Clone(parentRec.Families), Mapping: MappingVersion, Owns: &Ownership{Index: index, Of: m}}
+	// It reads again the journals the parent read: the parent's own (of
+	// its index, in each family) and those it inherited.
+	var inherited = slices.Clone(parentRec.Inherited)
+	for _, list := range g.lists {
+		if journals := list().Journals; parentRec.Owns != nil && parentRec.Owns.Index < len(journals) {
+			inherited = append(inherited, journals[parentRec.Owns.Index].Spec.Name)
+		}
+	}
+	slices.Sort(inherited)
+	g.built = Partitioning{Families: maps.Clone(parentRec.Families), Mapping: MappingVersion, Owns: &Ownership{Index: index, Of: m},
+		Inherited: slices.Compact(inherited)}
 	if err = g.putRecord(kv, spec.Id); err != nil {
 		return err
 	}
@@ -430,19 +445,21 @@ func (g *partitionGuard) ownedOf() int {
 	return max(of, 1)
 }
 
-// Inherits reports whether shard spec, made by a rescale from shard parent,
-// reads journal as inherited from parent (which reads it too) rather than
-// as its own partition. Queries route a key to the shard owning its
-// partition's journal; a shard made by a rescale reads its inherited
-// journals before its own.
-func Inherits(spec *pc.ShardSpec, journal pb.Journal, parent *pc.ShardSpec) bool {
-	if parent == nil || spec.LabelSet.ValueOf(LabelSplitFrom) != parent.Id.String() {
-		return false
+// Inherited returns the journals the shard reads as inherited from the
+// shards it was split from, as its state records them (none for a shard
+// never forked).
+func (a *Adapter[H, T]) Inherited(shard Shard, store Store) ([]pb.Journal, error) {
+	var kvs, ok = store.(KVStore)
+	if !ok || a.c.NewTxn == nil {
+		return nil, nil
 	}
-	for _, src := range parent.Sources {
-		if src.Journal == journal {
-			return true
-		}
+	var b, found, err = kvs.KV().Get([]byte(PartitioningKey))
+	if err != nil || !found {
+		return nil, err
 	}
-	return false
+	var rec Partitioning
+	if err = json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("shard %s: decoding the partitioning its state was built under (%q): %w", shard.Spec().Id, b, err)
+	}
+	return rec.Inherited, nil
 }

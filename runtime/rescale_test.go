@@ -188,9 +188,8 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		var parentDB *mem.DB
 		if parent != nil {
 			parentDB = parent.db
-			s.sh.spec.Sources = slices.Clone(parent.sh.spec.Sources)
 		}
-		s.sh.spec.Sources = append(s.sh.spec.Sources, pc.ShardSpec_Source{Journal: own})
+		s.sh.spec.Sources = []pc.ShardSpec_Source{{Journal: own}}
 		var a, err = runtime.NewAdapter(tally, tallyHandler{}, snapshotOpener{s.db, parentDB}, family)
 		if err != nil {
 			t.Fatal(err)
@@ -254,8 +253,16 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			if got := cp.Sources[parent.own].ReadThrough; got != splitAt[p] {
 				t.Errorf("shard %s starts reading %s at %d, want %d (its parent's split)", child.sh.spec.Id, parent.own, got, splitAt[p])
 			}
-			// The child reads the parent's journal again from the split,
+			// The child reads the parent's journals again from the split,
 			// keeping what it owns.
+			parentInherited, err := parent.app.(runtime.Forker).Inherited(parent.sh, parent.store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want = slices.Sorted(slices.Values(append(slices.Clone(parentInherited), parent.own)))
+			if got, err := child.app.(runtime.Forker).Inherited(child.sh, child.store); err != nil || !slices.Equal(got, want) {
+				t.Errorf("shard %s inherits %v (%v), want %v", child.sh.spec.Id, got, err, want)
+			}
 			apply(child, parent.own, tails[p])
 			children = append(children, child)
 		}

@@ -54,9 +54,10 @@ while the consumer runs, applying each message exactly once:
      keys map to another of the M partitions) and marks its checkpoint;
   2. the families' new journals, and the new shards' recovery logs, are created
      (producers switch to them as they see them);
-  3. the new shards are created: each starts from a copy of its parent's state
-     played from the parent's recovery log, keeps the rows it owns, and reads
-     its parent's journals from the marked checkpoint, then its own;
+  3. the new shards are created, as the .proto files say: each starts from a
+     copy of its parent's state played from the parent's recovery log, keeps
+     the rows it owns, and reads its parent's journals again from the marked
+     checkpoint (recorded in its state as inherited), then its own;
   4. once every new shard is primary, the labels are removed and the shards
      split drop the rows they handed off.
 
@@ -172,7 +173,9 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 		}
 		for q := c.from; q < c.to; q++ {
 			var s = c.specs.Shards[q]
-			fmt.Fprintf(out, "  shard %s: new, forked from %s, reads %s\n", s.Id, c.specs.Shards[q%c.from].Id, sourceNames(c.childSpec(q)))
+			var parent = c.live[c.specs.Shards[q%c.from].Id].spec
+			fmt.Fprintf(out, "  shard %s: new, forked from %s, reads %s, and again what %s reads (%s)\n",
+				s.Id, parent.Id, sourceNames(c.childSpec(q)), parent.Id, sourceNames(parent))
 		}
 	}
 	for _, fam := range families {
@@ -413,23 +416,16 @@ func (c *rescaleConsumer) inProgress() bool {
 	return false
 }
 
-// childSpec returns the spec of new shard q: as the .proto files say, with
-// the journals of its parent first, and labeled for its fork.
+// childSpec returns the spec of new shard q: as the .proto files say (its
+// own journals: those of its parent it reads again are recorded in its
+// state as it forks), with its parent's settings, labeled for its fork.
 func (c *rescaleConsumer) childSpec(q int) *pc.ShardSpec {
 	var spec = c.specs.Shards[q]
 	var parent = c.live[c.specs.Shards[q%c.from].Id].spec
-	var sources = slices.Clone(parent.Sources)
-	for _, src := range spec.Sources {
-		if !slices.ContainsFunc(sources, func(s pc.ShardSpec_Source) bool { return s.Journal == src.Journal }) {
-			sources = append(sources, pc.ShardSpec_Source{Journal: src.Journal})
-		}
-	}
-	slices.SortFunc(sources, func(a, b pc.ShardSpec_Source) int { return strings.Compare(a.Journal.String(), b.Journal.String()) })
-	spec.Sources = sources
 	// The parent's settings, as an operator may have changed them.
 	spec.HotStandbys, spec.MinTxnDuration, spec.MaxTxnDuration = parent.HotStandbys, parent.MinTxnDuration, parent.MaxTxnDuration
 	spec.Disable, spec.DisableWaitForAck, spec.RingBufferSize, spec.ReadChannelSize = parent.Disable, parent.DisableWaitForAck, parent.RingBufferSize, parent.ReadChannelSize
-	spec.LabelSet = pb.LabelSet{Labels: slices.Clone(parent.LabelSet.Labels)} // A copy.
+	spec.LabelSet = pb.LabelSet{Labels: slices.Clone(parent.LabelSet.Labels)}
 	spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(c.to))
 	spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.Id.String())
 	spec.LabelSet.SetValue(labelSplitNew, "true")
@@ -549,12 +545,14 @@ func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) err
 	}
 	for _, id := range slices.Sorted(maps.Keys(c.live)) {
 		var live = c.live[id]
-		if live.spec.LabelSet.ValueOf(runtime.LabelSplitTo) == "" && live.spec.LabelSet.ValueOf(labelSplitNew) == "" {
+		var labels = live.spec.LabelSet
+		if labels.ValueOf(runtime.LabelSplitTo) == "" && labels.ValueOf(labelSplitNew) == "" && labels.ValueOf(runtime.LabelSplitFrom) == "" {
 			continue
 		}
 		var spec = *live.spec
-		spec.LabelSet = pb.LabelSet{Labels: slices.Clone(spec.LabelSet.Labels)}
+		spec.LabelSet = pb.LabelSet{Labels: slices.Clone(labels.Labels)}
 		spec.LabelSet.Remove(runtime.LabelSplitTo)
+		spec.LabelSet.Remove(runtime.LabelSplitFrom) // Forked: its state records what it inherited.
 		spec.LabelSet.Remove(labelSplitNew)
 		if err := putSpec(ctx, etcd, live.key, live.modRevision, &spec); err != nil {
 			return err

@@ -90,20 +90,10 @@ func (r *Router) shardOf(svc *Service, key []byte) (pc.ShardID, error) {
 
 	r.ks.Mu.RLock()
 	defer r.ks.Mu.RUnlock()
-	var items = r.ks.KeyValues.Prefixed(r.ks.Root + allocator.ItemsPrefix)
-	var specOf = func(id string) *pc.ShardSpec {
-		if i, ok := items.Search(allocator.ItemKey(r.ks, id)); ok {
-			return items[i].Decoded.(allocator.Item).ItemValue.(*pc.ShardSpec)
-		}
-		return nil
-	}
-	for _, kv := range items {
+	for _, kv := range r.ks.KeyValues.Prefixed(r.ks.Root + allocator.ItemsPrefix) {
 		var item = kv.Decoded.(allocator.Item)
-		var spec = item.ItemValue.(*pc.ShardSpec)
-		for _, src := range spec.Sources {
-			// A shard made by a rescale reads its parent's journals too,
-			// but keys mapping to them are its parent's.
-			if src.Journal == journal && !runtime.Inherits(spec, journal, specOf(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))) {
+		for _, src := range item.ItemValue.(*pc.ShardSpec).Sources {
+			if src.Journal == journal {
 				return pc.ShardID(item.ID), nil
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
@@ -108,30 +109,31 @@ func (svc *Service) shardSpec(id pc.ShardID) *pc.ShardSpec {
 	return nil
 }
 
-// inheritedHeads returns, for a shard made by a rescale, the write heads of
-// the journals it reads as inherited from the shard it's split from (which
-// reads them too). Its own journals are read only once it has read those
+// inheritedSources returns the sources a shard made by a rescale reads as
+// inherited from the shards it was split from (its state records them), with
+// the write heads they have now. It reads them before its own journals,
 // through these heads: a key's messages written before producers switched
 // to its new partition are applied before those written after.
-func (s *shard) inheritedHeads(ctx context.Context, spec *pc.ShardSpec) (map[pb.Journal]pb.Offset, error) {
-	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
-	if from == "" {
-		return nil, nil
+func (s *shard) inheritedSources(ctx context.Context, spec *pc.ShardSpec, store runtime.Store) ([]pc.ShardSpec_Source, map[pb.Journal]pb.Offset, error) {
+	var forker, ok = s.svc.cfg.App.(runtime.Forker)
+	if !ok {
+		return nil, nil, nil
 	}
-	var parent = s.svc.shardSpec(from)
-	if parent == nil {
-		return nil, fmt.Errorf("shard %s: shard %s it's split from (label %s) does not exist", spec.Id, from, runtime.LabelSplitFrom)
+	var journals, err = forker.Inherited(s, store)
+	if err != nil {
+		return nil, nil, err
 	}
+	var sources []pc.ShardSpec_Source
 	var heads = make(map[pb.Journal]pb.Offset)
-	for _, src := range spec.Sources {
-		if !runtime.Inherits(spec, src.Journal, parent) {
-			continue
+	for _, j := range journals {
+		if slices.ContainsFunc(spec.Sources, func(src pc.ShardSpec_Source) bool { return src.Journal == j }) {
+			continue // Listed by its spec too.
 		}
-		var head, err = source.WriteHead(ctx, s.svc.cfg.Journals, src.Journal)
+		var head, err = source.WriteHead(ctx, s.svc.cfg.Journals, j)
 		if err != nil {
-			return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+			return nil, nil, fmt.Errorf("shard %s: inherited journal: %w", spec.Id, err)
 		}
-		heads[src.Journal] = head
+		sources, heads[j] = append(sources, pc.ShardSpec_Source{Journal: j}), head
 	}
-	return heads, nil
+	return sources, heads, nil
 }

@@ -377,11 +377,11 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	var readers sync.WaitGroup
 	var readCtx, stopReading = context.WithCancel(s.ctx)
 	defer func() { stopReading(); readers.Wait() }()
-	inherited, err := s.inheritedHeads(readCtx, spec)
+	inherited, heads, err := s.inheritedSources(readCtx, spec, store)
 	if err != nil {
 		return err
 	}
-	s.startReading(readCtx, &readers, spec, maxSize, cp, inherited, reads)
+	s.startReading(readCtx, &readers, spec, slices.Concat(inherited, spec.Sources), maxSize, cp, heads, reads)
 	if spec.LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
 		s.nudgeTxn() // The rescale asked for may be waiting for this shard.
 	}
@@ -438,15 +438,16 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 // fails to decode ends reading with its error, or is passed on to be
 // skipped, as the decode policy of the shard's current spec says.
 //
-// Journals of inherited (a shard made by a rescale reads them as the shard
-// it's split from does) are read first: the others, only once those were
-// read through their heads there.
-func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, maxSize int, cp pc.Checkpoint,
+// sources are the spec's and those the shard inherited (a shard made by a
+// rescale reads those of the shards it's split from): the inherited are read
+// first, and the others only once those were read through their heads in
+// inherited.
+func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, sources []pc.ShardSpec_Source, maxSize int, cp pc.Checkpoint,
 	inherited map[pb.Journal]pb.Offset, reads *txn.Queue) {
 
 	var drained = make(chan struct{}) // Closed once inherited journals are read through their heads.
 	var toDrain sync.WaitGroup
-	for _, src := range spec.Sources {
+	for _, src := range sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		if head, ok := inherited[src.Journal]; ok && offset < head {
 			toDrain.Add(1)
@@ -454,7 +455,7 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 	}
 	go func() { toDrain.Wait(); close(drained) }()
 
-	for _, src := range spec.Sources {
+	for _, src := range sources {
 		var offset = max(cp.Sources[src.Journal].ReadThrough, src.MinOffset)
 		var head, isInherited = inherited[src.Journal]
 		var draining = isInherited && offset < head
