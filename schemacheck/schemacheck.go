@@ -97,7 +97,22 @@ func (f Finding) String() string {
 // those that name nothing are left out of the comparison, as validating
 // them is the generator's job.
 func Check(previous, current []protoreflect.FileDescriptor) []Finding {
+	return CheckWith(previous, current, Options{})
+}
+
+// Options change what Check reports.
+type Options struct {
+	// Rescaled tells that a growth of families' partitions is deployed
+	// with `gazconsumer rescale`, which splits the state of the consumers
+	// reading them: a growth to a multiple of the count is a Note, naming
+	// the command, rather than Breaking.
+	Rescaled bool
+}
+
+// CheckWith is Check, with opts.
+func CheckWith(previous, current []protoreflect.FileDescriptor, opts Options) []Finding {
 	c := &checker{
+		opts:         opts,
 		old:          load(previous),
 		cur:          load(current),
 		consumers:    map[*consumer]*consumer{},
@@ -138,6 +153,7 @@ func Check(previous, current []protoreflect.FileDescriptor) []Finding {
 
 // checker compares two schemas: old and cur(rent).
 type checker struct {
+	opts     Options
 	old, cur *schema
 	// consumers, tables and journals map declarations of old to their
 	// successors in cur.
@@ -377,7 +393,10 @@ func (c *checker) checkJournal(o, n *journal) {
 	}
 	if o.partitions != 0 && n.partitions != 0 && o.partitions != n.partitions {
 		for _, cs := range c.cur.consumers {
-			if len(cs.tables) != 0 && cs.consumes(n.msg.FullName()) {
+			if len(cs.tables) != 0 && cs.consumes(n.msg.FullName()) && c.opts.Rescaled && n.partitions > o.partitions && n.partitions%o.partitions == 0 {
+				c.report(pos, Note, "%s: family.partitions grows from %d to %d, and consumer %s, which holds tables, reads it: deploy it with `gazconsumer rescale --consumer %s`, which splits its shards' state by key across the new shards online (applying the new journals alone fails its shards)",
+					what, o.partitions, n.partitions, cs.svc.FullName(), cs.svc.Name())
+			} else if len(cs.tables) != 0 && cs.consumes(n.msg.FullName()) {
 				c.report(pos, Breaking, "%s: family.partitions changes from %d to %d, and consumer %s, which holds tables, reads it: its shards' state is built under %d partitions (each shard records it with its checkpoint), and they fail once the family has %d, rather than split a key's state between shards; grow it with `gazconsumer rescale --consumer %s` (which splits its state by key across new shards, online) rather than by applying the new journals, or keep partitions: %d",
 					what, o.partitions, n.partitions, cs.svc.FullName(), o.partitions, n.partitions, cs.svc.Name(), o.partitions)
 			}

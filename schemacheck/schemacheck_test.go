@@ -193,3 +193,22 @@ func TestOptionsFromDescriptorSet(t *testing.T) {
 		t.Fatalf("a changed direction against a descriptor set: %v", got)
 	}
 }
+
+// TestRescaledGrowthIsANote: with Options.Rescaled, a family grown to a
+// multiple of its partitions is a note naming gazconsumer rescale; grown
+// otherwise, it stays breaking.
+func TestRescaledGrowthIsANote(t *testing.T) {
+	var dir = "testdata/cases/family_partitions_changed"
+	var old, cur = compile(t, filepath.Join(dir, "old")), compile(t, filepath.Join(dir, "new"))
+	var got = schemacheck.CheckWith(old, cur, schemacheck.Options{Rescaled: true})
+	if len(got) != 1 || got[0].Severity != schemacheck.Note || !strings.Contains(got[0].Message, "deploy it with `gazconsumer rescale --consumer SpendCounter`") {
+		t.Fatalf("2 to 4, rescaled: %v", got)
+	}
+	if got = schemacheck.Check(old, cur); len(got) != 1 || got[0].Severity != schemacheck.Breaking {
+		t.Fatalf("2 to 4, not rescaled: %v", got)
+	}
+	// 4 to 2 is no rescale.
+	if got = schemacheck.CheckWith(cur, old, schemacheck.Options{Rescaled: true}); len(got) != 1 || got[0].Severity != schemacheck.Breaking {
+		t.Fatalf("4 to 2, rescaled: %v", got)
+	}
+}

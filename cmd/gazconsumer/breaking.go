@@ -26,6 +26,7 @@ import (
 type breakingFlags struct {
 	against    string
 	protoPaths []string
+	rescaled   bool
 }
 
 func newBreakingCmd() *cobra.Command {
@@ -43,7 +44,9 @@ consumer that drops a table or a handler rpc. It prints each as
 file:line:col: what changed and what becomes of the stored data, and exits
 with status 1 if there is any (as it does if an input is unusable). A table
 given a new explicit name is a new table, which starts empty: that is the way
-to change a key on purpose, and it is printed as a note.
+to change a key on purpose, and it is printed as a note. With --rescaled, a
+family grown to a multiple of its partitions is a note too, naming the
+command that deploys it: gazconsumer rescale.
 
 The current version is .proto files, or directories of them, compiled as
 protoc or buf would (no generated code or plugin needed: run it before
@@ -73,6 +76,7 @@ REF:path:line:col or FILE.binpb:path:line:col.`,
 	}
 	cmd.Flags().StringVar(&f.against, "against", "", "previous version: git:REF, or a FileDescriptorSet file")
 	cmd.Flags().StringArrayVarP(&f.protoPaths, "proto-path", "I", nil, "import root of the .proto files (repeatable; default: buf.yaml's modules, or the directories given)")
+	cmd.Flags().BoolVar(&f.rescaled, "rescaled", false, "families' partitions grown to a multiple are deployed with `gazconsumer rescale`: report them as notes")
 	_ = cmd.MarkFlagRequired("against")
 	return cmd
 }
@@ -100,7 +104,7 @@ func runBreaking(ctx context.Context, out io.Writer, f breakingFlags, args []str
 		return err
 	}
 	var broken int
-	for _, x := range schemacheck.Check(prev.files, cur.files) {
+	for _, x := range schemacheck.CheckWith(prev.files, cur.files, schemacheck.Options{Rescaled: f.rescaled}) {
 		v := cur
 		if x.Pos.Previous {
 			v = prev
