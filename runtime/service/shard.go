@@ -382,9 +382,10 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		return err
 	}
 	s.startReading(readCtx, &readers, spec, slices.Concat(inherited, spec.Sources), maxSize, cp, heads, reads)
-	if spec.LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
-		s.nudgeTxn() // The rescale asked for may be waiting for this shard.
-	}
+	// A first transaction, even with nothing to read: the application acts
+	// on what the spec asks (a rescale may wait for this shard to split,
+	// or to drop the rows it handed off).
+	s.nudgeTxn()
 	readers.Add(1)
 	go func() {
 		defer readers.Done()
