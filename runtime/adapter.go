@@ -301,6 +301,8 @@ type Consumer[H any, T Txner] struct {
 	OnFailure FailurePolicy
 	// Expiring are the consumer's tables whose rows expire.
 	Expiring []Expiring[H, T]
+	// Timers are the consumer's types of per-key timers.
+	Timers []Timing[H, T]
 }
 
 // Adapter runs a handler H of a generated consumer, in transactions T, as an

@@ -46,8 +46,23 @@ type Expiring[H any, T Txner] struct {
 	// Start and End bound the store keys of the table's rows.
 	Start, End []byte
 	// Expire is called within the transaction, with the store key and value
-	// of each row of the table that expires, before the row is deleted.
+	// of each row of the table that expires, once the row is deleted: it may
+	// write the row again, which then lives on.
 	Expire func(h H, tx T, key, value []byte) error
+}
+
+// Timing is a type of per-key timer of a consumer (a message annotated
+// `(gazconsumer.v1.message).timer`, among the consumer's `timers`), and the
+// handler of its firings. Package runtime/table makes them (table.Fires).
+type Timing[H any, T Txner] struct {
+	// Name is the timers' name: that of their schema, a table's.
+	Name string
+	// Start and End bound the store keys of the timers.
+	Start, End []byte
+	// Fire is called within the transaction, with the store key and value
+	// of each timer that fires, once the timer is deleted: it may set the
+	// timer of its key again.
+	Fire func(h H, tx T, key, value []byte) error
 }
 
 // timedKV is the TimedKV of a transaction.
@@ -60,7 +75,7 @@ type timedKV struct {
 func (kv *timedKV) Now() time.Time { return kv.tx.now }
 
 // keepsTime reports whether the consumer has anything that falls due.
-func (a *Adapter[H, T]) keepsTime() bool { return len(a.c.Expiring) != 0 }
+func (a *Adapter[H, T]) keepsTime() bool { return len(a.c.Expiring) != 0 || len(a.c.Timers) != 0 }
 
 // Due returns the earliest time a row of the store expires.
 func (a *Adapter[H, T]) Due(_ Shard, store Store) (time.Time, bool, error) {
@@ -124,43 +139,51 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 	}
 }
 
-// fire fires the entry key of the index.
+// fire fires the entry key of the index: a timer's, or a row's expiry.
 func (a *Adapter[H, T]) fire(tx T, kv KV, key []byte) error {
 	var at, kind, subject, err = due.ParseKey(key)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", a.c.Name, err)
-	} else if err = kv.Delete(key); err != nil {
-		return fmt.Errorf("consumer %s: deleting %s due at %v: %w", a.c.Name, kind, at, err)
 	}
-	if kind != due.Expiry {
-		return fmt.Errorf("consumer %s: an entry of kind %s is due at %v, which the consumer does not keep", a.c.Name, kind, at)
-	}
-	var ex *Expiring[H, T]
-	for i := range a.c.Expiring {
-		if e := &a.c.Expiring[i]; bytes.Compare(subject, e.Start) >= 0 && bytes.Compare(subject, e.End) < 0 {
-			ex = e
+	var what string
+	var handle func(h H, tx T, key, value []byte) error
+	switch kind {
+	case due.Expiry:
+		for i := range a.c.Expiring {
+			if e := &a.c.Expiring[i]; bytes.Compare(subject, e.Start) >= 0 && bytes.Compare(subject, e.End) < 0 {
+				what, handle = "expiring a row of table "+e.Table, e.Expire
+			}
+		}
+	case due.Timer:
+		for i := range a.c.Timers {
+			if t := &a.c.Timers[i]; bytes.Compare(subject, t.Start) >= 0 && bytes.Compare(subject, t.End) < 0 {
+				what, handle = "firing a timer "+t.Name, t.Fire
+			}
 		}
 	}
-	if ex == nil {
-		return fmt.Errorf("consumer %s: row %x expires at %v, but is of no table that expires", a.c.Name, subject, at)
+	if handle == nil {
+		return fmt.Errorf("consumer %s: %s %x is due at %v, but the consumer keeps none of it", a.c.Name, kind, subject, at)
 	}
-	var expiry = due.AppendExpiryKey(nil, subject)
-	if err = kv.Delete(expiry); err != nil {
-		return fmt.Errorf("consumer %s: expiring a row of table %s: %w", a.c.Name, ex.Table, err)
+	// The entry, the subject's record and the subject go, and then the
+	// handler is called: it may set the subject due again.
+	var value []byte
+	var found bool
+	if value, found, err = kv.Get(subject); err == nil {
+		value = bytes.Clone(value)
+		if err = kv.Delete(key); err == nil {
+			if err = kv.Delete(due.AppendExpiryKey(nil, subject)); err == nil {
+				err = kv.Delete(subject)
+			}
+		}
 	}
-	value, found, err := kv.Get(subject)
 	if err != nil {
-		return fmt.Errorf("consumer %s: expiring a row of table %s: %w", a.c.Name, ex.Table, err)
+		return fmt.Errorf("consumer %s: %s: %w", a.c.Name, what, err)
 	} else if !found {
-		return nil // Not the table's since a rescale split it.
+		return nil // Not the shard's since a rescale split its state.
 	}
-	value = bytes.Clone(value)
-	var b = tx.txn()
-	b.Envelope = message.Envelope{}
-	if err = ex.Expire(a.handler, tx, subject, value); err != nil {
-		return fmt.Errorf("%s: expiring a row of table %s: %w", a.c.Name, ex.Table, err)
-	} else if err = kv.Delete(subject); err != nil {
-		return fmt.Errorf("consumer %s: expiring a row of table %s: %w", a.c.Name, ex.Table, err)
+	tx.txn().Envelope = message.Envelope{}
+	if err = handle(a.handler, tx, subject, value); err != nil {
+		return fmt.Errorf("%s: %s: %w", a.c.Name, what, err)
 	}
 	return nil
 }

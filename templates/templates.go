@@ -50,6 +50,8 @@ type HandlerData struct {
 	// Input is the Go type of the consumed message, qualified by its
 	// package name (e.g. "acmev1.Order").
 	Input string
+	// Timer tells that the rpc handles the firings of timers of Input.
+	Timer bool
 }
 
 // Import is an imported Go package.

@@ -344,7 +344,7 @@ func TestRandomProtos(t *testing.T) {
 	for _, content := range o.files {
 		generated.Write(content)
 	}
-	for _, code := range []string{"table.Expires(", ".OnFailure(runtime.FailurePolicy{", "OnFailure: runtime.FailurePolicy{"} {
+	for _, code := range []string{"table.Expires(", ".OnFailure(runtime.FailurePolicy{", "OnFailure: runtime.FailurePolicy{", "table.Fires("} {
 		if !strings.Contains(generated.String(), code) && seed == 0 {
 			t.Errorf("no sample accepted generates %q", code)
 		}

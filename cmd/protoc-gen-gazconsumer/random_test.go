@@ -541,8 +541,32 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 	if p := failurePolicyOf(rf.pkg + "." + name); p != "" {
 		opts = append(opts, "on_failure: "+p)
 	}
+	// A timer, at times (picked by a hash, as failure policies are): a
+	// rescalable consumer can't have one.
+	timer := ""
+	if h := fnv.New32a(); !slices.Contains(opts, "rescalable: true") {
+		h.Write([]byte("timer " + rf.pkg + "." + name))
+		if h.Sum32()%3 == 0 {
+			timer = name + "Tick"
+			for usedMsgs[timer] {
+				timer += "T"
+			}
+			usedMsgs[timer] = true
+			label := ""
+			if rf.syntax == "proto2" {
+				label = "optional "
+			}
+			fmt.Fprintf(b, "message %s {\n  option (gazconsumer.v1.message).timer = {key: [{field: \"id\"}, {field: \"at\", descending: true}]};\n  %sstring id = 1;\n  %sint64 at = 2;\n  %sbytes note = 3;\n}\n\n",
+				timer, label, label, label)
+			opts = append(opts, `timers: ["`+timer+`"]`)
+		}
+	}
 	fmt.Fprintf(b, "service %s {\n  option (gazconsumer.v1.consumer) = {%s};\n", name, strings.Join(opts, ", "))
 	usedRPCs := map[string]bool{}
+	if timer != "" {
+		usedRPCs["On"+timer] = true
+		fmt.Fprintf(b, "  rpc On%s(%s) returns (google.protobuf.Empty);\n", timer, timer)
+	}
 	for _, j := range inputs {
 		short := j.name[strings.LastIndex(j.name, ".")+1:]
 		rpc := "On" + short

@@ -177,7 +177,9 @@ func (c *Consumer) inputs() error {
 	for i := 0; i < methods.Len(); i++ {
 		m := methods.Get(i)
 		j, _ := extension(m.Input().Options(), &descriptorpb.MessageOptions{}, gcv1.E_Message).(*gcv1.MessageOptions)
-		if j.GetJournal() == nil {
+		if j.GetTimer() != nil {
+			continue // It handles the firings of a timer, which no journal partitions.
+		} else if j.GetJournal() == nil {
 			return protopos.Errorf(protopos.Of(m), "rpc %s of consumer %s consumes %s, which is not a journal message", m.Name(), c.Service.Name(), m.Input().FullName())
 		}
 		in := input{rpc: m, msg: m.Input()}

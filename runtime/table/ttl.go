@@ -16,45 +16,70 @@ func (s *Schema[K, R]) TTL() time.Duration { return s.def.TTL }
 
 // touch dates the row of store key k, of a table with a TTL, by the time of
 // the transaction: if it was written (put), it expires TTL from now, in
-// place of when it was to; if it was deleted, it no longer expires. The
-// index of what falls due (package runtime/due) and the row's expiry record
-// say so.
+// place of when it was to; if it was deleted, it no longer expires.
 func (t Table[K, R]) touch(k []byte, put bool) error {
-	var tkv, ok = t.kv.(runtime.TimedKV)
-	if !ok && put {
-		return fmt.Errorf("its rows expire, but its store view %T tells no time (it is not a runtime.TimedKV)", t.kv)
-	}
-	var expiry = due.AppendExpiryKey(nil, k)
-	var v, found, err = t.kv.Get(expiry)
-	if err != nil {
-		return fmt.Errorf("reading when it expires: %w", err)
-	}
-	var at time.Time
-	if found {
-		if at, err = due.ParseTime(v); err != nil {
-			return err
-		}
-	}
 	if !put {
-		if !found {
-			return nil
-		} else if err = t.kv.Delete(due.AppendKey(nil, at, due.Expiry, k)); err == nil {
-			err = t.kv.Delete(expiry)
-		}
+		var _, err = unschedule(t.kv, k, due.Expiry)
 		return err
 	}
-	var next = tkv.Now().Add(t.s.def.TTL)
-	if found && at.Equal(next) {
-		return nil // Written again by the transaction: its entry stands.
-	} else if found {
-		if err = t.kv.Delete(due.AppendKey(nil, at, due.Expiry, k)); err != nil {
+	var tkv, ok = t.kv.(runtime.TimedKV)
+	if !ok {
+		return fmt.Errorf("its rows expire, but its store view %T tells no time (it is not a runtime.TimedKV)", t.kv)
+	}
+	return schedule(t.kv, k, tkv.Now().Add(t.s.def.TTL), due.Expiry)
+}
+
+// schedule has the subject of store key k fall due at at, of kind, in
+// place of when it was to: the index of what falls due (package
+// runtime/due) and the subject's record say so.
+func schedule(kv runtime.KV, k []byte, at time.Time, kind due.Kind) error {
+	var record = due.AppendExpiryKey(nil, k)
+	var v, found, err = kv.Get(record)
+	if err != nil {
+		return fmt.Errorf("reading when it is due: %w", err)
+	}
+	if found {
+		var was time.Time
+		if was, err = due.ParseTime(v); err != nil {
+			return err
+		} else if was.Equal(at) {
+			return nil // Its entry stands.
+		} else if err = kv.Delete(due.AppendKey(nil, was, kind, k)); err != nil {
 			return err
 		}
 	}
-	if err = t.kv.Put(due.AppendKey(nil, next, due.Expiry, k), nil); err == nil {
-		err = t.kv.Put(expiry, due.AppendTime(nil, next))
+	if err = kv.Put(due.AppendKey(nil, at, kind, k), nil); err == nil {
+		err = kv.Put(record, due.AppendTime(nil, at))
 	}
 	return err
+}
+
+// unschedule has the subject of store key k, of kind, no longer fall due,
+// and reports whether it was to.
+func unschedule(kv runtime.KV, k []byte, kind due.Kind) (bool, error) {
+	var record = due.AppendExpiryKey(nil, k)
+	var v, found, err = kv.Get(record)
+	if err != nil || !found {
+		return false, err
+	}
+	var at time.Time
+	if at, err = due.ParseTime(v); err != nil {
+		return false, err
+	} else if err = kv.Delete(due.AppendKey(nil, at, kind, k)); err == nil {
+		err = kv.Delete(record)
+	}
+	return err == nil, err
+}
+
+// dueAt returns when the subject of store key k falls due, if it does.
+func dueAt(kv runtime.KV, k []byte) (time.Time, bool, error) {
+	var v, found, err = kv.Get(due.AppendExpiryKey(nil, k))
+	if err != nil || !found {
+		return time.Time{}, false, err
+	}
+	var at time.Time
+	at, err = due.ParseTime(v)
+	return at, err == nil, err
 }
 
 // Expires returns the runtime.Expiring of the table of schema s, whose rows

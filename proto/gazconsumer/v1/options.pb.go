@@ -360,7 +360,9 @@ type MessageOptions struct {
 	// journal marks the message as one that is written to and read from journals.
 	Journal *JournalMessage `protobuf:"bytes,1,opt,name=journal,proto3" json:"journal,omitempty"`
 	// table marks the message as a row type of a state table.
-	Table         *Table `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Table *Table `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// timer marks the message as that of per-key timers.
+	Timer         *Timer `protobuf:"bytes,3,opt,name=timer,proto3" json:"timer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -409,6 +411,81 @@ func (x *MessageOptions) GetTable() *Table {
 	return nil
 }
 
+func (x *MessageOptions) GetTimer() *Timer {
+	if x != nil {
+		return x.Timer
+	}
+	return nil
+}
+
+// Timer describes per-key timers: a consumer listing the message among its
+// `timers` sets, resets and cancels them within its transactions, by key
+// (tx.<Message>Timers: Set(msg, at), SetAfter(msg, d), Cancel(key),
+// Get(key)), and handles their firings with its rpc taking the message:
+//
+//	message ReleaseHold {
+//	  option (gazconsumer.v1.message).timer = {key: [{field: "order_id"}]};
+//	  string order_id = 1;
+//	  int64 cents = 2;
+//	}
+//
+//	service Ledger {
+//	  option (gazconsumer.v1.consumer) = {timers: ["ReleaseHold"]};
+//	  rpc OnReleaseHold(ReleaseHold) returns (google.protobuf.Empty);
+//	}
+//
+// A key has at most one timer set, which carries a message: setting it
+// again resets it. A timer fires at its time by the shard's clock
+// (processing time), within a transaction, exactly once: its deletion and
+// what its handler writes and publishes commit with the transaction's
+// checkpoint, and a crash before the commit fires it again. Timers are kept
+// in the shard's store, and survive recovery and fail-over with it.
+type Timer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key lists the key fields in order, as a table's. At least one is
+	// required.
+	Key           []*KeyField `protobuf:"bytes,1,rep,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Timer) Reset() {
+	*x = Timer{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Timer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Timer) ProtoMessage() {}
+
+func (x *Timer) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Timer.ProtoReflect.Descriptor instead.
+func (*Timer) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Timer) GetKey() []*KeyField {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
 // JournalMessage describes a message written to and read from journals.
 type JournalMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -438,7 +515,7 @@ type JournalMessage struct {
 
 func (x *JournalMessage) Reset() {
 	*x = JournalMessage{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[1]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +527,7 @@ func (x *JournalMessage) String() string {
 func (*JournalMessage) ProtoMessage() {}
 
 func (x *JournalMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[1]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +540,7 @@ func (x *JournalMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalMessage.ProtoReflect.Descriptor instead.
 func (*JournalMessage) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{1}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *JournalMessage) GetUuidField() string {
@@ -523,7 +600,7 @@ type JournalFamily struct {
 
 func (x *JournalFamily) Reset() {
 	*x = JournalFamily{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +612,7 @@ func (x *JournalFamily) String() string {
 func (*JournalFamily) ProtoMessage() {}
 
 func (x *JournalFamily) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[2]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +625,7 @@ func (x *JournalFamily) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalFamily.ProtoReflect.Descriptor instead.
 func (*JournalFamily) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{2}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JournalFamily) GetName() string {
@@ -613,7 +690,7 @@ type Fragment struct {
 
 func (x *Fragment) Reset() {
 	*x = Fragment{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +702,7 @@ func (x *Fragment) String() string {
 func (*Fragment) ProtoMessage() {}
 
 func (x *Fragment) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[3]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +715,7 @@ func (x *Fragment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fragment.ProtoReflect.Descriptor instead.
 func (*Fragment) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{3}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Fragment) GetLength() uint64 {
@@ -711,8 +788,9 @@ type Table struct {
 	// within the transaction, so that queries stop seeing it the moment the
 	// transaction commits. A consumer's handler may implement an optional
 	// method OnExpire<Row>(tx, row) error (e.g. OnExpireBalance), called
-	// within that transaction before the row is deleted: what it writes and
-	// publishes commits with the deletion, exactly once.
+	// within that transaction as the row is deleted (writing the row again
+	// keeps it): what it writes and publishes commits with the deletion,
+	// exactly once.
 	Ttl           string `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -720,7 +798,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +810,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[4]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +823,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{4}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Table) GetName() string {
@@ -782,7 +860,7 @@ type KeyField struct {
 
 func (x *KeyField) Reset() {
 	*x = KeyField{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +872,7 @@ func (x *KeyField) String() string {
 func (*KeyField) ProtoMessage() {}
 
 func (x *KeyField) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[5]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +885,7 @@ func (x *KeyField) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyField.ProtoReflect.Descriptor instead.
 func (*KeyField) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{5}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KeyField) GetField() string {
@@ -857,14 +935,18 @@ type Consumer struct {
 	// error, but for rpcs with an on_failure of their own (see Handler).
 	// Without it, the shard fails, naming the journal and offset of the
 	// message, and never commits past it.
-	OnFailure     *FailurePolicy `protobuf:"bytes,7,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
+	OnFailure *FailurePolicy `protobuf:"bytes,7,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
+	// timers names the timer messages (annotated `timer`) the consumer sets,
+	// resolved like `tables`. Each must be the input of one of its rpcs,
+	// which handles its firings.
+	Timers        []string `protobuf:"bytes,8,rep,name=timers,proto3" json:"timers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +958,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[6]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +971,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{6}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Consumer) GetStore() StoreKind {
@@ -941,6 +1023,13 @@ func (x *Consumer) GetOnFailure() *FailurePolicy {
 	return nil
 }
 
+func (x *Consumer) GetTimers() []string {
+	if x != nil {
+		return x.Timers
+	}
+	return nil
+}
+
 // FailurePolicy is what a shard does when a handler returns an error. The
 // handler is retried up to `retries` times, waiting `backoff` before the
 // first retry and twice as long before each next one, up to `max_backoff`,
@@ -967,7 +1056,7 @@ type FailurePolicy struct {
 
 func (x *FailurePolicy) Reset() {
 	*x = FailurePolicy{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1068,7 @@ func (x *FailurePolicy) String() string {
 func (*FailurePolicy) ProtoMessage() {}
 
 func (x *FailurePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[7]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1081,7 @@ func (x *FailurePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailurePolicy.ProtoReflect.Descriptor instead.
 func (*FailurePolicy) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{7}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FailurePolicy) GetRetries() uint32 {
@@ -1043,7 +1132,7 @@ type Handler struct {
 
 func (x *Handler) Reset() {
 	*x = Handler{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1144,7 @@ func (x *Handler) String() string {
 func (*Handler) ProtoMessage() {}
 
 func (x *Handler) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[8]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1157,7 @@ func (x *Handler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handler.ProtoReflect.Descriptor instead.
 func (*Handler) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{8}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Handler) GetOnFailure() *FailurePolicy {
@@ -1108,7 +1197,7 @@ type Shards struct {
 
 func (x *Shards) Reset() {
 	*x = Shards{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1209,7 @@ func (x *Shards) String() string {
 func (*Shards) ProtoMessage() {}
 
 func (x *Shards) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[9]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1222,7 @@ func (x *Shards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shards.ProtoReflect.Descriptor instead.
 func (*Shards) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{9}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Shards) GetIdPrefix() string {
@@ -1185,7 +1274,7 @@ type RecoveryLogs struct {
 
 func (x *RecoveryLogs) Reset() {
 	*x = RecoveryLogs{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1286,7 @@ func (x *RecoveryLogs) String() string {
 func (*RecoveryLogs) ProtoMessage() {}
 
 func (x *RecoveryLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[10]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1299,7 @@ func (x *RecoveryLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryLogs.ProtoReflect.Descriptor instead.
 func (*RecoveryLogs) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{10}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RecoveryLogs) GetReplication() uint32 {
@@ -1242,7 +1331,7 @@ type Publish struct {
 
 func (x *Publish) Reset() {
 	*x = Publish{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1343,7 @@ func (x *Publish) String() string {
 func (*Publish) ProtoMessage() {}
 
 func (x *Publish) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1356,7 @@ func (x *Publish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publish.ProtoReflect.Descriptor instead.
 func (*Publish) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{11}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Publish) GetMessage() string {
@@ -1309,7 +1398,7 @@ type ShardDefaults struct {
 
 func (x *ShardDefaults) Reset() {
 	*x = ShardDefaults{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1410,7 @@ func (x *ShardDefaults) String() string {
 func (*ShardDefaults) ProtoMessage() {}
 
 func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1423,7 @@ func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDefaults.ProtoReflect.Descriptor instead.
 func (*ShardDefaults) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{12}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ShardDefaults) GetMinTxnDuration() *durationpb.Duration {
@@ -1400,7 +1489,7 @@ type Queries struct {
 
 func (x *Queries) Reset() {
 	*x = Queries{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1501,7 @@ func (x *Queries) String() string {
 func (*Queries) ProtoMessage() {}
 
 func (x *Queries) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1514,7 @@ func (x *Queries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queries.ProtoReflect.Descriptor instead.
 func (*Queries) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{13}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Queries) GetConsumer() string {
@@ -1483,7 +1572,7 @@ type Read struct {
 
 func (x *Read) Reset() {
 	*x = Read{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1584,7 @@ func (x *Read) String() string {
 func (*Read) ProtoMessage() {}
 
 func (x *Read) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1597,7 @@ func (x *Read) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Read.ProtoReflect.Descriptor instead.
 func (*Read) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{14}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Read) GetTable() string {
@@ -1668,10 +1757,13 @@ var File_gazconsumer_v1_options_proto protoreflect.FileDescriptor
 
 const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\x1cgazconsumer/v1/options.proto\x12\x0egazconsumer.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"w\n" +
+	"\x1cgazconsumer/v1/options.proto\x12\x0egazconsumer.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xa4\x01\n" +
 	"\x0eMessageOptions\x128\n" +
 	"\ajournal\x18\x01 \x01(\v2\x1e.gazconsumer.v1.JournalMessageR\ajournal\x12+\n" +
-	"\x05table\x18\x02 \x01(\v2\x15.gazconsumer.v1.TableR\x05table\"\xe1\x01\n" +
+	"\x05table\x18\x02 \x01(\v2\x15.gazconsumer.v1.TableR\x05table\x12+\n" +
+	"\x05timer\x18\x03 \x01(\v2\x15.gazconsumer.v1.TimerR\x05timer\"3\n" +
+	"\x05Timer\x12*\n" +
+	"\x03key\x18\x01 \x03(\v2\x18.gazconsumer.v1.KeyFieldR\x03key\"\xe1\x01\n" +
 	"\x0eJournalMessage\x12\x1d\n" +
 	"\n" +
 	"uuid_field\x18\x01 \x01(\tR\tuuidField\x121\n" +
@@ -1702,7 +1794,7 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x1e\n" +
 	"\n" +
 	"descending\x18\x02 \x01(\bR\n" +
-	"descending\"\xde\x02\n" +
+	"descending\"\xf6\x02\n" +
 	"\bConsumer\x12/\n" +
 	"\x05store\x18\x01 \x01(\x0e2\x19.gazconsumer.v1.StoreKindR\x05store\x12\x16\n" +
 	"\x06tables\x18\x02 \x03(\tR\x06tables\x125\n" +
@@ -1713,7 +1805,8 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"rescalable\x18\x06 \x01(\bR\n" +
 	"rescalable\x12<\n" +
 	"\n" +
-	"on_failure\x18\a \x01(\v2\x1d.gazconsumer.v1.FailurePolicyR\tonFailure\"\xcd\x01\n" +
+	"on_failure\x18\a \x01(\v2\x1d.gazconsumer.v1.FailurePolicyR\tonFailure\x12\x16\n" +
+	"\x06timers\x18\b \x03(\tR\x06timers\"\xcd\x01\n" +
 	"\rFailurePolicy\x12\x18\n" +
 	"\aretries\x18\x01 \x01(\rR\aretries\x123\n" +
 	"\abackoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\abackoff\x12:\n" +
@@ -1802,7 +1895,7 @@ func file_gazconsumer_v1_options_proto_rawDescGZIP() []byte {
 }
 
 var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_gazconsumer_v1_options_proto_goTypes = []any{
 	(Framing)(0),                        // 0: gazconsumer.v1.Framing
 	(StoreKind)(0),                      // 1: gazconsumer.v1.StoreKind
@@ -1810,65 +1903,68 @@ var file_gazconsumer_v1_options_proto_goTypes = []any{
 	(FailureAction)(0),                  // 3: gazconsumer.v1.FailureAction
 	(ReadKind)(0),                       // 4: gazconsumer.v1.ReadKind
 	(*MessageOptions)(nil),              // 5: gazconsumer.v1.MessageOptions
-	(*JournalMessage)(nil),              // 6: gazconsumer.v1.JournalMessage
-	(*JournalFamily)(nil),               // 7: gazconsumer.v1.JournalFamily
-	(*Fragment)(nil),                    // 8: gazconsumer.v1.Fragment
-	(*Table)(nil),                       // 9: gazconsumer.v1.Table
-	(*KeyField)(nil),                    // 10: gazconsumer.v1.KeyField
-	(*Consumer)(nil),                    // 11: gazconsumer.v1.Consumer
-	(*FailurePolicy)(nil),               // 12: gazconsumer.v1.FailurePolicy
-	(*Handler)(nil),                     // 13: gazconsumer.v1.Handler
-	(*Shards)(nil),                      // 14: gazconsumer.v1.Shards
-	(*RecoveryLogs)(nil),                // 15: gazconsumer.v1.RecoveryLogs
-	(*Publish)(nil),                     // 16: gazconsumer.v1.Publish
-	(*ShardDefaults)(nil),               // 17: gazconsumer.v1.ShardDefaults
-	(*Queries)(nil),                     // 18: gazconsumer.v1.Queries
-	(*Read)(nil),                        // 19: gazconsumer.v1.Read
-	(*durationpb.Duration)(nil),         // 20: google.protobuf.Duration
-	(*descriptorpb.MessageOptions)(nil), // 21: google.protobuf.MessageOptions
-	(*descriptorpb.ServiceOptions)(nil), // 22: google.protobuf.ServiceOptions
-	(*descriptorpb.MethodOptions)(nil),  // 23: google.protobuf.MethodOptions
+	(*Timer)(nil),                       // 6: gazconsumer.v1.Timer
+	(*JournalMessage)(nil),              // 7: gazconsumer.v1.JournalMessage
+	(*JournalFamily)(nil),               // 8: gazconsumer.v1.JournalFamily
+	(*Fragment)(nil),                    // 9: gazconsumer.v1.Fragment
+	(*Table)(nil),                       // 10: gazconsumer.v1.Table
+	(*KeyField)(nil),                    // 11: gazconsumer.v1.KeyField
+	(*Consumer)(nil),                    // 12: gazconsumer.v1.Consumer
+	(*FailurePolicy)(nil),               // 13: gazconsumer.v1.FailurePolicy
+	(*Handler)(nil),                     // 14: gazconsumer.v1.Handler
+	(*Shards)(nil),                      // 15: gazconsumer.v1.Shards
+	(*RecoveryLogs)(nil),                // 16: gazconsumer.v1.RecoveryLogs
+	(*Publish)(nil),                     // 17: gazconsumer.v1.Publish
+	(*ShardDefaults)(nil),               // 18: gazconsumer.v1.ShardDefaults
+	(*Queries)(nil),                     // 19: gazconsumer.v1.Queries
+	(*Read)(nil),                        // 20: gazconsumer.v1.Read
+	(*durationpb.Duration)(nil),         // 21: google.protobuf.Duration
+	(*descriptorpb.MessageOptions)(nil), // 22: google.protobuf.MessageOptions
+	(*descriptorpb.ServiceOptions)(nil), // 23: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),  // 24: google.protobuf.MethodOptions
 }
 var file_gazconsumer_v1_options_proto_depIdxs = []int32{
-	6,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
-	9,  // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
-	0,  // 2: gazconsumer.v1.JournalMessage.framing:type_name -> gazconsumer.v1.Framing
-	7,  // 3: gazconsumer.v1.JournalMessage.family:type_name -> gazconsumer.v1.JournalFamily
-	8,  // 4: gazconsumer.v1.JournalFamily.fragment:type_name -> gazconsumer.v1.Fragment
-	2,  // 5: gazconsumer.v1.Fragment.compression_codec:type_name -> gazconsumer.v1.CompressionCodec
-	20, // 6: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
-	20, // 7: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
-	20, // 8: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
-	10, // 9: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
-	1,  // 10: gazconsumer.v1.Consumer.store:type_name -> gazconsumer.v1.StoreKind
-	16, // 11: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
-	17, // 12: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
-	14, // 13: gazconsumer.v1.Consumer.shards:type_name -> gazconsumer.v1.Shards
-	12, // 14: gazconsumer.v1.Consumer.on_failure:type_name -> gazconsumer.v1.FailurePolicy
-	20, // 15: gazconsumer.v1.FailurePolicy.backoff:type_name -> google.protobuf.Duration
-	20, // 16: gazconsumer.v1.FailurePolicy.max_backoff:type_name -> google.protobuf.Duration
-	3,  // 17: gazconsumer.v1.FailurePolicy.then:type_name -> gazconsumer.v1.FailureAction
-	12, // 18: gazconsumer.v1.Handler.on_failure:type_name -> gazconsumer.v1.FailurePolicy
-	15, // 19: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
-	8,  // 20: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
-	20, // 21: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
-	20, // 22: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
-	4,  // 23: gazconsumer.v1.Read.kind:type_name -> gazconsumer.v1.ReadKind
-	21, // 24: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
-	22, // 25: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
-	22, // 26: gazconsumer.v1.queries:extendee -> google.protobuf.ServiceOptions
-	23, // 27: gazconsumer.v1.read:extendee -> google.protobuf.MethodOptions
-	23, // 28: gazconsumer.v1.handler:extendee -> google.protobuf.MethodOptions
-	5,  // 29: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
-	11, // 30: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
-	18, // 31: gazconsumer.v1.queries:type_name -> gazconsumer.v1.Queries
-	19, // 32: gazconsumer.v1.read:type_name -> gazconsumer.v1.Read
-	13, // 33: gazconsumer.v1.handler:type_name -> gazconsumer.v1.Handler
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	29, // [29:34] is the sub-list for extension type_name
-	24, // [24:29] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	7,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
+	10, // 1: gazconsumer.v1.MessageOptions.table:type_name -> gazconsumer.v1.Table
+	6,  // 2: gazconsumer.v1.MessageOptions.timer:type_name -> gazconsumer.v1.Timer
+	11, // 3: gazconsumer.v1.Timer.key:type_name -> gazconsumer.v1.KeyField
+	0,  // 4: gazconsumer.v1.JournalMessage.framing:type_name -> gazconsumer.v1.Framing
+	8,  // 5: gazconsumer.v1.JournalMessage.family:type_name -> gazconsumer.v1.JournalFamily
+	9,  // 6: gazconsumer.v1.JournalFamily.fragment:type_name -> gazconsumer.v1.Fragment
+	2,  // 7: gazconsumer.v1.Fragment.compression_codec:type_name -> gazconsumer.v1.CompressionCodec
+	21, // 8: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
+	21, // 9: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
+	21, // 10: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
+	11, // 11: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
+	1,  // 12: gazconsumer.v1.Consumer.store:type_name -> gazconsumer.v1.StoreKind
+	17, // 13: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
+	18, // 14: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
+	15, // 15: gazconsumer.v1.Consumer.shards:type_name -> gazconsumer.v1.Shards
+	13, // 16: gazconsumer.v1.Consumer.on_failure:type_name -> gazconsumer.v1.FailurePolicy
+	21, // 17: gazconsumer.v1.FailurePolicy.backoff:type_name -> google.protobuf.Duration
+	21, // 18: gazconsumer.v1.FailurePolicy.max_backoff:type_name -> google.protobuf.Duration
+	3,  // 19: gazconsumer.v1.FailurePolicy.then:type_name -> gazconsumer.v1.FailureAction
+	13, // 20: gazconsumer.v1.Handler.on_failure:type_name -> gazconsumer.v1.FailurePolicy
+	16, // 21: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
+	9,  // 22: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
+	21, // 23: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
+	21, // 24: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
+	4,  // 25: gazconsumer.v1.Read.kind:type_name -> gazconsumer.v1.ReadKind
+	22, // 26: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
+	23, // 27: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
+	23, // 28: gazconsumer.v1.queries:extendee -> google.protobuf.ServiceOptions
+	24, // 29: gazconsumer.v1.read:extendee -> google.protobuf.MethodOptions
+	24, // 30: gazconsumer.v1.handler:extendee -> google.protobuf.MethodOptions
+	5,  // 31: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
+	12, // 32: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
+	19, // 33: gazconsumer.v1.queries:type_name -> gazconsumer.v1.Queries
+	20, // 34: gazconsumer.v1.read:type_name -> gazconsumer.v1.Read
+	14, // 35: gazconsumer.v1.handler:type_name -> gazconsumer.v1.Handler
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	31, // [31:36] is the sub-list for extension type_name
+	26, // [26:31] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_gazconsumer_v1_options_proto_init() }
@@ -1876,14 +1972,14 @@ func file_gazconsumer_v1_options_proto_init() {
 	if File_gazconsumer_v1_options_proto != nil {
 		return
 	}
-	file_gazconsumer_v1_options_proto_msgTypes[9].OneofWrappers = []any{}
+	file_gazconsumer_v1_options_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_v1_options_proto_rawDesc), len(file_gazconsumer_v1_options_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 5,
 			NumServices:   0,
 		},

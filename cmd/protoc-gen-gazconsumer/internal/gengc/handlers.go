@@ -51,6 +51,13 @@ func genConsumer(fc *fileCtx, c *consumer) {
 			jen.Id(h.method.GoName).Params(jen.Id("tx").Add(txnP.Clone()), jen.Id("msg").Op("*").Add(fc.ident(in.GoIdent))).Error(),
 		)
 	}
+	for _, h := range c.timerHandlers {
+		in := h.method.Input
+		methods = append(methods, commentLines(commentText(h.method.Comments, h.method.GoName+" handles the firing of a "+string(in.Desc.FullName())+" timer."))...)
+		methods = append(methods,
+			jen.Id(h.method.GoName).Params(jen.Id("tx").Add(txnP.Clone()), jen.Id("msg").Op("*").Add(fc.ident(in.GoIdent))).Error(),
+		)
+	}
 	methods = append(methods,
 		jen.Comment("FinalizeTxn is called as the transaction ends: by its return, every"),
 		jen.Comment("in-memory effect of the transaction must be written to tables and every"),
@@ -66,6 +73,12 @@ func genConsumer(fc *fileCtx, c *consumer) {
 		fields = append(fields,
 			jen.Commentf("%s is table %q.", t.msg.GoIdent.GoName, t.name),
 			jen.Id(t.msg.GoIdent.GoName).Add(fc.q(string(t.msg.GoIdent.GoImportPath), tableNamesOf(t).table)))
+	}
+	for _, t := range c.timers {
+		tn := tableNamesOf(t)
+		fields = append(fields,
+			jen.Commentf("%s are the %s timers.", tn.table, t.msg.GoIdent.GoName),
+			jen.Id(tn.table).Add(fc.q(string(t.msg.GoIdent.GoImportPath), tn.table)))
 	}
 	jf.Type().Id(n.txn).Struct(fields...)
 	jf.Line()
@@ -133,10 +146,14 @@ func genConsumer(fc *fileCtx, c *consumer) {
 		}
 		desc = append(desc, jen.Id("Outputs").Op(":").Index().Add(fc.q(pathRuntime, "Output")).Custom(multiLine, outputs...))
 	}
-	if len(c.tables) != 0 {
+	if len(c.tables) != 0 || len(c.timers) != 0 {
 		var tables []jen.Code
 		for _, t := range c.tables {
 			tables = append(tables, jen.Id(t.msg.GoIdent.GoName).Op(":").Add(fc.q(string(t.msg.GoIdent.GoImportPath), tableNamesOf(t).ctor)).Call(jen.Id("kv")))
+		}
+		for _, t := range c.timers {
+			tn := tableNamesOf(t)
+			tables = append(tables, jen.Id(tn.table).Op(":").Add(fc.q(string(t.msg.GoIdent.GoImportPath), tn.ctor)).Call(jen.Id("kv")))
 		}
 		desc = append(desc, jen.Id("NewTxn").Op(":").Func().Params(jen.Id("kv").Add(fc.q(pathRuntime, "KV"))).Add(txnP.Clone()).Block(
 			jen.Return(jen.Op("&").Id(n.txn).Custom(multiLine, tables...)),
@@ -165,6 +182,14 @@ func genConsumer(fc *fileCtx, c *consumer) {
 			jen.Return(jen.Nil()),
 		)
 		expiring = append(expiring, fc.q(pathTable, "Expires").Call(schema, onExpire))
+	}
+	var timers []jen.Code
+	for _, h := range c.timerHandlers {
+		schema := fc.q(string(h.timer.msg.GoIdent.GoImportPath), tableNamesOf(h.timer).ctor).Call(jen.Nil()).Dot("Schema").Call()
+		timers = append(timers, fc.q(pathTable, "Fires").Call(schema, jen.Id(n.handler).Dot(h.method.GoName)))
+	}
+	if len(timers) != 0 {
+		desc = append(desc, jen.Id("Timers").Op(":").Index().Add(fc.q(pathRuntime, "Timing")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, timers...))
 	}
 	if len(expiring) != 0 {
 		desc = append(desc, jen.Id("Expiring").Op(":").Index().Add(fc.q(pathRuntime, "Expiring")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, expiring...))

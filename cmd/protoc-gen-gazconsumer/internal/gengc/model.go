@@ -46,12 +46,16 @@ type table struct {
 	name string
 	key  []keyField
 	ttl  time.Duration // Of the ttl option; zero if rows don't expire.
+	// timer tells that the message is that of per-key timers (option
+	// timer), whose schema is a table's.
+	timer bool
 }
 
 // handler is one rpc of a consumer.
 type handler struct {
 	method    *protogen.Method
-	journal   *journalMsg
+	journal   *journalMsg    // Nil for the handler of a timer.
+	timer     *table         // The timer it handles, if it does.
 	onFailure *failurePolicy // Of the rpc's (gazconsumer.v1.handler) option, if any.
 }
 
@@ -74,6 +78,11 @@ type consumer struct {
 	owners []ownership.Table
 	// onFailure is the consumer's failure policy, if annotated.
 	onFailure *failurePolicy
+	// timers are the timers the consumer sets, at timerAt of its option,
+	// and timerHandlers the handlers of their firings.
+	timers        []*table
+	timerAt       []int
+	timerHandlers []handler
 }
 
 // fileModel is what is generated for one .proto file.
@@ -95,6 +104,7 @@ type model struct {
 	messages map[protoreflect.FullName]*protogen.Message
 	journals map[protoreflect.FullName]*journalMsg
 	tables   map[protoreflect.FullName]*table
+	timers   map[protoreflect.FullName]*table
 	services map[protoreflect.FullName]*protogen.Service
 	// files are the files to generate, by path.
 	files []*fileModel
@@ -162,6 +172,7 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 		messages: map[protoreflect.FullName]*protogen.Message{},
 		journals: map[protoreflect.FullName]*journalMsg{},
 		tables:   map[protoreflect.FullName]*table{},
+		timers:   map[protoreflect.FullName]*table{},
 		services: map[protoreflect.FullName]*protogen.Service{},
 		pkgNames: map[protogen.GoImportPath]protogen.GoPackageName{},
 		all:      slices.Clone(gen.Files),
@@ -196,6 +207,12 @@ func buildModel(gen *protogen.Plugin) (*model, error) {
 				return
 			}
 			if t, err = md.table(m); err == nil && t != nil {
+				fm.tables = append(fm.tables, t)
+			}
+			if err != nil {
+				return
+			}
+			if t, err = md.timer(m); err == nil && t != nil {
 				fm.tables = append(fm.tables, t)
 			}
 		})
@@ -339,17 +356,9 @@ func (md *model) table(m *protogen.Message) (*table, error) {
 	if len(opts.GetKey()) == 0 {
 		return nil, optErrorf(m.Desc, at(optTable), "table %s has no key fields", m.Desc.Name())
 	}
-	for i, k := range opts.GetKey() {
-		keyAt := at(optTable, optKey, int32(i), optKeyField)
-		f := fieldByName(m, k.GetField())
-		if f == nil {
-			return nil, optErrorf(m.Desc, keyAt, "key field %q is not a field of %s", k.GetField(), m.Desc.Name())
-		} else if slices.ContainsFunc(t.key, func(k keyField) bool { return k.field == f }) {
-			return nil, optErrorf(m.Desc, keyAt, "key field %s is listed twice", k.GetField())
-		} else if err := checkKeyField(m.Desc, keyAt, f, "key field"); err != nil {
-			return nil, err
-		}
-		t.key = append(t.key, keyField{field: f, desc: k.GetDescending()})
+	var err error
+	if t.key, err = keyOf(m, opts.GetKey(), optTable, optKey); err != nil {
+		return nil, err
 	}
 	if v := opts.GetTtl(); v != "" {
 		ttl, err := time.ParseDuration(v)
@@ -362,6 +371,25 @@ func (md *model) table(m *protogen.Message) (*table, error) {
 	}
 	md.tables[m.Desc.FullName()] = t
 	return t, nil
+}
+
+// keyOf returns the key fields keys of m, listed in its option at path
+// (opt, key).
+func keyOf(m *protogen.Message, keys []*gcv1.KeyField, opt, key int32) ([]keyField, error) {
+	var out []keyField
+	for i, k := range keys {
+		keyAt := at(opt, key, int32(i), optKeyField)
+		f := fieldByName(m, k.GetField())
+		if f == nil {
+			return nil, optErrorf(m.Desc, keyAt, "key field %q is not a field of %s", k.GetField(), m.Desc.Name())
+		} else if slices.ContainsFunc(out, func(k keyField) bool { return k.field == f }) {
+			return nil, optErrorf(m.Desc, keyAt, "key field %s is listed twice", k.GetField())
+		} else if err := checkKeyField(m.Desc, keyAt, f, "key field"); err != nil {
+			return nil, err
+		}
+		out = append(out, keyField{field: f, desc: k.GetDescending()})
+	}
+	return out, nil
 }
 
 // isTimestamp reports whether f is a google.protobuf.Timestamp, encoded as a
@@ -456,11 +484,22 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	if len(s.Methods) == 0 {
 		return nil, optErrorf(s.Desc, nil, "consumer %s has no handler rpcs", s.Desc.Name())
 	}
+	if err := md.consumerTimers(c); err != nil {
+		return nil, err
+	}
 	byInput := map[protoreflect.FullName]*protogen.Method{}
 	byType := map[string]*protogen.Method{}
 	for _, meth := range s.Methods {
 		if streams(meth) {
 			return nil, errorf(meth.Desc, "handler %s may not stream", meth.Desc.Name())
+		}
+		if t, err := md.timer(meth.Input); err != nil {
+			return nil, err
+		} else if t != nil {
+			if err := c.timerHandler(meth, t, byInput); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		j, err := md.journal(meth.Input)
 		if err != nil {
@@ -524,6 +563,8 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	} else if err := failurePolicies(c); err != nil {
 		return nil, err
 	} else if err := checkExpiryHandlers(c); err != nil {
+		return nil, err
+	} else if err := c.checkTimerHandlers(); err != nil {
 		return nil, err
 	}
 	own, err := ownership.Of(s.Desc, messageResolver(md.messages))

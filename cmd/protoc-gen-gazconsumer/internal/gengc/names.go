@@ -471,6 +471,16 @@ func declareConsumer(c *consumer) error {
 			return err
 		}
 	}
+	for i, t := range c.timers {
+		if err := txn.declare(tableNamesOf(t).table, from(optPos(c.svc.Desc, optTimers, int32(c.timerAt[i])), "the field of timer %s", t.msg.Desc.FullName())); err != nil {
+			return err
+		}
+	}
+	for _, h := range c.timerHandlers {
+		if err := iface.declare(h.method.GoName, from(posOf(h.method.Desc), "the handler method of rpc %s", h.method.Desc.Name())); err != nil {
+			return err
+		}
+	}
 	for _, p := range c.publishes {
 		if err := txn.declare(publishName(p), from(optPos(c.svc.Desc, optPublishes, int32(p.index)), "the method publishing %s", p.journal.msg.Desc.FullName())); err != nil {
 			return err
@@ -528,6 +538,9 @@ type tableNames struct{ key, table, ctor, schema string }
 
 func tableNamesOf(t *table) tableNames {
 	n := t.msg.GoIdent.GoName
+	if t.timer {
+		return tableNames{key: n + "Key", table: n + "Timers", ctor: "New" + n + "Timers", schema: "gazconsumer" + n + "Timers"}
+	}
 	return tableNames{key: n + "Key", table: n + "Table", ctor: "New" + n + "Table", schema: "gazconsumer" + n + "Table"}
 }
 

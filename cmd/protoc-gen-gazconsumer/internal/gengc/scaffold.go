@@ -246,7 +246,7 @@ func renderHandlers(md *model, fm *fileModel, c *consumer, pkg string) ([]byte, 
 	data.Errors = pick("errors")
 	data.GenName = pick(sanitize(string(fm.file.GoPackageName)))
 	names := map[protogen.GoImportPath]string{fm.file.GoImportPath: data.GenName}
-	for _, h := range c.handlers {
+	for _, h := range slices.Concat(c.handlers, c.timerHandlers) {
 		in := h.method.Input.GoIdent
 		name, ok := names[in.GoImportPath]
 		if !ok {
@@ -254,7 +254,7 @@ func renderHandlers(md *model, fm *fileModel, c *consumer, pkg string) ([]byte, 
 			names[in.GoImportPath] = name
 			data.Imports = append(data.Imports, templates.Import{Name: name, Path: string(in.GoImportPath)})
 		}
-		data.Handlers = append(data.Handlers, templates.HandlerData{Method: h.method.GoName, Input: name + "." + in.GoName})
+		data.Handlers = append(data.Handlers, templates.HandlerData{Method: h.method.GoName, Input: name + "." + in.GoName, Timer: h.timer != nil})
 	}
 	for _, t := range c.tables {
 		data.Tables = append(data.Tables, t.msg.GoIdent.GoName)

@@ -133,16 +133,26 @@ func genTable(fc *fileCtx, t *table) {
 	jf.Type().Id(n.key).Struct(fields...)
 	jf.Line()
 
-	fc.doc("%s is table %q of a store: %s rows ordered by %s. Its reads see the writes of the store's current transaction.", n.table, t.name, row, keyDoc(t))
 	rowT := jen.Op("*").Id(row)
-	jf.Type().Id(n.table).Op("=").Add(fc.q(pathTable, "Table")).Types(jen.Id(n.key), rowT.Clone())
-	jf.Line()
-
-	fc.doc("%s returns table %q of the store view kv.", n.ctor, t.name)
-	jf.Func().Id(n.ctor).Params(jen.Id("kv").Add(fc.q(pathRuntime, "KV"))).Id(n.table).Block(
-		jen.Return(jen.Id(n.schema).Dot("Open").Call(jen.Id("kv"))),
-	)
-	jf.Line()
+	if t.timer {
+		fc.doc("%s are the per-key timers of %s messages of a store, keyed by %s: Set, SetAfter, Cancel and Get a timer within a transaction. Their reads see the writes of the store's current transaction.", n.table, row, keyDoc(t))
+		jf.Type().Id(n.table).Op("=").Add(fc.q(pathTable, "Timers")).Types(jen.Id(n.key), rowT.Clone())
+		jf.Line()
+		fc.doc("%s returns the %s timers of the store view kv.", n.ctor, row)
+		jf.Func().Id(n.ctor).Params(jen.Id("kv").Add(fc.q(pathRuntime, "KV"))).Id(n.table).Block(
+			jen.Return(jen.Id(n.schema).Dot("OpenTimers").Call(jen.Id("kv"))),
+		)
+		jf.Line()
+	} else {
+		fc.doc("%s is table %q of a store: %s rows ordered by %s. Its reads see the writes of the store's current transaction.", n.table, t.name, row, keyDoc(t))
+		jf.Type().Id(n.table).Op("=").Add(fc.q(pathTable, "Table")).Types(jen.Id(n.key), rowT.Clone())
+		jf.Line()
+		fc.doc("%s returns table %q of the store view kv.", n.ctor, t.name)
+		jf.Func().Id(n.ctor).Params(jen.Id("kv").Add(fc.q(pathRuntime, "KV"))).Id(n.table).Block(
+			jen.Return(jen.Id(n.schema).Dot("Open").Call(jen.Id("kv"))),
+		)
+		jf.Line()
+	}
 
 	var names []jen.Code
 	for _, s := range keyNames(t) {

@@ -269,6 +269,10 @@ func (h *handler) FinishTxn(_ runtime.Shard, _ runtime.Store, err error) error {
 	return err
 }
 
+func (h *handler) OnReminder(*SpendCounterTxn, *Reminder) error {
+	return errors.New("no reminder was set")
+}
+
 func (h *handler) OnOrder(tx *SpendCounterTxn, msg *Order) error {
 	row, _, err := tx.Spend.Get(SpendKey{CustomerId: msg.CustomerId})
 	if err != nil {
@@ -362,5 +366,8 @@ type failingHandler struct{}
 
 func (failingHandler) OnOrder(*SpendCounterTxn, *Order) error {
 	return errors.New("spendcounter: OnOrder is not implemented")
+}
+func (failingHandler) OnReminder(*SpendCounterTxn, *Reminder) error {
+	return errors.New("spendcounter: OnReminder is not implemented")
 }
 func (failingHandler) FinalizeTxn(*SpendCounterTxn) error { return nil }

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -26,6 +27,10 @@ import (
 )
 
 type publishingHandler struct{}
+
+func (publishingHandler) OnReminder(*SpendCounterTxn, *Reminder) error {
+	return errors.New("no reminder was set")
+}
 
 func (publishingHandler) OnOrder(tx *SpendCounterTxn, msg *Order) error {
 	var cents int64

@@ -54,6 +54,10 @@ func (spender) OnOrder(tx *acmev1.SpendCounterTxn, msg *acmev1.Order) error {
 	return tx.PublishTotal(&acmev1.Total{CustomerId: msg.CustomerId, Day: msg.PlacedAt, Cents: spend.Cents})
 }
 
+func (spender) OnReminder(*acmev1.SpendCounterTxn, *acmev1.Reminder) error {
+	return errors.New("no reminder was set")
+}
+
 func (spender) FinalizeTxn(*acmev1.SpendCounterTxn) error { return nil }
 
 func day(n int64) *timestamppb.Timestamp { return &timestamppb.Timestamp{Seconds: n * 86400} }
@@ -247,4 +251,76 @@ func TestHarnessTTL(t *testing.T) {
 	if len(expired) != 3 || expired[1] != "bob at 1080h0m0s" || expired[2] != expired[1] {
 		t.Errorf("told of %v expiring: bob's twice, before and after the crash", expired)
 	}
+}
+
+// reminding is a spender which reminds a customer of their spend a day
+// after their last order (a Reminder timer, reset by each order), unless
+// they order with sku "quiet" (which cancels it); a reminder publishes a
+// total of minus the spend reminded of.
+type reminding struct {
+	spender
+	fired *[]string
+}
+
+func (r reminding) OnOrder(tx *acmev1.SpendCounterTxn, msg *acmev1.Order) error {
+	if err := r.spender.OnOrder(tx, msg); err != nil {
+		return err
+	}
+	if msg.Items[0].Sku == "quiet" {
+		_, err := tx.ReminderTimers.Cancel(acmev1.ReminderKey{CustomerId: msg.CustomerId})
+		return err
+	}
+	spend, _, err := tx.Spend.Get(acmev1.SpendKey{CustomerId: msg.CustomerId})
+	if err != nil {
+		return err
+	}
+	return tx.ReminderTimers.SetAfter(&acmev1.Reminder{CustomerId: msg.CustomerId, Cents: spend.Cents}, 24*time.Hour)
+}
+
+func (r reminding) OnReminder(tx *acmev1.SpendCounterTxn, msg *acmev1.Reminder) error {
+	*r.fired = append(*r.fired, fmt.Sprintf("%s %d at %v", msg.CustomerId, msg.Cents, tx.Now().Sub(consumertest.Epoch)))
+	if _, _, ok, err := tx.ReminderTimers.Get(acmev1.ReminderKey{CustomerId: msg.CustomerId}); err != nil || ok {
+		return fmt.Errorf("the timer firing is still set: %v, %v", ok, err)
+	}
+	return tx.PublishTotal(&acmev1.Total{CustomerId: msg.CustomerId, Cents: -msg.Cents})
+}
+
+// Timers fire by the harness's clock, within a transaction, once: set by a
+// handler, reset by setting them again, cancelled; a crash loses a firing,
+// which the next transaction makes again.
+func TestHarnessTimers(t *testing.T) {
+	var fired []string
+	h := spendcountertest.New(t, reminding{fired: &fired})
+	h.Order(order("ann", 1, 100, "a1"))
+	h.Order(order("bob", 1, 50, "b1"))
+	h.Order(order("cyd", 1, 7, "c1"))
+	h.Commit()
+	h.Advance(12 * time.Hour)
+	h.Order(order("bob", 2, 5, "b2")) // Resets bob's reminder to 36h.
+	h.Order(order("cyd", 2, 1, "quiet"))
+	h.Commit()
+	if st := h.Advance(12 * time.Hour); st.Fired != 1 {
+		t.Errorf("%d fired at 24h, want ann's reminder", st.Fired)
+	}
+	h.Sleep(12 * time.Hour) // 36h: bob's is due, and lost by a crash.
+	h.Crash()
+	if st := h.Commit(); st.Fired != 1 {
+		t.Errorf("%d fired at 36h, want bob's reminder", st.Fired)
+	}
+	if st := h.Advance(100 * time.Hour); st.Fired != 0 {
+		t.Errorf("%d fired at 136h: cyd's reminder was cancelled", st.Fired)
+	}
+	want := []string{"ann 100 at 24h0m0s", "bob 55 at 36h0m0s", "bob 55 at 36h0m0s"}
+	if strings.Join(fired, ", ") != strings.Join(want, ", ") {
+		t.Errorf("fired %q, want %q (bob's twice: before and after the crash)", fired, want)
+	}
+	h.Published.Total.Expect(
+		&acmev1.Total{CustomerId: "ann", Day: day(1), Cents: 100},
+		&acmev1.Total{CustomerId: "bob", Day: day(1), Cents: 50},
+		&acmev1.Total{CustomerId: "cyd", Day: day(1), Cents: 7},
+		&acmev1.Total{CustomerId: "bob", Day: day(2), Cents: 55},
+		&acmev1.Total{CustomerId: "cyd", Day: day(2), Cents: 8},
+		&acmev1.Total{CustomerId: "ann", Cents: -100},
+		&acmev1.Total{CustomerId: "bob", Cents: -55},
+	)
 }

@@ -34,6 +34,15 @@ func (h *Handler) OnOrder(tx *acmev1.SpendCounterTxn, msg *acmev1.Order) error {
 	return notImplemented("OnOrder")
 }
 
+// OnReminder handles the firing of a acmev1.Reminder timer within transaction tx.
+// Read and write state through the tables of tx: tx.Spend, tx.DailySpend.
+// Publish results with tx.PublishTotal.
+//
+// Until it is written, it fails: the shard stops at the first firing.
+func (h *Handler) OnReminder(tx *acmev1.SpendCounterTxn, msg *acmev1.Reminder) error {
+	return notImplemented("OnReminder")
+}
+
 // FinalizeTxn ends transaction tx: write any state kept in memory to the
 // tables of tx, and publish what the transaction is to publish.
 func (h *Handler) FinalizeTxn(tx *acmev1.SpendCounterTxn) error {

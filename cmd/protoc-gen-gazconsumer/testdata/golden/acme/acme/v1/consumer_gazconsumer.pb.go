@@ -20,6 +20,8 @@ import (
 type SpendCounterHandler interface {
 	// OnOrder adds an order to its customer's spend.
 	OnOrder(tx *SpendCounterTxn, msg *Order) error
+	// OnReminder reminds a customer of their spend.
+	OnReminder(tx *SpendCounterTxn, msg *Reminder) error
 	// FinalizeTxn is called as the transaction ends: by its return, every
 	// in-memory effect of the transaction must be written to tables and every
 	// message to publish must be published.
@@ -37,6 +39,8 @@ type SpendCounterTxn struct {
 	Spend SpendTable
 	// DailySpend is table "acme.daily".
 	DailySpend DailySpendTable
+	// ReminderTimers are the Reminder timers.
+	ReminderTimers ReminderTimers
 }
 
 // PublishTotal publishes msg within the transaction to a partition journal,
@@ -71,8 +75,9 @@ var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *Sp
 	},
 	NewTxn: func(kv runtime.KV) *SpendCounterTxn {
 		return &SpendCounterTxn{
-			Spend:      NewSpendTable(kv),
-			DailySpend: NewDailySpendTable(kv),
+			Spend:          NewSpendTable(kv),
+			DailySpend:     NewDailySpendTable(kv),
+			ReminderTimers: NewReminderTimers(kv),
 		}
 	},
 	FinalizeTxn: SpendCounterHandler.FinalizeTxn,
@@ -85,6 +90,9 @@ var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *Sp
 		}),
 	},
 	OnFailure: runtime.FailurePolicy{Retries: 2, Backoff: time.Millisecond, DeadLetter: true},
+	Timers: []runtime.Timing[SpendCounterHandler, *SpendCounterTxn]{
+		table.Fires(NewReminderTimers(nil).Schema(), SpendCounterHandler.OnReminder),
+	},
 	Expiring: []runtime.Expiring[SpendCounterHandler, *SpendCounterTxn]{
 		table.Expires(NewSpendTable(nil).Schema(), func(h SpendCounterHandler, tx *SpendCounterTxn, row *Spend) error {
 			if e, ok := any(h).(interface {

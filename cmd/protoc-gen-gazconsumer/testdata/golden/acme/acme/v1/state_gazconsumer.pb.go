@@ -102,3 +102,35 @@ var gazconsumerDailySpendTable = table.NewSchema(table.Def[DailySpendKey, *Daily
 	},
 	Elided: []protowire.Number{1, 3, 4, 5, 6, 7},
 })
+
+// ReminderKey is the key of table "timer:acme.v1.Reminder", whose rows are
+// Reminder messages ordered by (customer_id).
+type ReminderKey struct {
+	CustomerId string
+}
+
+// ReminderTimers are the per-key timers of Reminder messages of a store, keyed
+// by (customer_id): Set, SetAfter, Cancel and Get a timer within a transaction.
+// Their reads see the writes of the store's current transaction.
+type ReminderTimers = table.Timers[ReminderKey, *Reminder]
+
+// NewReminderTimers returns the Reminder timers of the store view kv.
+func NewReminderTimers(kv runtime.KV) ReminderTimers {
+	return gazconsumerReminderTimers.OpenTimers(kv)
+}
+
+// gazconsumerReminderTimers is the schema of table "timer:acme.v1.Reminder".
+var gazconsumerReminderTimers = table.NewSchema(table.Def[ReminderKey, *Reminder]{
+	Name: "timer:acme.v1.Reminder",
+	Key:  []string{"customer_id"},
+	KeyOf: func(r *Reminder) ReminderKey {
+		return ReminderKey{CustomerId: r.GetCustomerId()}
+	},
+	Fields: func(k *ReminderKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+	},
+	Restore: func(k *ReminderKey, r *Reminder) {
+		r.CustomerId = k.CustomerId
+	},
+	Elided: []protowire.Number{1},
+})
