@@ -8,7 +8,7 @@ export PATH := $(TOOLS):$(PATH)
 # Packages whose tests exercise concurrency, run again under the race detector.
 RACE_PKGS := ./devstack/... ./recoverylog/... ./store/rocks/... ./runtime/...
 
-.PHONY: all setup generate build test test-multihost test-image image race vet demo bench bench-go bench-consumers bench-recovery clean
+.PHONY: all setup generate build test test-multihost test-image image race vet demo bench bench-go bench-consumers bench-recovery bench-rescale clean
 
 all: build
 
@@ -84,6 +84,16 @@ bench-consumers: setup
 ## live bytes and an fsync'd write of them (a few minutes; not part of test).
 bench-recovery: setup
 	cd bench && go run ./cmd/recoverybench
+
+## bench-rescale: gazconsumer rescale splitting the example ledger's 2 shards
+## into 4 while it works through a backlog, against the goals of issue 27: the
+## new shards' time to serve against the parent's recovery, the bytes each
+## fork reads against the parent's live state, consumption during the split
+## against before it; every run's answer checked with bankctl check (module
+## bench/, bench/cmd/rescalebench, docs/benchmarks.md; several minutes; not
+## part of test). RESCALE_FLAGS adds flags of it, e.g. RESCALE_FLAGS='-reps 1'.
+bench-rescale: setup
+	cd bench && go run ./cmd/rescalebench $(RESCALE_FLAGS)
 
 clean:
 	rm -rf bin .gazconsumer
