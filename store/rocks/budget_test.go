@@ -93,6 +93,17 @@ func TestStoresShareTheBudgetsCache(t *testing.T) {
 	if err := a.DB().Flush(flushOpts()); err != nil {
 		t.Fatal(err)
 	}
+	// The write buffer manager charges memtables to the cache, and releases
+	// the charge of those flushed in the background: wait until the cache's
+	// usage holds still, so that the reads below are all that changes it.
+	for last, still, deadline := b.Usage().BlockCache, 0, time.Now().Add(10*time.Second); still < 5 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if u := b.Usage().BlockCache; u == last {
+			still++
+		} else {
+			last, still = u, 0
+		}
+	}
 	var before, cBefore, ownBefore = b.Usage().BlockCache, intProperty(t, c, "rocksdb.block-cache-usage"), intProperty(t, own, "rocksdb.block-cache-usage")
 	if before != cBefore {
 		t.Fatalf("store c reports a block cache of %d bytes, the budget %d: not the same cache", cBefore, before)
