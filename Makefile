@@ -73,9 +73,9 @@ bench-go: setup
 	go test -run '^$$' -bench . -benchtime 1x ./...
 
 ## bench-consumers: gazconsumer against a consumer written on Gazette's own
-## framework and against a raw read of the same journals: throughput and
-## recovery, side by side (module bench/, docs/benchmarks.md; several
-## minutes; not part of test). BENCH_FLAGS adds flags of bench/cmd/bench,
+## framework and against a raw read of the same journals: throughput,
+## latency and recovery, side by side, every answer checked (module bench/,
+## docs/benchmarks.md; half an hour; not part of test). BENCH_FLAGS adds flags of bench/cmd/bench,
 ## e.g. BENCH_FLAGS='-messages 100000 -state 64MiB -reps 1' for a quick look.
 bench-consumers: setup
 	cd bench && go build -o bin/ ./cmd/... && go build -tags gazconsumer_novtproto -o bin/summer-novt ./cmd/summer && bin/bench $(BENCH_FLAGS)
