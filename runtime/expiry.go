@@ -77,7 +77,20 @@ func (kv *timedKV) Now() time.Time { return kv.tx.now }
 // keepsTime reports whether the consumer has anything that falls due.
 func (a *Adapter[H, T]) keepsTime() bool { return len(a.c.Expiring) != 0 || len(a.c.Timers) != 0 }
 
-// Due returns the earliest time a row of the store expires.
+// fired returns the time through which the store's transactions fired
+// what fell due (zero, if none did since the adapter opened it): the index
+// holds nothing due before it, as what is set due before a transaction's
+// time is due at it. Scans of the index begin there, rather than seek past
+// the deletions of all that fired before (in RocksDB, tombstones until
+// compactions drop them).
+func (a *Adapter[H, T]) fired(store Store) time.Time {
+	if v, ok := a.firedAt.Load(store); ok {
+		return v.(time.Time)
+	}
+	return time.Time{}
+}
+
+// Due returns the earliest time something of the store falls due.
 func (a *Adapter[H, T]) Due(_ Shard, store Store) (time.Time, bool, error) {
 	var kvs, ok = store.(KVStore)
 	if !a.keepsTime() || !ok {
@@ -86,7 +99,7 @@ func (a *Adapter[H, T]) Due(_ Shard, store Store) (time.Time, bool, error) {
 	var at time.Time
 	var found bool
 	var perr error
-	if err := kvs.KV().Scan([]byte(due.Prefix), due.End(), func(key, _ []byte) bool {
+	if err := kvs.KV().Scan(due.From(a.fired(store)), due.End(), func(key, _ []byte) bool {
 		at, _, _, perr = due.ParseKey(key)
 		found = perr == nil
 		return false
@@ -115,8 +128,14 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 		return 0, nil
 	}
 	var kv = store.(KVStore).KV()
-	var start, end = due.Through(now)
+	var _, end = due.Through(now)
+	var start = due.From(a.fired(store))
 	var fired int
+	defer func() {
+		if err == nil && now.After(a.fired(store)) {
+			a.firedAt.Store(store, now)
+		}
+	}()
 	for {
 		// Entries are collected, then fired: a scan's callback may not write.
 		var keys [][]byte

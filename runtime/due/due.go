@@ -93,6 +93,9 @@ func Through(t time.Time) (start, end []byte) {
 	return []byte(Prefix), appendTime([]byte(Prefix), t.Add(time.Nanosecond))
 }
 
+// From returns the start of a scan of the index entries due at or after t.
+func From(t time.Time) []byte { return appendTime([]byte(Prefix), t) }
+
 // End returns the end of a scan of the whole index.
 func End() []byte {
 	var b = []byte(Prefix)

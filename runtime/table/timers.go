@@ -34,7 +34,9 @@ func (ts Timers[K, R]) Schema() *Schema[K, R] { return ts.t.s }
 // Set sets the timer of msg's key to fire at at with msg, in place of any
 // timer of that key (a reset): the handler of R is called with msg within
 // the first transaction of the shard at or after at (processing time). A
-// time already past fires in the next transaction.
+// time before the transaction's (runtime.Txn's Now) is the transaction's:
+// the timer fires in the next transaction. Timers are set within a
+// transaction of their consumer, whose store view tells its time.
 func (ts Timers[K, R]) Set(msg R, at time.Time) error {
 	if err := ts.t.Put(msg); err != nil {
 		return fmt.Errorf("setting a timer: %w", err)

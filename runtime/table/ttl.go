@@ -31,8 +31,13 @@ func (t Table[K, R]) touch(k []byte, put bool) error {
 
 // schedule has the subject of store key k fall due at at, of kind, in
 // place of when it was to: the index of what falls due (package
-// runtime/due) and the subject's record say so.
+// runtime/due) and the subject's record say so. A time before the
+// transaction's is the transaction's: the index holds nothing due before
+// the time its shard last fired (see runtime.Adapter.Fire).
 func schedule(kv runtime.KV, k []byte, at time.Time, kind due.Kind) error {
+	if tkv, ok := kv.(runtime.TimedKV); ok && at.Before(tkv.Now()) {
+		at = tkv.Now()
+	}
 	var record = due.AppendExpiryKey(nil, k)
 	var v, found, err = kv.Get(record)
 	if err != nil {
