@@ -57,6 +57,8 @@ type shard struct {
 	// then begins a transaction even if it has nothing to read, in which
 	// its application acts on it (see runtime.LabelSplitTo).
 	nudge chan struct{}
+	// hintsNow asks for hints to be stored now, not at the next tick.
+	hintsNow chan struct{}
 
 	// fqn is the shard's fully qualified name, the etcd key of its spec:
 	// the label of Gazette's metrics of its transactions.
@@ -93,6 +95,7 @@ func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
 		servingCh:  make(chan struct{}),
 		done:       make(chan struct{}),
 		nudge:      make(chan struct{}, 1),
+		hintsNow:   make(chan struct{}, 1),
 		fqn:        allocator.ItemKey(svc.ks, spec.Id.String()),
 	}
 	s.writer = authorOf(asn)
@@ -539,6 +542,14 @@ func (s *shard) skip(env message.Envelope, cause error, pub *message.Publisher) 
 
 // committed records the progress of a committed transaction.
 func (s *shard) committed(st txn.Stats) {
+	if s.Spec().LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
+		// New shards fork from this one's recovery log, from its hints:
+		// fresh hints spare them reading its log since the last ones.
+		select {
+		case s.hintsNow <- struct{}{}:
+		default:
+		}
+	}
 	var notRunning time.Duration
 	if !s.preparedAt.IsZero() {
 		notRunning = max(0, st.Began.Sub(s.preparedAt))
@@ -567,6 +578,7 @@ func (s *shard) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 		case <-s.ctx.Done():
 			return
 		case <-ticker.C:
+		case <-s.hintsNow:
 		}
 		var h, err = rec.Hints(s.ctx)
 		if err == nil {
