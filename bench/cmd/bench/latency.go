@@ -16,8 +16,6 @@ import (
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/message"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // The latency measure: how long a message waits from its append's
@@ -328,8 +326,11 @@ func watchCommits(ctx context.Context, sc pc.ShardClient, shard pc.ShardID, jour
 		var statCtx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
 		var resp, err = sc.Stat(statCtx, &pc.StatRequest{Shard: shard, ReadThrough: pb.Offsets{journal: last + 1}})
 		var at = time.Now()
+		// A Stat ended by its timeout fails with DeadlineExceeded, or with
+		// Canceled if the member's answer to its cancellation comes first.
+		var timedOut = err != nil && statCtx.Err() != nil && ctx.Err() == nil
 		cancel()
-		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded) {
+		if timedOut {
 			continue
 		} else if err != nil {
 			return seen, fmt.Errorf("watching the commits of shard %s: %w", shard, err)
