@@ -51,7 +51,7 @@ func writeModule(t *testing.T, dir string) {
 	// Behaviour tests, by the package they test.
 	for _, b := range []struct{ name, dir string }{
 		{"acme_test.go", "acme/v1"}, {"e2e_test.go", "acme/v1"}, {"unfilled_test.go", "acme/v1"},
-		{"harness_test.go", "acme/v1"}, {"watcher_test.go", "edition/v1"}, {"opaque_test.go", "opaque/v1"},
+		{"harness_test.go", "acme/v1"}, {"member_timers_test.go", "acme/v1"}, {"watcher_test.go", "edition/v1"}, {"opaque_test.go", "opaque/v1"},
 		{"clash_test.go", "clash/runtime"}, {"queries_test.go", "queries/v1"}, {"ownership_test.go", "ownership/v1"},
 	} {
 		src, err := os.ReadFile(filepath.Join("testdata", "behaviour", b.name))
