@@ -122,6 +122,7 @@ func (e *MethodError) Unwrap() error { return e.Err }
 // fatal is an error that no failure policy applies to.
 type fatal struct{ error }
 
+// Unwrap returns the error marked.
 func (f fatal) Unwrap() error { return f.error }
 
 // Fatal marks err, an error of an Application's ConsumeMessage, as one that
