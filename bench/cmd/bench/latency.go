@@ -16,6 +16,8 @@ import (
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/message"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The latency measure: how long a message waits from its append's
@@ -326,9 +328,12 @@ func watchCommits(ctx context.Context, sc pc.ShardClient, shard pc.ShardID, jour
 		var statCtx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
 		var resp, err = sc.Stat(statCtx, &pc.StatRequest{Shard: shard, ReadThrough: pb.Offsets{journal: last + 1}})
 		var at = time.Now()
-		// A Stat ended by its timeout fails with DeadlineExceeded, or with
-		// Canceled if the member's answer to its cancellation comes first.
-		var timedOut = err != nil && statCtx.Err() != nil && ctx.Err() == nil
+		// A Stat ended by its timeout fails with DeadlineExceeded (the
+		// member's deadline may pass before statCtx's own), or with Canceled
+		// if the member's answer to its cancellation comes first.
+		var code = status.Code(err)
+		var timedOut = err != nil && ctx.Err() == nil &&
+			(statCtx.Err() != nil || code == codes.DeadlineExceeded || code == codes.Canceled)
 		cancel()
 		if timedOut {
 			continue
