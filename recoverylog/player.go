@@ -182,6 +182,14 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 // reads the other's state so. It returns an error naming the journal and
 // offset of invalid log content, or the context's error.
 func (p *Player) PlayToWriteHead(ctx context.Context, hints *Hints) error {
+	return p.PlayTo(ctx, hints, 0)
+}
+
+// PlayTo is PlayToWriteHead, through log offset end rather than the write
+// head, if end is not zero: the directory then holds the log's files as of
+// end, whatever is written after it. end must be the end of an op (a write
+// head the log had is one), at or after the end of hints.
+func (p *Player) PlayTo(ctx context.Context, hints *Hints, end int64) error {
 	defer p.closeFiles()
 	if entries, err := os.ReadDir(p.dir); err != nil {
 		return fmt.Errorf("playing %s: %w", p.journal, err)
@@ -193,6 +201,12 @@ func (p *Player) PlayToWriteHead(ctx context.Context, hints *Hints) error {
 		if err := p.playHints(ctx, hints); err != nil {
 			return err
 		}
+	}
+	if end != 0 {
+		if next := p.fsm.NextOffset(); next > end {
+			return fmt.Errorf("playing %s: hints end at offset %d, after the end %d to play to", p.journal, next, end)
+		}
+		return p.read(ctx, p.fsm.NextOffset(), end, true)
 	}
 	if err := p.read(ctx, p.fsm.NextOffset(), 0, false); !errors.Is(err, client.ErrOffsetNotYetAvailable) {
 		if err == nil {

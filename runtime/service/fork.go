@@ -85,10 +85,18 @@ func (s *shard) fork(dir string, store runtime.Store, forker runtime.Forker, fro
 			slog.Warn("removing the directory of a fork", "shard", spec.Id, "dir", dir, "err", err)
 		}
 	}()
+	// Through the log's write head as it is now, not chasing the head while
+	// the parent writes on: what a fork needs was written by the parent's
+	// split, committed before (or the parent has not split yet, and the
+	// fork is played again later).
+	head, err := source.WriteHead(s.ctx, s.svc.cfg.Journals, log)
+	if err != nil {
+		return fmt.Errorf("shard %s: recovery log of shard %s to fork from: %w", spec.Id, from, err)
+	}
 	var started = time.Now()
 	var player = recoverylog.NewPlayer(s.svc.cfg.Journals, log, dir, s.author())
 	player.DoNotProxy = s.svc.cfg.DirectFragmentReads
-	if err = player.PlayToWriteHead(s.ctx, all[0]); err != nil {
+	if err = player.PlayTo(s.ctx, all[0], head); err != nil {
 		return fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
 	}
 	if err = forker.Fork(s, store, dir); err != nil {
