@@ -55,7 +55,8 @@ type result struct {
 	minDuring                         float64 // Lowest events a second over 1 s during the split.
 	readBefore, readDuring            float64 // Messages read a second (gazconsumer_shard_messages_total).
 	memberCPUBefore, memberCPUDuring  float64 // Member's CPU seconds a second.
-	lagSplit, lagEnd                  int64   // Input bytes yet to consume as the split starts and ends.
+	lagSplit                          int64   // Input bytes yet to consume as the split starts (Shard API's Stat).
+	ranOut                            bool    // Whether the ledger had written every event before the rate after was taken.
 	published                         float64 // Messages a second the load was published at.
 	eventBytes                        float64 // Bytes of an event, as measured.
 
@@ -261,9 +262,6 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		}
 		r.forkRead[q], r.forkTook[q] = logs[q].forked, logs[q].forkTook
 	}
-	if r.lagEnd, err = follower.lag(ctx); err != nil {
-		return nil, err
-	}
 	if err = sleep(ctx, c.before); err != nil {
 		return nil, err
 	}
@@ -284,6 +282,9 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		return nil, err
 	}
 	r.eventBytes = float64(events) / float64(c.messages)
+	if last, _, ok := s.around(afterEnd, afterEnd); ok && last.events >= events {
+		r.ranOut = true
+	}
 	s.close()
 
 	var checkOut = filepath.Join(dir, "check.out")

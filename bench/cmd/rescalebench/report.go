@@ -30,9 +30,9 @@ func (r *result) print() {
 		fmt.Printf("  child  %s: PRIMARY %6.2fs after the command's start (%.2fs after its spec's creation); its fork read %s in %.2fs\n",
 			q, r.serve[q].Seconds(), r.serveCreate[q].Seconds(), mib(r.forkRead[q]), r.forkTook[q].Seconds())
 	}
-	fmt.Printf("  split: the command ran %.2fs; input yet to consume %s as it started, %s as it ended\n", r.split.Seconds(), mib(r.lagSplit), mib(r.lagEnd))
-	if r.lagEnd == 0 {
-		fmt.Println("  (the backlog ran out during the split: the rate during it is the load's, a lower bound of the consumer's; use more -messages)")
+	fmt.Printf("  split: the command ran %.2fs; input yet to consume %s as it started\n", r.split.Seconds(), mib(r.lagSplit))
+	if r.ranOut {
+		fmt.Println("  (the backlog ran out before the rate after the split was taken: the rates during and after it may be the load's, lower bounds of the consumer's; use more -messages)")
 	}
 	fmt.Printf("  consumption (events/s): before %.0f, during %.0f (lowest over 1s %.0f), after %.0f; messages read/s (metric): before %.0f, during %.0f; load published at %.0f/s\n",
 		r.rateBefore, r.rateDuring, r.minDuring, r.rateAfter, r.readBefore, r.readDuring, r.published)
@@ -82,7 +82,6 @@ func summarize(rs []*result) {
 	row("ledger member CPU before the split", col(func(r *result) float64 { return r.memberCPUBefore }), "s/s")
 	row("ledger member CPU during the split", col(func(r *result) float64 { return r.memberCPUDuring }), "s/s")
 	row("input yet to consume as the split starts", col(func(r *result) float64 { return float64(r.lagSplit) / (1 << 20) }), "MiB")
-	row("input yet to consume as the split ends", col(func(r *result) float64 { return float64(r.lagEnd) / (1 << 20) }), "MiB")
 
 	fmt.Println("\ngoals (issue 27), of the worst child of each repetition:")
 	var serve = col(func(r *result) float64 { s, _, _ := r.ratios(); return s })
