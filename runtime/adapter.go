@@ -322,7 +322,7 @@ type Adapter[H any, T Txner] struct {
 	journals PartitionLister // Nil in tests that list none.
 	families families        // Listings of the families read.
 	guards   sync.Map        // Of each shard id, its *partitionGuard.
-	firedAt  sync.Map        // Of each Store, the time.Time through which it fired what fell due.
+	firedAt  sync.Map        // Of each shard id, the firedMark of its store.
 }
 
 var (

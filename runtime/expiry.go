@@ -83,15 +83,23 @@ func (a *Adapter[H, T]) keepsTime() bool { return len(a.c.Expiring) != 0 || len(
 // time is due at it. Scans of the index begin there, rather than seek past
 // the deletions of all that fired before (in RocksDB, tombstones until
 // compactions drop them).
-func (a *Adapter[H, T]) fired(store Store) time.Time {
-	if v, ok := a.firedAt.Load(store); ok {
-		return v.(time.Time)
+func (a *Adapter[H, T]) fired(shard Shard, store Store) time.Time {
+	if v, ok := a.firedAt.Load(shard.Spec().Id); ok && v.(firedMark).store == store {
+		return v.(firedMark).at
 	}
 	return time.Time{}
 }
 
+// firedMark is the time through which a store fired what fell due. The
+// marks are kept by shard id, and hold only the last store of each: that of
+// a store a shard no longer uses is of no use.
+type firedMark struct {
+	store Store
+	at    time.Time
+}
+
 // Due returns the earliest time something of the store falls due.
-func (a *Adapter[H, T]) Due(_ Shard, store Store) (time.Time, bool, error) {
+func (a *Adapter[H, T]) Due(shard Shard, store Store) (time.Time, bool, error) {
 	var kvs, ok = store.(KVStore)
 	if !a.keepsTime() || !ok {
 		return time.Time{}, false, nil
@@ -99,7 +107,7 @@ func (a *Adapter[H, T]) Due(_ Shard, store Store) (time.Time, bool, error) {
 	var at time.Time
 	var found bool
 	var perr error
-	if err := kvs.KV().Scan(due.From(a.fired(store)), due.End(), func(key, _ []byte) bool {
+	if err := kvs.KV().Scan(due.From(a.fired(shard, store)), due.End(), func(key, _ []byte) bool {
 		at, _, _, perr = due.ParseKey(key)
 		found = perr == nil
 		return false
@@ -129,11 +137,11 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 	}
 	var kv = store.(KVStore).KV()
 	var _, end = due.Through(now)
-	var start = due.From(a.fired(store))
+	var start = due.From(a.fired(shard, store))
 	var fired int
 	defer func() {
-		if err == nil && now.After(a.fired(store)) {
-			a.firedAt.Store(store, now)
+		if err == nil && now.After(a.fired(shard, store)) {
+			a.firedAt.Store(shard.Spec().Id, firedMark{store, now})
 		}
 	}()
 	for {
