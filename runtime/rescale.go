@@ -195,6 +195,8 @@ func (a *Adapter[H, T]) rescalable() error {
 	}
 	if len(a.c.Tables) == 0 {
 		return fmt.Errorf("consumer %s can't be rescaled: it was generated without the ownership of its tables' rows (regenerate it)", a.c.Name)
+	} else if len(a.c.Expiring) != 0 || len(a.c.Timers) != 0 {
+		return fmt.Errorf("consumer %s can't be rescaled: its rows that expire (ttl) and its timers are kept in an index of what falls due, which a rescale does not split by key", a.c.Name)
 	}
 	for _, t := range a.c.Tables {
 		if t.PartitionKey == nil {

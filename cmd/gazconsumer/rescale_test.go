@@ -90,6 +90,11 @@ func TestRescalePlan(t *testing.T) {
 			[3]string{"ledger.proto", "rescalable: true", "rescalable: false"}),
 			rescaleFlags{consumers: []string{"Ledger"}},
 			"consumer gazconsumer.example.bank.v1.Ledger can't be rescaled: gazconsumer/example/bank/v1/ledger.proto:"},
+		{"rows that expire", bankProtos(t, grow,
+			[3]string{"ledger.proto", `key: [{field: "customer_id"}]`, `key: [{field: "customer_id"}], ttl: "720h"`},
+			[3]string{"ledger.proto", "rescalable: true", "rescalable: false"}),
+			rescaleFlags{consumers: []string{"Ledger"}},
+			`consumer gazconsumer.example.bank.v1.Ledger can't be rescaled: table CustomerActivity (gazconsumer/example/bank/v1/ledger.proto:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var _, _, err = plan(t, tc.dir, tc.flags)

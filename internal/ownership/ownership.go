@@ -71,6 +71,9 @@ type Table struct {
 	// index in Key of the key field of its name and type, or is nil if
 	// Unowned is not.
 	Owner []int
+	// TTL is the table's option ttl: how long its rows live, if they
+	// expire.
+	TTL string
 	// Unowned tells, positioned at the table's entry in the consumer's
 	// option tables, why the table's rows have no owner: naming the
 	// table, and the partition key field its key lacks. Nil if Owner is
@@ -228,7 +231,7 @@ func (c *Consumer) table(files Resolver, i int, name string) (Table, error) {
 	if opts.GetTable() == nil {
 		return Table{}, protopos.Errorf(at, "table %q of consumer %s: message %s has no (gazconsumer.v1.message).table option", name, c.Service.Name(), m.FullName())
 	}
-	t := Table{Message: m, Name: opts.GetTable().GetName()}
+	t := Table{Message: m, Name: opts.GetTable().GetName(), TTL: opts.GetTable().GetTtl()}
 	if t.Name == "" {
 		t.Name = string(m.FullName())
 	}
