@@ -98,27 +98,37 @@ func (a *Adapter[H, T]) guardPartitions(shard Shard, store Store, kv KV) (*parti
 		current.Families[in.Name] = len(journals)
 	}
 
-	var b, found, err = kv.Get([]byte(PartitioningKey))
+	var built, found, err = readPartitioning(kv)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("shard %s: reading the partitioning its state was built under: %w", id, err)
+		return nil, fmt.Errorf("shard %s: %w", id, err)
 	case found:
-		if err = json.Unmarshal(b, &g.built); err != nil {
-			return nil, fmt.Errorf("shard %s: decoding the partitioning its state was built under (%q): %w", id, b, err)
-		}
-		if g.built.Mapping != MappingVersion {
+		if g.built = built; g.built.Mapping != MappingVersion {
 			return nil, fmt.Errorf("shard %s: %w: its state was built under version %d of the mapping of partition keys, this build maps by version %d", id, ErrRepartitioned, g.built.Mapping, MappingVersion)
 		}
 	default:
 		g.built = current
-		if b, err = json.Marshal(g.built); err != nil {
-			return nil, fmt.Errorf("shard %s: encoding its partitioning: %w", id, err)
-		} else if err = kv.Put([]byte(PartitioningKey), b); err != nil {
-			return nil, fmt.Errorf("shard %s: recording the partitioning its state is built under: %w", id, err)
+		if err = g.putRecord(kv, id); err != nil {
+			return nil, err
 		}
 	}
 	a.guards.Store(id, g)
 	return g, nil
+}
+
+// readPartitioning returns the partitioning recorded in r (a shard's state),
+// and whether there is one.
+func readPartitioning(r Reader) (Partitioning, bool, error) {
+	var rec Partitioning
+	var b, found, err = r.Get([]byte(PartitioningKey))
+	if err != nil {
+		return rec, false, fmt.Errorf("reading the partitioning its state was built under: %w", err)
+	} else if !found {
+		return rec, false, nil
+	} else if err = json.Unmarshal(b, &rec); err != nil {
+		return rec, false, fmt.Errorf("decoding the partitioning its state was built under (%q): %w", b, err)
+	}
+	return rec, true, nil
 }
 
 // check fails if a family the shard reads has other than the partitions its

@@ -313,9 +313,9 @@ func (a *Adapter[H, T]) NeedsFork(shard Shard, store Store) (bool, error) {
 	if !ok || a.c.NewTxn == nil {
 		return false, fmt.Errorf("shard %s: consumer %s has no tables: its shards can't be forked", shard.Spec().Id, a.c.Name)
 	}
-	var _, found, err = kvs.KV().Get([]byte(PartitioningKey))
+	var _, found, err = readPartitioning(kvs.KV())
 	if err != nil {
-		return false, fmt.Errorf("shard %s: reading its partitioning: %w", shard.Spec().Id, err)
+		return false, fmt.Errorf("shard %s: %w", shard.Spec().Id, err)
 	}
 	return !found, nil
 }
@@ -357,26 +357,24 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
 	}
 	var kv = kvs.KV()
 
-	var pb_, found, gerr = parent.Get([]byte(PartitioningKey))
-	var parentRec Partitioning
+	var parentRec, found, gerr = readPartitioning(parent)
 	switch {
 	case gerr != nil:
-		return fmt.Errorf("shard %s: reading the partitioning of shard %s: %w", spec.Id, from, gerr)
+		return fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, gerr)
 	case !found:
 		return fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
-	}
-	if err = json.Unmarshal(pb_, &parentRec); err != nil {
-		return fmt.Errorf("shard %s: decoding the partitioning of shard %s (%q): %w", spec.Id, from, pb_, err)
-	} else if parentRec.Owns == nil || parentRec.Owns.Of != m {
-		return fmt.Errorf("shard %s: %w: shard %s's state is as of %s", spec.Id, ErrParentNotSplit, from, pb_)
-	} else if !parentRec.Handoff {
+	case parentRec.Owns == nil || parentRec.Owns.Of != m:
+		return fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
+	case !parentRec.Handoff:
 		return fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
 	}
 	cpb, found, gerr := parent.Get([]byte(ForkCheckpointKey))
 	var cp pc.Checkpoint
-	if gerr != nil || !found {
-		return fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from (found %t): %v", spec.Id, from, found, gerr)
+	if gerr != nil {
+		return fmt.Errorf("shard %s: reading the checkpoint of shard %s's split: %w", spec.Id, from, gerr)
+	} else if !found {
+		return fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from", spec.Id, from)
 	} else if err = cp.Unmarshal(cpb); err != nil {
 		return fmt.Errorf("shard %s: decoding the checkpoint of shard %s's split: %w", spec.Id, from, err)
 	}
@@ -455,13 +453,9 @@ func (a *Adapter[H, T]) Inherited(shard Shard, store Store) ([]pb.Journal, error
 	if !ok || a.c.NewTxn == nil {
 		return nil, nil
 	}
-	var b, found, err = kvs.KV().Get([]byte(PartitioningKey))
-	if err != nil || !found {
-		return nil, err
-	}
-	var rec Partitioning
-	if err = json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("shard %s: decoding the partitioning its state was built under (%q): %w", shard.Spec().Id, b, err)
+	var rec, _, err = readPartitioning(kvs.KV())
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", shard.Spec().Id, err)
 	}
 	return rec.Inherited, nil
 }

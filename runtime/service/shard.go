@@ -53,9 +53,10 @@ type shard struct {
 	servingCh  chan struct{}           // Closed once serving is first set.
 	promotedCh chan struct{}           // Closed once the replica is the primary.
 	promoted   bool
-	// nudge receives when the spec's rescale label changes: the primary
-	// then begins a transaction even if it has nothing to read, in which
-	// its application acts on it (see runtime.LabelSplitTo).
+	// nudge receives as the primary starts, and when the spec's rescale
+	// label changes: the primary then begins a transaction even if it has
+	// nothing to read, in which its application acts on its spec (see
+	// runtime.LabelSplitTo).
 	nudge chan struct{}
 	// hintsNow asks for hints to be stored now, not at the next tick.
 	hintsNow chan struct{}
