@@ -294,7 +294,8 @@ type Consumer[H any, T Txner] struct {
 	// FinalizeTxn is the handler's method of that name.
 	FinalizeTxn func(H, T) error
 	// Tables tell the partition key of the rows of each of the consumer's
-	// tables, by which a rescale splits its shards' state.
+	// tables, and of each of its types of timers (whose schemas are
+	// tables'), by which a rescale splits its shards' state.
 	Tables []TableOwnership
 	// OnFailure is the failure policy of the consumer's handlers, but for
 	// those of Inputs with policies of their own.

@@ -1,7 +1,8 @@
 package runtime
 
-// TableOwnership tells, for one table of a consumer, the partition key of
-// each of its rows: the key its row would be published under, were it a
+// TableOwnership tells, for one table of a consumer (or one type of its
+// timers, whose schema is a table's), the partition key of each of its
+// rows: the key its row would be published under, were it a
 // journal message of the consumer's sources. A consumer's state is split
 // between the shards of a rescaled consumer by it (see Split): a row belongs
 // to the shard of the partition its partition key maps to.

@@ -16,6 +16,7 @@ import (
 	"go.gazette.dev/core/message"
 
 	"github.com/gazconsumer/gazconsumer/keyenc"
+	"github.com/gazconsumer/gazconsumer/runtime/due"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 )
 
@@ -23,9 +24,10 @@ import (
 // reads to M (a multiple of n), while it runs (`gazconsumer rescale`):
 //
 //  1. Its shards are labeled LabelSplitTo=M. At the end of its next
-//     transaction, each shard p splits its state: it moves the rows it
-//     no longer owns (whose partition keys map elsewhere among M
-//     partitions) to a hand-off area of its store, records that it owns
+//     transaction, each shard p splits its state: it moves the rows and
+//     timers it no longer owns (whose partition keys map elsewhere among M
+//     partitions), with their entries of the index of what falls due, to a
+//     hand-off area of its store, records that it owns
 //     index p of M, and marks its checkpoint (ForkCheckpointKey). From the
 //     next transaction on, it applies only the messages it owns.
 //  2. The families get their new journals; producers switch to them as
@@ -166,9 +168,15 @@ func (g *partitionGuard) putRecord(kv KV, id pc.ShardID) error {
 	return nil
 }
 
-// ownerOf returns the owner of the row stored under key among of
-// partitions, by the ownership of its table.
-func (a *Adapter[H, T]) ownerOf(key []byte, of int, buf *[]byte) (int, error) {
+// ownerOf returns the owner of what is stored under key stored among of
+// partitions: of a row or a timer, by the ownership of its table or
+// timers; of an entry of the index of what falls due or an expiry record,
+// that of its subject (see subjectOf).
+func (a *Adapter[H, T]) ownerOf(stored []byte, of int, buf *[]byte) (int, error) {
+	var key, err = subjectOf(stored)
+	if err != nil {
+		return 0, err
+	}
 	for i := range a.c.Tables {
 		var t = &a.c.Tables[i]
 		if bytes.Compare(key, t.Start) < 0 || bytes.Compare(key, t.End) >= 0 {
@@ -183,7 +191,38 @@ func (a *Adapter[H, T]) ownerOf(key []byte, of int, buf *[]byte) (int, error) {
 		*buf = pk
 		return partition.Index(pk, of), nil
 	}
-	return 0, fmt.Errorf("key %x is of no table of the consumer", key)
+	return 0, fmt.Errorf("key %x is of no table or timer of the consumer", key)
+}
+
+// subjectOf returns the store key of the row or timer that key concerns:
+// key itself, or the subject of an entry of the index of what falls due
+// (due.Prefix) or of an expiry record (due.ExpiryPrefix). So an entry and a
+// record go wherever their row or timer goes in a split.
+func subjectOf(key []byte) ([]byte, error) {
+	switch {
+	case bytes.HasPrefix(key, []byte(due.Prefix)):
+		var _, _, subject, err = due.ParseKey(key)
+		return subject, err
+	case bytes.HasPrefix(key, []byte(due.ExpiryPrefix)):
+		return key[len(due.ExpiryPrefix):], nil
+	}
+	return key, nil
+}
+
+// splitRanges returns the ranges of store keys a split divides between the
+// shards: those of each table and of each type of timer (a.c.Tables lists
+// both), and, of a consumer that keeps time, the index of what falls due and
+// the expiry records.
+func (a *Adapter[H, T]) splitRanges() [][2][]byte {
+	var out [][2][]byte
+	for _, t := range a.c.Tables {
+		out = append(out, [2][]byte{t.Start, t.End})
+	}
+	if a.keepsTime() {
+		out = append(out, [2][]byte{[]byte(due.Prefix), due.End()},
+			[2][]byte{[]byte(due.ExpiryPrefix), keyenc.PrefixEnd([]byte(due.ExpiryPrefix))})
+	}
+	return out
 }
 
 // rescalable fails if the consumer's state can't be split by key.
@@ -195,8 +234,11 @@ func (a *Adapter[H, T]) rescalable() error {
 	}
 	if len(a.c.Tables) == 0 {
 		return fmt.Errorf("consumer %s can't be rescaled: it was generated without the ownership of its tables' rows (regenerate it)", a.c.Name)
-	} else if len(a.c.Expiring) != 0 || len(a.c.Timers) != 0 {
-		return fmt.Errorf("consumer %s can't be rescaled: its rows that expire (ttl) and its timers are kept in an index of what falls due, which a rescale does not split by key", a.c.Name)
+	}
+	for _, tm := range a.c.Timers {
+		if !slices.ContainsFunc(a.c.Tables, func(t TableOwnership) bool { return bytes.Equal(t.Start, tm.Start) }) {
+			return fmt.Errorf("consumer %s can't be rescaled: it was generated without the ownership of its timers %s (regenerate it)", a.c.Name, tm.Name)
+		}
 	}
 	for _, t := range a.c.Tables {
 		if t.PartitionKey == nil {
@@ -237,13 +279,15 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 		return err
 	}
 
-	// The rows of every other partition move to the hand-off area.
+	// The rows and timers of every other partition move to the hand-off
+	// area, with their entries of the index of what falls due and their
+	// expiry records: each falls due on the shard owning its key.
 	type row struct{ key, value []byte }
 	var moved []row
 	var buf []byte
-	for _, t := range a.c.Tables {
+	for _, r := range a.splitRanges() {
 		var serr error
-		if err = kv.Scan(t.Start, t.End, func(key, value []byte) bool {
+		if err = kv.Scan(r[0], r[1], func(key, value []byte) bool {
 			var owner int
 			if owner, serr = a.ownerOf(key, m, &buf); serr != nil {
 				return false
@@ -255,7 +299,7 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 			err = serr
 		}
 		if err != nil {
-			return fmt.Errorf("shard %s: splitting table %s: %w", spec.Id, t.Name, err)
+			return fmt.Errorf("shard %s: splitting its state: %w", spec.Id, err)
 		}
 	}
 	for _, r := range moved {
@@ -390,6 +434,9 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
 	if err != nil {
 		return err
 	}
+	// Rows, timers, entries of the index of what falls due and expiry
+	// records alike: an entry keeps its time, so what fell due during the
+	// fork fires as the shard serves.
 	var kept, buf = 0, []byte(nil)
 	var start = []byte(HandoffPrefix)
 	var serr error

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -18,15 +20,47 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/keyenc"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/due"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/store/mem"
 )
 
 // tallyHandler sums the cents of orders by customer, under the customer's
-// name, in table "sums" (keys beginning with "c").
-type tallyHandler struct{}
+// name, in table "sums" (keys beginning with "c"). Each order also writes
+// the customer's row of table "seen" ("s" and the name), which expires
+// (ttl), and sets the customer's timer ("t" and the name), in place of any:
+// both hold the order's offset, and what fires or expires is logged.
+type tallyHandler struct{ log *timeLog }
 
-func (tallyHandler) OnOrder(tx *counterTxn, msg *order) error {
+// timeLog logs what a tallyHandler's timers and expiring rows do, by the
+// offset of the order that set them.
+type timeLog struct {
+	ttl, delay time.Duration
+	set        map[uint64]string // The customer of each order.
+	replaced   [2]map[uint64]bool
+	fired      [2]map[uint64][]pc.ShardID
+	owns       map[pc.ShardID]runtime.Ownership // Of each shard, as the test knows it.
+}
+
+// Kinds of timeLog's maps.
+const (
+	logTimer = iota
+	logExpiry
+)
+
+func newTimeLog(rng *rand.Rand) *timeLog {
+	var l = &timeLog{
+		ttl:   time.Duration(1+rng.IntN(20)) * time.Second,
+		delay: time.Duration(1+rng.IntN(20)) * time.Second,
+		set:   map[uint64]string{}, owns: map[pc.ShardID]runtime.Ownership{},
+	}
+	for i := range 2 {
+		l.replaced[i], l.fired[i] = map[uint64]bool{}, map[uint64][]pc.ShardID{}
+	}
+	return l
+}
+
+func (h tallyHandler) OnOrder(tx *counterTxn, msg *order) error {
 	var v, _, err = tx.kv.Get([]byte(msg.Customer))
 	if err != nil {
 		return err
@@ -35,7 +69,60 @@ func (tallyHandler) OnOrder(tx *counterTxn, msg *order) error {
 	if len(v) == 8 {
 		sum += int64(binary.BigEndian.Uint64(v))
 	}
-	return tx.kv.Put([]byte(msg.Customer), binary.BigEndian.AppendUint64(nil, uint64(sum)))
+	if err = tx.kv.Put([]byte(msg.Customer), binary.BigEndian.AppendUint64(nil, uint64(sum))); err != nil || h.log == nil {
+		return err
+	}
+	var id = uint64(tx.Envelope.End)
+	h.log.set[id] = msg.Customer
+	for kind, k := range []string{"t" + msg.Customer, "s" + msg.Customer} {
+		if v, found, err := tx.kv.Get([]byte(k)); err != nil {
+			return err
+		} else if found {
+			h.log.replaced[kind][binary.BigEndian.Uint64(v)] = true
+		}
+		if err = tx.kv.Put([]byte(k), binary.BigEndian.AppendUint64(nil, id)); err != nil {
+			return err
+		}
+		var at, dk = tx.Now().Add(h.log.delay), due.Timer
+		if kind == logExpiry {
+			at, dk = tx.Now().Add(h.log.ttl), due.Expiry
+		}
+		if err = scheduleAt(tx.kv, []byte(k), at, dk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scheduleAt has store key k fall due at at, in place of when it was to, as
+// package runtime/table does.
+func scheduleAt(kv runtime.KV, k []byte, at time.Time, kind due.Kind) error {
+	var record = due.AppendExpiryKey(nil, k)
+	if v, found, err := kv.Get(record); err != nil {
+		return err
+	} else if found {
+		var was, err = due.ParseTime(v)
+		if err == nil {
+			err = kv.Delete(due.AppendKey(nil, was, kind, k))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := kv.Put(due.AppendKey(nil, at, kind, k), nil); err != nil {
+		return err
+	}
+	return kv.Put(record, due.AppendTime(nil, at))
+}
+
+// fired logs a firing of kind, of the timer or row of key and value.
+func (h tallyHandler) fired(kind int, tx *counterTxn, key, value []byte) error {
+	var id = tx.Shard.Spec().Id
+	h.log.fired[kind][binary.BigEndian.Uint64(value)] = append(h.log.fired[kind][binary.BigEndian.Uint64(value)], id)
+	if own := h.log.owns[id]; partition.Index(key[1:], own.Of) != own.Index {
+		return fmt.Errorf("shard %s (owning %d of %d) fired %q, of partition %d", id, own.Index, own.Of, key, partition.Index(key[1:], own.Of))
+	}
+	return nil
 }
 
 func (tallyHandler) FinalizeTxn(*counterTxn) error { return nil }
@@ -48,7 +135,21 @@ var tally = &runtime.Consumer[tallyHandler, *counterTxn]{
 	Tables: []runtime.TableOwnership{{
 		Name: "sums", Start: []byte("c"), End: []byte("d"),
 		PartitionKey: func(b, key []byte) ([]byte, error) { return append(b, key...), nil },
+	}, {
+		Name: "seen", Start: []byte("s"), End: []byte("t"),
+		PartitionKey: func(b, key []byte) ([]byte, error) { return append(b, key[1:]...), nil },
+	}, {
+		Name: "timer:t", Start: []byte("t"), End: []byte("u"),
+		PartitionKey: func(b, key []byte) ([]byte, error) { return append(b, key[1:]...), nil },
 	}},
+	Expiring: []runtime.Expiring[tallyHandler, *counterTxn]{{Table: "seen", Start: []byte("s"), End: []byte("t"),
+		Expire: func(h tallyHandler, tx *counterTxn, key, value []byte) error {
+			return h.fired(logExpiry, tx, key, value)
+		}}},
+	Timers: []runtime.Timing[tallyHandler, *counterTxn]{{Name: "timer:t", Start: []byte("t"), End: []byte("u"),
+		Fire: func(h tallyHandler, tx *counterTxn, key, value []byte) error {
+			return h.fired(logTimer, tx, key, value)
+		}}},
 }
 
 // rescaleShard is a Shard of a spec a test changes.
@@ -138,6 +239,8 @@ type forkShard struct {
 func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	var family = &orderFamily{n: n}
 	var want = map[string]int64{}
+	var log = newTimeLog(rng)
+	var now = time.Unix(1_000_000_000, 0)
 	var customers = 5 + rng.IntN(60)
 	// msgs returns count orders of keys mapping to partition p: of the
 	// customers, or of the first names after them if none of them maps
@@ -164,6 +267,12 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		if err := bf.BeginTxn(s.sh, s.store); err != nil {
 			t.Fatal(err)
 		}
+		// Each transaction begins a second after the last, and fires what
+		// fell due by then.
+		now = now.Add(time.Second)
+		if _, err := s.app.(runtime.Timekeeper).Fire(s.sh, s.store, now, nil); err != nil {
+			t.Fatal(err)
+		}
 		for _, msg := range msgs {
 			offset += 10
 			var env = message.Envelope{Journal: &pb.JournalSpec{Name: j, LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")},
@@ -183,14 +292,16 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			t.Fatal(err)
 		}
 	}
-	var open = func(id string, own pb.Journal, parent *forkShard) *forkShard {
+	var open = func(index int, own pb.Journal, parent *forkShard) *forkShard {
+		var id = fmt.Sprintf("s-%02d", index)
+		log.owns[pc.ShardID(id)] = runtime.Ownership{Index: index, Of: family.n}
 		var s = &forkShard{sh: &rescaleShard{spec: pc.ShardSpec{Id: pc.ShardID(id)}}, db: mem.NewDB(), own: own}
 		var parentDB *mem.DB
 		if parent != nil {
 			parentDB = parent.db
 		}
 		s.sh.spec.Sources = []pc.ShardSpec_Source{{Journal: own}}
-		var a, err = runtime.NewAdapter(tally, tallyHandler{}, snapshotOpener{s.db, parentDB}, family)
+		var a, err = runtime.NewAdapter(tally, tallyHandler{log}, snapshotOpener{s.db, parentDB}, family)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +318,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 
 	var shards []*forkShard
 	for p := range n {
-		shards = append(shards, open(fmt.Sprintf("s-%02d", p), family.journal(p), nil))
+		shards = append(shards, open(p, family.journal(p), nil))
 	}
 	for _, k := range factors {
 		var n = len(shards)
@@ -221,6 +332,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			// message, then splits.
 			s.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
 			feed(s, p, 20)
+			log.owns[s.sh.spec.Id] = runtime.Ownership{Index: p, Of: m}
 			splitAt = append(splitAt, offset)
 			// Then producers on the old count go on writing to the
 			// parent's journal: the parent applies those it owns.
@@ -237,7 +349,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		for q := n; q < m; q++ {
 			var p = q % n
 			var parent = shards[p]
-			var child = open(fmt.Sprintf("s-%02d", q), family.journal(q), parent)
+			var child = open(q, family.journal(q), parent)
 			child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
 			child.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.sh.spec.Id.String())
 			if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || !need {
@@ -278,6 +390,37 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			}
 		}
 		shards = append(shards, children...)
+	}
+
+	// Once everything fell due, every timer and row that expires not
+	// replaced before it did has fired, once, on the shard owning its key
+	// as it fired (which the handler checks), and the others never did.
+	now = now.Add(time.Hour)
+	for _, s := range shards {
+		apply(s, s.own, nil)
+		if err := s.db.Snapshot().Scan([]byte("\x01gazconsumer/"), []byte("\x01gazconsumer0"), func(key, _ []byte) bool {
+			if !bytes.HasPrefix(key, []byte(runtime.PartitioningKey)) {
+				t.Errorf("shard %s keeps %q after everything fell due", s.sh.spec.Id, key)
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, customer := range log.set {
+		for kind, what := range []string{"timer", "expiry"} {
+			var fired = log.fired[kind][id]
+			if log.replaced[kind][id] && len(fired) != 0 {
+				t.Errorf("the %s of order %d (%s) was replaced, but fired on %v", what, id, customer, fired)
+			} else if !log.replaced[kind][id] && len(fired) != 1 {
+				t.Errorf("the %s of order %d (%s) fired on %v, want once", what, id, customer, fired)
+			}
+		}
+	}
+	for kind := range log.fired {
+		if len(log.fired[kind]) == 0 {
+			t.Errorf("nothing of kind %d fired", kind)
+		}
 	}
 
 	var all = map[string]int64{}
