@@ -595,11 +595,11 @@ type shard struct {
 
 var _ runtime.Shard = (*shard)(nil)
 
-// defaultRingBufferSize is the Sequencer's ring, as runtime/service's.
+// defaultRingBufferSize is the Sequencer's ring, as runtime/replica's.
 const defaultRingBufferSize = 8192
 
 // start opens the shard's store, restores its checkpoint, and readies the
-// pipeline of its transactions, as runtime/service does for a primary.
+// pipeline of its transactions, as runtime/replica does for a primary.
 func (h *Harness) start() (*shard, error) {
 	var s = &shard{h: h, readers: make(map[pb.Journal]*reader)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

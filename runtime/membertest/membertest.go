@@ -22,6 +22,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/devstack"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
+	"github.com/gazconsumer/gazconsumer/runtime/replica"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
@@ -115,21 +116,23 @@ func (c *Cluster) Start(id string) (*Member, error) {
 		c.Services(services)
 	}
 	var svc, err = service.New(service.Config{
-		App:                 c.App,
-		Services:            services,
-		Etcd:                c.Stack.Etcd(),
-		Prefix:              c.Prefix,
-		Journals:            c.Stack.Journals(),
-		ID:                  id,
-		LeaseTTL:            orDefault(c.LeaseTTL, 3*time.Second),
-		StateDir:            dir,
-		HintsInterval:       orDefault(c.HintsInterval, 200*time.Millisecond),
-		DirectFragmentReads: c.DirectFragmentReads,
-		Verifier:            c.Verifier,
-		Authorizer:          c.Authorizer,
-		ServerTLS:           cloneTLS(c.ServerTLS),
-		PeerTLS:             cloneTLS(c.PeerTLS),
-		ReadyIgnoresFailed:  c.ReadyIgnoresFailed,
+		App:      c.App,
+		Services: services,
+		Etcd:     c.Stack.Etcd(),
+		Prefix:   c.Prefix,
+		Journals: c.Stack.Journals(),
+		ID:       id,
+		LeaseTTL: orDefault(c.LeaseTTL, 3*time.Second),
+		Replicas: replica.Config{
+			StateDir:            dir,
+			HintsInterval:       orDefault(c.HintsInterval, 200*time.Millisecond),
+			DirectFragmentReads: c.DirectFragmentReads,
+		},
+		Verifier:           c.Verifier,
+		Authorizer:         c.Authorizer,
+		ServerTLS:          cloneTLS(c.ServerTLS),
+		PeerTLS:            cloneTLS(c.PeerTLS),
+		ReadyIgnoresFailed: c.ReadyIgnoresFailed,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting member %s: %w", id, err)

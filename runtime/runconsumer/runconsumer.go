@@ -35,6 +35,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
+	"github.com/gazconsumer/gazconsumer/runtime/replica"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/store/rocks/membudget"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -392,24 +393,25 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		return fmt.Errorf("building the application: %w", err)
 	}
 	svc, err := service.New(service.Config{
-		App:                app,
-		Services:           services,
-		Etcd:               etcd,
-		Prefix:             f.EtcdPrefix,
-		Journals:           journals,
-		Zone:               f.Zone,
-		ID:                 f.ID,
-		Host:               f.Host,
-		Port:               f.Port,
-		ShardLimit:         uint32(f.ShardLimit),
-		LeaseTTL:           f.EtcdLeaseTTL,
-		StateDir:           f.StateDir,
+		App:        app,
+		Services:   services,
+		Etcd:       etcd,
+		Prefix:     f.EtcdPrefix,
+		Journals:   journals,
+		Zone:       f.Zone,
+		ID:         f.ID,
+		Host:       f.Host,
+		Port:       f.Port,
+		ShardLimit: uint32(f.ShardLimit),
+		LeaseTTL:   f.EtcdLeaseTTL,
+		Replicas: replica.Config{
+			StateDir:            f.StateDir,
+			DirectFragmentReads: f.FileRoot != "",
+		},
 		ReadyIgnoresFailed: f.ReadyIgnoresFailed,
 		ServerTLS:          sec.server,
 		PeerTLS:            sec.peer,
 		Verifier:           sec.verifier,
-
-		DirectFragmentReads: f.FileRoot != "",
 	})
 	if err != nil {
 		return err

@@ -1,10 +1,11 @@
 // Package service runs a gazconsumer application as a member of a consumer
 // group: it announces the process in etcd, takes part in the assignment of
-// shards across members through Gazette's allocator, runs the replicas of
-// the shards assigned to it (as primary, or as hot standby following the
-// recovery log), and hosts on its port the services of the member:
-// Gazette's Shard API (runtime/shardapi), the consumer's queries
-// (runtime/query), the application's own, diagnostics and health.
+// shards across members through Gazette's allocator, starts, updates and
+// stops the replicas of the shards assigned to it (runtime/replica: as
+// primary, or as hot standby following the recovery log), and hosts on its
+// port the services of the member: Gazette's Shard API (runtime/shardapi),
+// the consumer's queries (runtime/query), the application's own,
+// diagnostics and health.
 //
 // Shard specs, members and assignments are kept in etcd under the
 // application's prefix exactly as Gazette consumers keep them (see
@@ -74,6 +75,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/query"
+	"github.com/gazconsumer/gazconsumer/runtime/replica"
 	"github.com/gazconsumer/gazconsumer/runtime/shardapi"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -88,7 +90,8 @@ import (
 	"google.golang.org/grpc/reflection"
 )
 
-// Config configures a Service.
+// Config configures a Service: the consumer group it joins, the member it
+// is, the replicas it runs and what it serves on its port.
 type Config struct {
 	// App is the application whose shards the service runs.
 	App runtime.Application
@@ -98,6 +101,7 @@ type Config struct {
 	Prefix string
 	// Journals is a client of the Gazette brokers.
 	Journals pb.RoutedJournalClient
+
 	// Zone and ID of this member; an empty ID is generated.
 	Zone, ID string
 	// Host advertised to other members and clients, and the Port to serve
@@ -108,12 +112,12 @@ type Config struct {
 	ShardLimit uint32
 	// LeaseTTL of the member's etcd lease; zero means 20s.
 	LeaseTTL time.Duration
-	// StateDir holds the local directories of the shards' stores; empty
-	// means a directory under os.TempDir().
-	StateDir string
-	// HintsInterval is how often a primary stores recovery-log hints;
-	// zero means 10s.
-	HintsInterval time.Duration
+
+	// Replicas configures the replicas of the shards the member runs: an
+	// empty StateDir means a directory under os.TempDir(), a zero
+	// HintsInterval 10s.
+	Replicas replica.Config
+
 	// ServerTLS, if set, serves the member's gRPC and HTTP port over TLS
 	// (server.BuildTLSConfig: with a CA, client certificates are required
 	// and verified). PeerTLS is the TLS of the member's own calls to its
@@ -125,6 +129,10 @@ type Config struct {
 	// refused. Nil serves the API to anyone who reaches the port, which
 	// the member logs as it starts.
 	Verifier pb.Verifier
+	// Authorizer authorizes the queries the member proxies to other
+	// members. Nil uses the Verifier, if it is also an Authorizer (as
+	// Gazette's auth.NewKeyedAuth is).
+	Authorizer pb.Authorizer
 	// Queries are the queries services the member serves. Nil serves
 	// those registered for the application's consumer
 	// (query.ServicesOf), if the application names it (generated
@@ -133,15 +141,6 @@ type Config struct {
 	// Partitions lists the partitions that queries' partition keys map
 	// among. Nil watches them through Journals.
 	Partitions runtime.PartitionLister
-	// Authorizer authorizes the queries the member proxies to other
-	// members. Nil uses the Verifier, if it is also an Authorizer (as
-	// Gazette's auth.NewKeyedAuth is).
-	Authorizer pb.Authorizer
-	// DirectFragmentReads has recovery logs played from persisted
-	// fragments read straight from their stores (recoverylog.Player's
-	// DoNotProxy), rather than through the brokers. The process must be
-	// able to open the URLs brokers sign: see Flags.FileRoot.
-	DirectFragmentReads bool
 	// Services are the application's own gRPC services, served on the
 	// member's port and verified by the Verifier (see Registrar). Nil
 	// serves none.
@@ -161,9 +160,11 @@ type Service struct {
 	tasks *task.Group
 	sigCh chan os.Signal
 
+	// host is what the replicas need of the member.
+	host replica.Host
 	// shards are the local replicas, guarded by ks.Mu: the KeySpace
 	// observer that maintains them runs under its write lock.
-	shards map[pc.ShardID]*shard
+	shards map[pc.ShardID]*replica.Replica
 	wg     sync.WaitGroup // Of every shard goroutine.
 	closed bool           // Set once shards may no longer be started.
 
@@ -203,17 +204,17 @@ func New(cfg Config) (*Service, error) {
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = 20 * time.Second
 	}
-	if cfg.StateDir == "" {
-		cfg.StateDir = filepath.Join(os.TempDir(), "gazconsumer", cfg.ID)
+	if cfg.Replicas.StateDir == "" {
+		cfg.Replicas.StateDir = filepath.Join(os.TempDir(), "gazconsumer", cfg.ID)
 	}
-	if cfg.HintsInterval == 0 {
-		cfg.HintsInterval = 10 * time.Second
+	if cfg.Replicas.HintsInterval == 0 {
+		cfg.Replicas.HintsInterval = 10 * time.Second
 	}
 	var spec = &pc.ConsumerSpec{ProcessSpec: pb.ProcessSpec{Id: pb.ProcessSpec_ID{Zone: cfg.Zone, Suffix: cfg.ID}, Endpoint: "http://placeholder:1"}, ShardLimit: cfg.ShardLimit}
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("service: member %s: %w", cfg.ID, err)
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o750); err != nil {
+	if err := os.MkdirAll(cfg.Replicas.StateDir, 0o750); err != nil {
 		return nil, fmt.Errorf("service: creating state directory: %w", err)
 	}
 	var iface = ""
@@ -234,10 +235,11 @@ func New(cfg Config) (*Service, error) {
 		srv:    srv,
 		tasks:  task.NewGroup(context.Background()),
 		sigCh:  make(chan os.Signal, 1),
-		shards: make(map[pc.ShardID]*shard),
+		shards: make(map[pc.ShardID]*replica.Replica),
 
 		joinedCh: make(chan struct{}),
 	}
+	s.host = replica.Host{App: cfg.App, Etcd: cfg.Etcd, Journals: cfg.Journals, KeySpace: s.ks, Member: cfg.ID, Config: cfg.Replicas}
 	s.state = allocator.NewObservedState(s.ks, allocator.MemberKey(s.ks, cfg.Zone, cfg.ID), shardIsConsistent)
 	s.ks.Observers = append(s.ks.Observers, s.updateLocalShards, s.updateHealth)
 	s.ks.WatchApplyDelay = 10 * time.Millisecond
@@ -322,11 +324,11 @@ func (s *Service) Replica(ctx context.Context, id pc.ShardID) (runtime.Committed
 	if !ok {
 		return nil, nil, false
 	}
-	var store = sh.awaitServing(ctx)
+	var store = sh.AwaitServing(ctx)
 	if store == nil {
 		return nil, nil, false
 	}
-	return store, sh.ctx, true
+	return store, sh.Context(), true
 }
 
 // Endpoint at which the service serves the Shard API.
@@ -537,7 +539,7 @@ func (s *Service) stopShards() {
 	s.ks.Mu.Lock()
 	s.closed = true
 	for id, sh := range s.shards {
-		sh.cancel()
+		sh.Cancel()
 		delete(s.shards, id)
 	}
 	s.ks.Mu.Unlock()
@@ -550,7 +552,7 @@ func (s *Service) updateLocalShards() {
 	if s.closed {
 		return
 	}
-	var next = make(map[pc.ShardID]*shard, len(s.state.LocalItems))
+	var next = make(map[pc.ShardID]*replica.Replica, len(s.state.LocalItems))
 	for _, li := range s.state.LocalItems {
 		var asn = li.Assignments[li.Index]
 		var item = li.Item.Decoded.(allocator.Item)
@@ -558,12 +560,12 @@ func (s *Service) updateLocalShards() {
 		var spec = item.ItemValue.(*pc.ShardSpec)
 
 		var sh, ok = s.shards[id]
-		var prior *shard
-		if ok && sh.createRevision() != asn.Raw.CreateRevision && !isPromotion(sh, asn) {
+		var prior *replica.Replica
+		if ok && sh.CreateRevision() != asn.Raw.CreateRevision && !isPromotion(sh, asn) {
 			// The assignment was removed and created anew: start over.
 			ok, prior = false, sh
 		} else if ok {
-			if why := restartReason(sh.Spec(), spec); why != "" {
+			if why := replica.RestartReason(sh.Spec(), spec); why != "" {
 				// The change applies only to a replica starting anew: this
 				// one stops (its writes to the recovery log fenced by the
 				// next), and another starts from the recovery log.
@@ -572,24 +574,26 @@ func (s *Service) updateLocalShards() {
 			}
 		}
 		if !ok {
-			sh = newShard(s, spec, asn)
-			sh.prior = prior
+			sh = replica.New(&s.host, spec, asn, prior)
 			s.wg.Add(1)
-			go sh.serve()
+			go func() {
+				defer s.wg.Done()
+				sh.Serve()
+			}()
 		} else {
 			delete(s.shards, id)
 		}
-		sh.update(spec, asn)
+		sh.Update(spec, asn)
 		next[id] = sh
 	}
 	for _, sh := range s.shards {
-		sh.cancel() // No longer assigned here.
+		sh.Cancel() // No longer assigned here.
 	}
 	s.shards = next
 }
 
 // isPromotion reports whether asn promotes sh's assignment to primary:
 // Gazette's allocator promotes a standby by moving its assignment to slot 0.
-func isPromotion(sh *shard, asn keyspace.KeyValue) bool {
-	return asn.Decoded.(allocator.Assignment).Slot < sh.slot()
+func isPromotion(sh *replica.Replica, asn keyspace.KeyValue) bool {
+	return asn.Decoded.(allocator.Assignment).Slot < sh.Slot()
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/replica"
 	"github.com/gazconsumer/gazconsumer/runtime/shardapi"
 )
 
@@ -38,18 +39,10 @@ func (m apiMember) Replica(id pc.ShardID) (shardapi.Replica, bool) {
 }
 
 // apiReplica is a shard replica as Stat reports it: a shardapi.Replica.
-type apiReplica struct{ *shard }
+type apiReplica struct{ *replica.Replica }
 
 // AwaitServing waits until the replica serves as the primary.
-func (r apiReplica) AwaitServing(ctx context.Context) bool { return r.awaitServing(ctx) != nil }
-
-// Progress returns copies of the offsets read through and published at,
-// and the channel closed at their next change.
-func (r apiReplica) Progress() (readThrough, publishAt pb.Offsets, changed <-chan struct{}) {
-	r.progress.Lock()
-	defer r.progress.Unlock()
-	return r.progress.readThrough.Copy(), r.progress.publishAt.Copy(), r.progress.changed
-}
+func (r apiReplica) AwaitServing(ctx context.Context) bool { return r.Replica.AwaitServing(ctx) != nil }
 
 // Done is closed once the replica stops.
-func (r apiReplica) Done() <-chan struct{} { return r.ctx.Done() }
+func (r apiReplica) Done() <-chan struct{} { return r.Context().Done() }

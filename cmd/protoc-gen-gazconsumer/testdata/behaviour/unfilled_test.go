@@ -20,6 +20,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/devstack"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/replica"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
 	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
@@ -89,7 +90,7 @@ func TestUnfilledHandlerFailsTheShard(t *testing.T) {
 		}
 		svc, err := service.New(service.Config{
 			App: app, Etcd: s.Etcd(), Prefix: "/gazette/consumers/spendcounter", Journals: s.Journals(),
-			ID: id, LeaseTTL: 3 * time.Second, StateDir: stateDir, HintsInterval: 100 * time.Millisecond,
+			ID: id, LeaseTTL: 3 * time.Second, Replicas: replica.Config{StateDir: stateDir, HintsInterval: 100 * time.Millisecond},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package service
+package replica
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"go.gazette.dev/core/allocator"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/keyspace"
 )
 
 // forkRetry bounds the wait between plays of the log of a shard not yet
@@ -27,15 +28,15 @@ const forkRetry = 5 * time.Second
 // directory beside dir, without fencing it, and hands it to the
 // application's Fork. Until the other shard has committed its split, it
 // plays the log again, every few seconds.
-func (s *shard) forkIfNew(dir string, store runtime.Store) error {
+func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	var spec = s.Spec()
 	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
 	if from == "" {
 		return nil
 	}
-	var forker, ok = s.svc.cfg.App.(runtime.Forker)
+	var forker, ok = s.host.App.(runtime.Forker)
 	if !ok {
-		return fmt.Errorf("shard %s: labeled %s=%s, but application %T can't fork shards", spec.Id, runtime.LabelSplitFrom, from, s.svc.cfg.App)
+		return fmt.Errorf("shard %s: labeled %s=%s, but application %T can't fork shards", spec.Id, runtime.LabelSplitFrom, from, s.host.App)
 	}
 	if need, err := forker.NeedsFork(s, store); err != nil || !need {
 		return err
@@ -60,9 +61,9 @@ func (s *shard) forkIfNew(dir string, store runtime.Store) error {
 
 // fork plays the recovery log of shard from into dir, and forks store from
 // it.
-func (s *shard) fork(dir string, store runtime.Store, forker runtime.Forker, from pc.ShardID) error {
+func (s *Replica) fork(dir string, store runtime.Store, forker runtime.Forker, from pc.ShardID) error {
 	var spec = s.Spec()
-	var parent = s.svc.shardSpec(from)
+	var parent = shardSpec(s.host.KeySpace, from)
 	if parent == nil {
 		return fmt.Errorf("shard %s: %w: shard %s (label %s) does not exist", spec.Id, runtime.ErrParentNotSplit, from, runtime.LabelSplitFrom)
 	}
@@ -70,7 +71,7 @@ func (s *shard) fork(dir string, store runtime.Store, forker runtime.Forker, fro
 	if log == "" {
 		return fmt.Errorf("shard %s: shard %s to fork from has no recovery log", spec.Id, from)
 	}
-	var all, err = recoverylog.FetchHints(s.ctx, s.svc.cfg.Etcd, parent.HintPrimaryKey(), int(parent.HintBackups)+1)
+	var all, err = recoverylog.FetchHints(s.ctx, s.host.Etcd, parent.HintPrimaryKey(), int(parent.HintBackups)+1)
 	if err != nil {
 		return fmt.Errorf("shard %s: hints of shard %s to fork from: %w", spec.Id, from, err)
 	}
@@ -89,13 +90,13 @@ func (s *shard) fork(dir string, store runtime.Store, forker runtime.Forker, fro
 	// the parent writes on: what a fork needs was written by the parent's
 	// split, committed before (or the parent has not split yet, and the
 	// fork is played again later).
-	head, err := source.WriteHead(s.ctx, s.svc.cfg.Journals, log)
+	head, err := source.WriteHead(s.ctx, s.host.Journals, log)
 	if err != nil {
 		return fmt.Errorf("shard %s: recovery log of shard %s to fork from: %w", spec.Id, from, err)
 	}
 	var started = time.Now()
-	var player = recoverylog.NewPlayer(s.svc.cfg.Journals, log, dir, s.author())
-	player.DoNotProxy = s.svc.cfg.DirectFragmentReads
+	var player = recoverylog.NewPlayer(s.host.Journals, log, dir, s.author())
+	player.DoNotProxy = s.host.DirectFragmentReads
 	if err = player.PlayTo(s.ctx, all[0], head); err != nil {
 		return fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
 	}
@@ -107,12 +108,12 @@ func (s *shard) fork(dir string, store runtime.Store, forker runtime.Forker, fro
 	return nil
 }
 
-// shardSpec returns the spec of shard id, or nil if there is none.
-func (svc *Service) shardSpec(id pc.ShardID) *pc.ShardSpec {
-	svc.ks.Mu.RLock()
-	defer svc.ks.Mu.RUnlock()
-	if i, ok := svc.ks.KeyValues.Search(allocator.ItemKey(svc.ks, id.String())); ok {
-		return svc.ks.KeyValues[i].Decoded.(allocator.Item).ItemValue.(*pc.ShardSpec)
+// shardSpec returns the spec of shard id in ks, or nil if there is none.
+func shardSpec(ks *keyspace.KeySpace, id pc.ShardID) *pc.ShardSpec {
+	ks.Mu.RLock()
+	defer ks.Mu.RUnlock()
+	if i, ok := ks.KeyValues.Search(allocator.ItemKey(ks, id.String())); ok {
+		return ks.KeyValues[i].Decoded.(allocator.Item).ItemValue.(*pc.ShardSpec)
 	}
 	return nil
 }
@@ -122,8 +123,8 @@ func (svc *Service) shardSpec(id pc.ShardID) *pc.ShardSpec {
 // the write heads they have now. It reads them before its own journals,
 // through these heads: a key's messages written before producers switched
 // to its new partition are applied before those written after.
-func (s *shard) inheritedSources(ctx context.Context, spec *pc.ShardSpec, store runtime.Store) ([]pc.ShardSpec_Source, map[pb.Journal]pb.Offset, error) {
-	var forker, ok = s.svc.cfg.App.(runtime.Forker)
+func (s *Replica) inheritedSources(ctx context.Context, spec *pc.ShardSpec, store runtime.Store) ([]pc.ShardSpec_Source, map[pb.Journal]pb.Offset, error) {
+	var forker, ok = s.host.App.(runtime.Forker)
 	if !ok {
 		return nil, nil, nil
 	}
@@ -137,7 +138,7 @@ func (s *shard) inheritedSources(ctx context.Context, spec *pc.ShardSpec, store 
 		if slices.ContainsFunc(spec.Sources, func(src pc.ShardSpec_Source) bool { return src.Journal == j }) {
 			continue // Listed by its spec too.
 		}
-		var head, err = source.WriteHead(ctx, s.svc.cfg.Journals, j)
+		var head, err = source.WriteHead(ctx, s.host.Journals, j)
 		if err != nil {
 			return nil, nil, fmt.Errorf("shard %s: inherited journal: %w", spec.Id, err)
 		}

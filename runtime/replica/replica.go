@@ -1,4 +1,12 @@
-package service
+// Package replica runs a member's replica of a shard: a hot standby
+// following the shard's recovery log, or, once promoted, the primary that
+// recovers the store from the log, fences it, and runs the shard's
+// transactions over its sources. A shard made by a rescale forks its first
+// state from the recovery log of the shard it's split from.
+//
+// The member (runtime/service) starts, updates and cancels replicas as its
+// assignments change; a replica needs of it only what Host holds.
+package replica
 
 import (
 	"context"
@@ -34,17 +42,49 @@ const (
 	maxStatusErrorLen = 4096
 )
 
-// shard is a local replica of a ShardSpec: a hot standby following the
+// Config configures the replicas of a member.
+type Config struct {
+	// StateDir holds the local directories of the shards' stores.
+	StateDir string
+	// HintsInterval is how often a primary stores recovery-log hints.
+	HintsInterval time.Duration
+	// DirectFragmentReads has recovery logs played from persisted
+	// fragments read straight from their stores (recoverylog.Player's
+	// DoNotProxy), rather than through the brokers. The process must be
+	// able to open the URLs brokers sign: see runconsumer.Flags.FileRoot.
+	DirectFragmentReads bool
+}
+
+// Host is what a replica needs of the member that runs it.
+type Host struct {
+	// App is the application whose shard the replica runs.
+	App runtime.Application
+	// Etcd holds the replica's assignment, whose status it writes, and the
+	// shards' recovery-log hints.
+	Etcd *clientv3.Client
+	// Journals is a client of the Gazette brokers.
+	Journals pb.RoutedJournalClient
+	// KeySpace of the consumer group, as the member observes it: its lock
+	// guards the replica's assignment, and it holds the spec of a shard a
+	// replica forks from.
+	KeySpace *keyspace.KeySpace
+	// Member is the ID of the member, for logs.
+	Member string
+	// Config of the member's replicas.
+	Config
+}
+
+// Replica is a local replica of a ShardSpec: a hot standby following the
 // recovery log, or the primary processing the shard's sources.
-type shard struct {
-	svc    *Service
+type Replica struct {
+	host   *Host
 	ctx    context.Context
 	cancel context.CancelFunc
 	ajc    *client.AppendService
 	// prior is the replica of the shard this one replaces, if any: this
 	// one starts once it has stopped (they may share a directory).
-	prior *shard
-	done  chan struct{} // Closed once serve returns.
+	prior *Replica
+	done  chan struct{} // Closed once Serve returns.
 
 	mu         sync.Mutex
 	spec       *pc.ShardSpec
@@ -81,15 +121,19 @@ type shard struct {
 	}
 }
 
-var _ runtime.Shard = (*shard)(nil)
+var _ runtime.Shard = (*Replica)(nil)
 
-func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
+// New returns a replica of the shard of spec, assigned to the member of
+// host by asn, which replaces prior (nil if it replaces none): Serve runs it
+// once prior has stopped.
+func New(host *Host, spec *pc.ShardSpec, asn keyspace.KeyValue, prior *Replica) *Replica {
 	var ctx, cancel = context.WithCancel(context.Background())
-	var s = &shard{
-		svc:        svc,
+	var s = &Replica{
+		host:       host,
 		ctx:        ctx,
 		cancel:     cancel,
-		ajc:        client.NewAppendService(ctx, svc.cfg.Journals),
+		ajc:        client.NewAppendService(ctx, host.Journals),
+		prior:      prior,
 		spec:       spec,
 		asn:        asn,
 		promotedCh: make(chan struct{}),
@@ -97,7 +141,7 @@ func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
 		done:       make(chan struct{}),
 		nudge:      make(chan struct{}, 1),
 		hintsNow:   make(chan struct{}, 1),
-		fqn:        allocator.ItemKey(svc.ks, spec.Id.String()),
+		fqn:        allocator.ItemKey(host.KeySpace, spec.Id.String()),
 	}
 	s.writer = authorOf(asn)
 	s.progress.readThrough = make(pb.Offsets)
@@ -107,35 +151,35 @@ func newShard(svc *Service, spec *pc.ShardSpec, asn keyspace.KeyValue) *shard {
 }
 
 // Context is cancelled when this process loses the shard.
-func (s *shard) Context() context.Context { return s.ctx }
+func (s *Replica) Context() context.Context { return s.ctx }
 
 // Spec of the shard, as currently held in etcd.
-func (s *shard) Spec() *pc.ShardSpec {
+func (s *Replica) Spec() *pc.ShardSpec {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.spec
 }
 
 // Assignment of the shard to this member.
-func (s *shard) Assignment() keyspace.KeyValue {
+func (s *Replica) Assignment() keyspace.KeyValue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.asn
 }
 
 // JournalClient through which the shard's appends flow.
-func (s *shard) JournalClient() client.AsyncJournalClient { return s.ajc }
+func (s *Replica) JournalClient() client.AsyncJournalClient { return s.ajc }
 
 // servingStore returns the store of the primary, if it is running
 // transactions and its store reads committed state.
-func (s *shard) servingStore() runtime.CommittedReader {
+func (s *Replica) servingStore() runtime.CommittedReader {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.serving
 }
 
 // setServing sets the store that servingStore returns.
-func (s *shard) setServing(store runtime.CommittedReader) {
+func (s *Replica) setServing(store runtime.CommittedReader) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if store != nil && s.serving == nil {
@@ -148,10 +192,10 @@ func (s *shard) setServing(store runtime.CommittedReader) {
 	s.serving = store
 }
 
-// awaitServing waits until the replica serves committed reads as the
+// AwaitServing waits until the replica serves committed reads as the
 // shard's primary, and returns its store: nil if the replica stopped, or
 // stops serving, first, or ctx ended first.
-func (s *shard) awaitServing(ctx context.Context) runtime.CommittedReader {
+func (s *Replica) AwaitServing(ctx context.Context) runtime.CommittedReader {
 	select {
 	case <-s.servingCh:
 	case <-s.done:
@@ -161,12 +205,28 @@ func (s *shard) awaitServing(ctx context.Context) runtime.CommittedReader {
 	return s.servingStore()
 }
 
-func (s *shard) createRevision() int64 { return s.Assignment().Raw.CreateRevision }
-func (s *shard) slot() int             { return s.Assignment().Decoded.(allocator.Assignment).Slot }
+// CreateRevision of the replica's assignment: an assignment removed and
+// created anew has another.
+func (s *Replica) CreateRevision() int64 { return s.Assignment().Raw.CreateRevision }
 
-// update records the current spec and assignment; it's called under the
+// Slot of the replica's assignment: 0 for the primary.
+func (s *Replica) Slot() int { return s.Assignment().Decoded.(allocator.Assignment).Slot }
+
+// Cancel stops the replica: the member no longer runs it. Serve returns
+// once it has torn down.
+func (s *Replica) Cancel() { s.cancel() }
+
+// Progress returns copies of the offsets the primary has read through and
+// published at, and the channel closed at their next change.
+func (s *Replica) Progress() (readThrough, publishAt pb.Offsets, changed <-chan struct{}) {
+	s.progress.Lock()
+	defer s.progress.Unlock()
+	return s.progress.readThrough.Copy(), s.progress.publishAt.Copy(), s.progress.changed
+}
+
+// Update records the current spec and assignment; it's called under the
 // KeySpace lock.
-func (s *shard) update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
+func (s *Replica) Update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != spec.LabelSet.ValueOf(runtime.LabelSplitTo) {
@@ -179,11 +239,11 @@ func (s *shard) update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
 	}
 }
 
-// restartReason returns why a replica running spec must start over to run
+// RestartReason returns why a replica running spec must start over to run
 // next, or "" if it need not: the transaction bounds and the labels that
 // set its policies apply to a running replica, but its sources, recovery
 // log and hints are fixed when it starts.
-func restartReason(spec, next *pc.ShardSpec) string {
+func RestartReason(spec, next *pc.ShardSpec) string {
 	var changed []string
 	if !slices.Equal(spec.Sources, next.Sources) {
 		changed = append(changed, "sources")
@@ -201,7 +261,7 @@ func restartReason(spec, next *pc.ShardSpec) string {
 }
 
 // nudgeTxn asks the primary, if it runs, to begin a transaction.
-func (s *shard) nudgeTxn() {
+func (s *Replica) nudgeTxn() {
 	select {
 	case s.nudge <- struct{}{}:
 	default: // One is pending.
@@ -209,7 +269,7 @@ func (s *shard) nudgeTxn() {
 }
 
 // author identifies this replica's writes to the recovery log.
-func (s *shard) author() recoverylog.Author { return s.writer }
+func (s *Replica) author() recoverylog.Author { return s.writer }
 
 // authorOf derives a recovery-log author from an assignment: it is distinct
 // for each assignment of the shard to a member.
@@ -221,18 +281,17 @@ func authorOf(asn keyspace.KeyValue) recoverylog.Author {
 	return recoverylog.Author(a)
 }
 
-// serve runs the replica until its context is cancelled or it fails. A
+// Serve runs the replica until its context is cancelled or it fails. A
 // failure is recorded in the assignment's status, which `gazctl shards list`
 // shows.
-func (s *shard) serve() {
-	defer s.svc.wg.Done()
+func (s *Replica) Serve() {
 	defer close(s.done)
 	if s.prior != nil {
 		<-s.prior.done
 		s.prior = nil
 	}
 	var id = s.Spec().Id
-	var dir = filepath.Join(s.svc.cfg.StateDir, strings.ReplaceAll(id.String(), "/", "_")+fmt.Sprintf("-%d", s.createRevision()))
+	var dir = filepath.Join(s.host.StateDir, strings.ReplaceAll(id.String(), "/", "_")+fmt.Sprintf("-%d", s.CreateRevision()))
 	shardmetrics.Init(id)
 	defer func() {
 		s.cancel()
@@ -245,7 +304,7 @@ func (s *shard) serve() {
 
 	var err = s.run(dir)
 	if err != nil && s.ctx.Err() == nil {
-		slog.Error("shard failed", "shard", id, "member", s.svc.cfg.ID, "err", err)
+		slog.Error("shard failed", "shard", id, "member", s.host.Member, "err", err)
 		shardmetrics.Failure(id, err)
 		var msg = err.Error()
 		if len(msg) > maxStatusErrorLen {
@@ -255,7 +314,7 @@ func (s *shard) serve() {
 	}
 }
 
-func (s *shard) run(dir string) error {
+func (s *Replica) run(dir string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("shard %s: creating %s: %w", s.Spec().Id, dir, err)
 	}
@@ -284,18 +343,18 @@ func (s *shard) run(dir string) error {
 // recover plays the recovery log into dir, following it as a hot standby
 // until the replica is promoted, then finishes at the write head and fences
 // the log so that this replica becomes its one writer.
-func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*recoverylog.FSM, error) {
+func (s *Replica) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*recoverylog.FSM, error) {
 	s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_BACKFILL})
 
-	var all, err = recoverylog.FetchHints(s.ctx, s.svc.cfg.Etcd, spec.HintPrimaryKey(), int(spec.HintBackups)+1)
+	var all, err = recoverylog.FetchHints(s.ctx, s.host.Etcd, spec.HintPrimaryKey(), int(spec.HintBackups)+1)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	var hints = all[0] // Nil plays the log from its start.
 
 	var progress = shardmetrics.NewRecoveryProgress(spec.Id)
-	var player = recoverylog.NewPlayer(progress.JournalClient(s.svc.cfg.Journals, recLog), recLog, dir, s.author())
-	player.DoNotProxy = s.svc.cfg.DirectFragmentReads
+	var player = recoverylog.NewPlayer(progress.JournalClient(s.host.Journals, recLog), recLog, dir, s.author())
+	player.DoNotProxy = s.host.DirectFragmentReads
 	var done = make(chan struct{})
 	var fsm *recoverylog.FSM
 	go func() {
@@ -324,7 +383,7 @@ func (s *shard) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*rec
 
 // servePrimary opens the store, restores its checkpoint and runs
 // transactions from it until the shard is lost or fails.
-func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM) error {
+func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM) error {
 	var spec = s.Spec()
 	if _, err := source.PolicyOf(spec); err != nil {
 		return err
@@ -342,7 +401,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		rec = recorder
 	}
 
-	store, err := s.svc.cfg.App.NewStore(s, rec)
+	store, err := s.host.App.NewStore(s, rec)
 	if err != nil {
 		return fmt.Errorf("shard %s: opening store: %w", spec.Id, err)
 	}
@@ -363,7 +422,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 		defer s.setServing(nil)
 	}
 	s.setStatus(pc.ReplicaStatus{Code: pc.ReplicaStatus_PRIMARY})
-	slog.Info("shard is primary", "shard", spec.Id, "member", s.svc.cfg.ID, "sources", len(cp.Sources))
+	slog.Info("shard is primary", "shard", spec.Id, "member", s.host.Member, "sources", len(cp.Sources))
 
 	if recorder != nil {
 		go s.storeHints(spec, recorder)
@@ -408,13 +467,13 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 	var pipeline = &txn.Pipeline{
 		Shard:     s,
 		Store:     store,
-		App:       s.svc.cfg.App,
+		App:       s.host.App,
 		Publisher: message.NewPublisher(s.ajc, nil),
 		Sequencer: message.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), ringSize),
 		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
 			return source.NewAppIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
 				Journal: journal, Offset: begin, EndOffset: end, Block: true,
-			}), s.svc.cfg.App, maxSize)
+			}), s.host.App, maxSize)
 		},
 		Pending: func() client.OpFutures { return s.ajc.PendingExcept(recLog) },
 		Clock:   wallClock{},
@@ -447,7 +506,7 @@ func (s *shard) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM
 // rescale reads those of the shards it's split from): the inherited are read
 // first, and the others only once those were read through their heads in
 // inherited.
-func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, sources []pc.ShardSpec_Source, maxSize int, cp pc.Checkpoint,
+func (s *Replica) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.ShardSpec, sources []pc.ShardSpec_Source, maxSize int, cp pc.Checkpoint,
 	inherited map[pb.Journal]pb.Offset, reads *txn.Queue) {
 
 	var drained = make(chan struct{}) // Closed once inherited journals are read through their heads.
@@ -465,7 +524,7 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 		var head, isInherited = inherited[src.Journal]
 		var draining = isInherited && offset < head
 		var rr = client.NewRetryReader(ctx, s.ajc, pb.ReadRequest{Journal: src.Journal, Offset: offset, Block: true})
-		var it = source.NewAppIter(rr, s.svc.cfg.App, maxSize)
+		var it = source.NewAppIter(rr, s.host.App, maxSize)
 		var lag = shardmetrics.NewLagReporter(spec.Id, src.Journal)
 
 		wg.Add(1)
@@ -514,7 +573,7 @@ func (s *shard) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc.S
 // progressFrom starts the shard's read progress at the checkpoint cp that
 // its store restored: Stat reports a recovered shard caught up with what it
 // had read, before any new transaction commits.
-func (s *shard) progressFrom(spec *pc.ShardSpec, cp pc.Checkpoint) {
+func (s *Replica) progressFrom(spec *pc.ShardSpec, cp pc.Checkpoint) {
 	s.progress.Lock()
 	for _, src := range spec.Sources {
 		s.progress.readThrough[src.Journal] = cp.Sources[src.Journal].ReadThrough
@@ -525,7 +584,7 @@ func (s *shard) progressFrom(spec *pc.ShardSpec, cp pc.Checkpoint) {
 }
 
 // readIdle records the progress of a read that began no transaction.
-func (s *shard) readIdle(journal pb.Journal, offset pb.Offset) {
+func (s *Replica) readIdle(journal pb.Journal, offset pb.Offset) {
 	s.progress.Lock()
 	s.progress.readThrough[journal] = max(s.progress.readThrough[journal], offset)
 	close(s.progress.changed)
@@ -537,12 +596,12 @@ func (s *shard) readIdle(journal pb.Journal, offset pb.Offset) {
 // failure policy recording dead letters, into the dead-letter journal that
 // the shard's current spec names. If the spec no longer asks for skipping
 // an undecodable message, the message fails the shard.
-func (s *shard) skip(env message.Envelope, cause error, pub *message.Publisher) error {
+func (s *Replica) skip(env message.Envelope, cause error, pub *message.Publisher) error {
 	return source.Skip(s.Spec(), env, cause, pub)
 }
 
 // committed records the progress of a committed transaction.
-func (s *shard) committed(st txn.Stats) {
+func (s *Replica) committed(st txn.Stats) {
 	if s.Spec().LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
 		// New shards fork from this one's recovery log, from its hints:
 		// fresh hints spare them reading its log since the last ones.
@@ -571,8 +630,8 @@ func (s *shard) committed(st txn.Stats) {
 
 // storeHints periodically stores hints of the recovery log, so that a
 // replica recovering the shard reads only the log segments still live.
-func (s *shard) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
-	var ticker = time.NewTicker(s.svc.cfg.HintsInterval)
+func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
+	var ticker = time.NewTicker(s.host.HintsInterval)
 	defer ticker.Stop()
 	for {
 		select {
@@ -583,7 +642,7 @@ func (s *shard) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 		}
 		var h, err = rec.Hints(s.ctx)
 		if err == nil {
-			err = recoverylog.StoreHints(s.ctx, s.svc.cfg.Etcd, spec.HintPrimaryKey(), h, int(spec.HintBackups)+1)
+			err = recoverylog.StoreHints(s.ctx, s.host.Etcd, spec.HintPrimaryKey(), h, int(spec.HintBackups)+1)
 		}
 		if err != nil && s.ctx.Err() == nil {
 			slog.Warn("storing recovery-log hints (will retry)", "shard", spec.Id, "err", err)
@@ -593,7 +652,7 @@ func (s *shard) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 
 // setStatus writes the replica's status into its assignment, retrying until
 // it succeeds or the replica is cancelled.
-func (s *shard) setStatus(status pc.ReplicaStatus) {
+func (s *Replica) setStatus(status pc.ReplicaStatus) {
 	for attempt := 0; s.ctx.Err() == nil; attempt++ {
 		var err = s.trySetStatus(status)
 		if err == nil {
@@ -609,15 +668,15 @@ func (s *shard) setStatus(status pc.ReplicaStatus) {
 	}
 }
 
-func (s *shard) trySetStatus(status pc.ReplicaStatus) error {
-	var ks = s.svc.ks
+func (s *Replica) trySetStatus(status pc.ReplicaStatus) error {
+	var ks = s.host.KeySpace
 	ks.Mu.RLock()
 	var asn = s.Assignment()
 	ks.Mu.RUnlock()
 
 	status.Reduce(asn.Decoded.(allocator.Assignment).AssignmentValue.(*pc.ReplicaStatus))
 	var key = string(asn.Raw.Key)
-	var resp, err = s.svc.cfg.Etcd.Txn(s.ctx).
+	var resp, err = s.host.Etcd.Txn(s.ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", asn.Raw.ModRevision)).
 		Then(clientv3.OpPut(key, status.MarshalString(), clientv3.WithIgnoreLease())).
 		Commit()
