@@ -27,6 +27,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gazconsumer/gazconsumer/internal/protopos"
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
 
@@ -512,8 +513,8 @@ func position(d protoreflect.Descriptor) Position {
 		return Position{Path: string(d.FullName())}
 	}
 	p := Position{Path: f.Path()}
-	if loc := f.SourceLocations().ByDescriptor(d); len(loc.Path) != 0 {
-		p.Line, p.Column = loc.StartLine+1, loc.StartColumn+1
+	if at, ok := protopos.Declared(d); ok {
+		p.Line, p.Column = at.Line, at.Col
 	}
 	return p
 }
@@ -521,27 +522,20 @@ func position(d protoreflect.Descriptor) Position {
 // optionPosition returns the position of the gazconsumer option of d, a
 // message or a service, or of d if the option's position is unknown.
 func optionPosition(d protoreflect.Descriptor) Position {
-	f := d.ParentFile()
-	if f == nil {
+	if d.ParentFile() == nil {
 		return position(d)
 	}
-	locs := f.SourceLocations()
-	path := slices.Clone(locs.ByDescriptor(d).Path)
-	if len(path) == 0 {
-		return position(d)
-	}
+	var path []int32
 	switch d.(type) {
 	case protoreflect.MessageDescriptor:
-		path = append(path, 7, gcv1.E_Message.Field) // DescriptorProto.options
+		path = []int32{protopos.MessageOptionsField, int32(gcv1.E_Message.Field)}
 	case protoreflect.ServiceDescriptor:
-		path = append(path, 3, gcv1.E_Consumer.Field) // ServiceDescriptorProto.options
+		path = []int32{protopos.ServiceOptionsField, int32(gcv1.E_Consumer.Field)}
 	}
 	// The option may be recorded as a whole, or by its field (as in
 	// `option (gazconsumer.v1.message).table = {...}`).
-	for i := 0; i < locs.Len(); i++ {
-		if loc := locs.Get(i); len(loc.Path) >= len(path) && slices.Equal(loc.Path[:len(path)], path) {
-			return Position{Path: f.Path(), Line: loc.StartLine + 1, Column: loc.StartColumn + 1}
-		}
+	if at, ok := protopos.Recorded(d, path...); ok {
+		return Position{Path: at.File, Line: at.Line, Column: at.Col}
 	}
 	return position(d)
 }

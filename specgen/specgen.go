@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/internal/protopos"
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 	"go.gazette.dev/core/broker/journalspace"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -258,8 +259,8 @@ type generator struct {
 // Source paths of the gazconsumer options, relative to the descriptor they
 // annotate.
 var (
-	messageOptionPath  = []int32{7, gcv1.E_Message.Field}  // DescriptorProto.options
-	consumerOptionPath = []int32{3, gcv1.E_Consumer.Field} // ServiceDescriptorProto.options
+	messageOptionPath  = []int32{protopos.MessageOptionsField, gcv1.E_Message.Field}
+	consumerOptionPath = []int32{protopos.ServiceOptionsField, gcv1.E_Consumer.Field}
 	familyPath         = append(slices.Clone(messageOptionPath), 1, 5)
 	shardsPath         = append(slices.Clone(consumerOptionPath), 5)
 	shardDefaultsPath  = append(slices.Clone(consumerOptionPath), 4)
@@ -539,21 +540,15 @@ func walkMessages(msgs protoreflect.MessageDescriptors, fn func(protoreflect.Mes
 // recorded, or d's own; or the file's path alone if its descriptor has no
 // source info.
 func position(d protoreflect.Descriptor, sub []int32) string {
-	var locs = d.ParentFile().SourceLocations()
-	var own = locs.ByDescriptor(d)
-	var path = append(slices.Clone([]int32(own.Path)), sub...)
-	for n := len(path); n > len(own.Path); n-- {
-		for i := 0; i < locs.Len(); i++ {
-			var loc = locs.Get(i)
-			if len(loc.Path) >= n && slices.Equal([]int32(loc.Path[:n]), path[:n]) {
-				return fmt.Sprintf("%s:%d:%d", d.ParentFile().Path(), loc.StartLine+1, loc.StartColumn+1)
-			}
+	for n := len(sub); n > 0; n-- {
+		if p, ok := protopos.Recorded(d, sub[:n]...); ok {
+			return p.String()
 		}
 	}
-	if own.Path == nil {
-		return d.ParentFile().Path()
+	if p, ok := protopos.Declared(d); ok {
+		return p.String()
 	}
-	return fmt.Sprintf("%s:%d:%d", d.ParentFile().Path(), own.StartLine+1, own.StartColumn+1)
+	return d.ParentFile().Path()
 }
 
 // marshal returns v in YAML, after header.

@@ -36,6 +36,36 @@ func Of(d protoreflect.Descriptor) Position {
 	return Position{d.ParentFile().Path(), loc.StartLine + 1, loc.StartColumn + 1}
 }
 
+// Declared returns the position of the declaration of d, and false if its
+// file records no source info of it (where Of says line 1, column 1).
+func Declared(d protoreflect.Descriptor) (Position, bool) {
+	loc := d.ParentFile().SourceLocations().ByDescriptor(d)
+	if len(loc.Path) == 0 {
+		return Position{}, false
+	}
+	return Position{d.ParentFile().Path(), loc.StartLine + 1, loc.StartColumn + 1}, true
+}
+
+// Recorded returns the position of the first statement that d's file
+// records at path within d's declaration (field numbers of d's descriptor,
+// e.g. MessageOptionsField and an option's extension number) or under it,
+// as an option set field by field is recorded by its fields; and false if
+// there is none, or the file records no source info of d.
+func Recorded(d protoreflect.Descriptor, path ...int32) (Position, bool) {
+	locs := d.ParentFile().SourceLocations()
+	own := locs.ByDescriptor(d).Path
+	if len(own) == 0 {
+		return Position{}, false
+	}
+	want := append(slices.Clone(own), path...)
+	for i := 0; i < locs.Len(); i++ {
+		if loc := locs.Get(i); len(loc.Path) >= len(want) && slices.Equal(loc.Path[:len(want)], want) {
+			return Position{d.ParentFile().Path(), loc.StartLine + 1, loc.StartColumn + 1}, true
+		}
+	}
+	return Position{}, false
+}
+
 // Field numbers of the options of descriptors, in descriptor.proto.
 const (
 	// MessageOptionsField is DescriptorProto.options.
