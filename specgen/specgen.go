@@ -360,6 +360,9 @@ func (g *generator) consumer(s protoreflect.ServiceDescriptor) (*consumer, error
 	var families []*family
 	for i := 0; i < s.Methods().Len(); i++ {
 		var meth = s.Methods().Get(i)
+		if mo, _ := proto.GetExtension(meth.Input().Options(), gcv1.E_Message).(*gcv1.MessageOptions); mo.GetTimer() != nil {
+			continue // It handles the firings of a timer: no journal's.
+		}
 		var fam, err = g.family(meth.Input())
 		if err != nil {
 			return nil, err

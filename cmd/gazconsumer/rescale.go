@@ -22,7 +22,6 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/internal/clientflags"
 	"github.com/gazconsumer/gazconsumer/internal/ownership"
-	"github.com/gazconsumer/gazconsumer/internal/protopos"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/specgen"
 )
@@ -329,12 +328,6 @@ func rescalable(files []protoreflect.FileDescriptor, name string) error {
 			return err
 		} else if err = c.Err(); err != nil {
 			return fmt.Errorf("consumer %s can't be rescaled: %w", name, err)
-		}
-		for _, t := range c.Tables {
-			if t.TTL != "" {
-				return fmt.Errorf("consumer %s can't be rescaled: table %s (%s) sets ttl %q: rows that expire don't follow their keys through a rescale",
-					name, t.Message.Name(), protopos.Of(t.Message), t.TTL)
-			}
 		}
 		return nil
 	}

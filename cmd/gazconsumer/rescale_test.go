@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,11 +91,10 @@ func TestRescalePlan(t *testing.T) {
 			[3]string{"ledger.proto", "rescalable: true", "rescalable: false"}),
 			rescaleFlags{consumers: []string{"Ledger"}},
 			"consumer gazconsumer.example.bank.v1.Ledger can't be rescaled: gazconsumer/example/bank/v1/ledger.proto:"},
-		{"rows that expire", bankProtos(t, grow,
-			[3]string{"ledger.proto", `key: [{field: "customer_id"}]`, `key: [{field: "customer_id"}], ttl: "720h"`},
-			[3]string{"ledger.proto", "rescalable: true", "rescalable: false"}),
+		{"a timer without the partition key", bankProtos(t, append(nag("order_id"), grow,
+			[3]string{"ledger.proto", "rescalable: true", "rescalable: false\n    timers: [\"Nag\"]"})...),
 			rescaleFlags{consumers: []string{"Ledger"}},
-			`consumer gazconsumer.example.bank.v1.Ledger can't be rescaled: table CustomerActivity (gazconsumer/example/bank/v1/ledger.proto:`},
+			"consumer gazconsumer.example.bank.v1.Ledger can't be rescaled: gazconsumer/example/bank/v1/ledger.proto:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var _, _, err = plan(t, tc.dir, tc.flags)
@@ -103,6 +103,28 @@ func TestRescalePlan(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// nag returns the edits of ledger.proto adding timer Nag, keyed by key (a
+// field of it, as order_id or customer_id), and its rpc: the consumer's
+// option timers is left to add.
+func nag(key string) [][3]string {
+	return [][3]string{
+		{"ledger.proto", "// GetBalanceRequest asks for", "// Nag nags.\nmessage Nag {\n  option (gazconsumer.v1.message).timer = {key: [{field: \"" + key +
+			"\"}]};\n  string order_id = 1;\n  string customer_id = 2;\n}\n\n// GetBalanceRequest asks for"},
+		{"ledger.proto", "  // OnOrder charges", "  rpc OnNag(Nag) returns (google.protobuf.Empty);\n  // OnOrder charges"},
+	}
+}
+
+// Rows that expire and timers keyed by the partition key follow their keys
+// through a rescale: their consumer can be rescaled.
+func TestRescaleTimers(t *testing.T) {
+	var dir = bankProtos(t, slices.Concat([][3]string{grow,
+		{"ledger.proto", `key: [{field: "customer_id"}]`, `key: [{field: "customer_id"}], ttl: "720h"`},
+		{"ledger.proto", "rescalable: true", "rescalable: true\n    timers: [\"Nag\"]"}}, nag("customer_id"))...)
+	if _, _, err := plan(t, dir, rescaleFlags{consumers: []string{"Ledger", "Leaderboard"}}); err != nil {
+		t.Fatal(err)
 	}
 }
 

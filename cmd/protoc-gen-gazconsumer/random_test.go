@@ -503,8 +503,10 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 	}
 	var opts []string
 	var consumerTables []ref
+	var ownedPK []fieldDecl // The partition key of a rescalable consumer.
 	inputs := journals[:1+r.IntN(len(journals))]
 	if pk := rf.partitionKeys[inputs[0].name]; inputs[0].pkg == rf.pkg && pk != nil && r.IntN(3) == 0 {
+		ownedPK = pk
 		// A rescalable consumer: of its first input alone (or, at times,
 		// of others, whose partition keys may differ), and of a table
 		// carrying that input's partition key (and, at times, of others,
@@ -541,25 +543,36 @@ func (rf *randomFile) service(r *rand.Rand, b *strings.Builder, files []*randomF
 	if p := failurePolicyOf(rf.pkg + "." + name); p != "" {
 		opts = append(opts, "on_failure: "+p)
 	}
-	// A timer, at times (picked by a hash, as failure policies are): a
-	// rescalable consumer can't have one.
+	// A timer, at times (picked by a hash, as failure policies are): of a
+	// rescalable consumer, keyed by its partition key's fields and a
+	// sequence (owned), or at times by an id (whose timers have no owner,
+	// rejected unless the partition key is that id).
 	timer := ""
-	if h := fnv.New32a(); !slices.Contains(opts, "rescalable: true") {
-		h.Write([]byte("timer " + rf.pkg + "." + name))
-		if h.Sum32()%3 == 0 {
-			timer = name + "Tick"
-			for usedMsgs[timer] {
-				timer += "T"
+	h := fnv.New32a()
+	h.Write([]byte("timer " + rf.pkg + "." + name))
+	if sum := h.Sum32(); sum%3 == 0 {
+		timer = name + "Tick"
+		for usedMsgs[timer] {
+			timer += "T"
+		}
+		usedMsgs[timer] = true
+		if ownedPK != nil && sum%4 != 0 {
+			fields := append(slices.Clone(ownedPK), fieldDecl{"fire_seq", rf.field(r, "int64", "fire_seq", 1, true)})
+			var keys, decls []string
+			for i, f := range fields {
+				keys = append(keys, `{field: "`+f.name+`"}`)
+				decls = append(decls, f.renumbered(i+1))
 			}
-			usedMsgs[timer] = true
+			fmt.Fprintf(b, "message %s {\n  option (gazconsumer.v1.message).timer = {key: [%s]};\n%s}\n\n", timer, strings.Join(keys, ", "), strings.Join(decls, ""))
+		} else {
 			label := ""
 			if rf.syntax == "proto2" {
 				label = "optional "
 			}
 			fmt.Fprintf(b, "message %s {\n  option (gazconsumer.v1.message).timer = {key: [{field: \"id\"}, {field: \"at\", descending: true}]};\n  %sstring id = 1;\n  %sint64 at = 2;\n  %sbytes note = 3;\n}\n\n",
 				timer, label, label, label)
-			opts = append(opts, `timers: ["`+timer+`"]`)
 		}
+		opts = append(opts, `timers: ["`+timer+`"]`)
 	}
 	fmt.Fprintf(b, "service %s {\n  option (gazconsumer.v1.consumer) = {%s};\n", name, strings.Join(opts, ", "))
 	usedRPCs := map[string]bool{}

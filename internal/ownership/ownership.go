@@ -1,5 +1,6 @@
 // Package ownership holds the rule of row ownership: which shard of a
-// rescaled consumer each row of the consumer's tables belongs to.
+// rescaled consumer each row of the consumer's tables, and each of its
+// per-key timers, belongs to.
 //
 // A consumer's inputs, the journal messages its rpcs take, are routed to
 // partitions by their partition key (the fields their journal option's
@@ -14,7 +15,10 @@
 // of the same names and types, in the same order: a message spread at
 // random, without one, has no owner) and the key of every table carries
 // each field of it, anywhere in the key: a table keyed by (balance_cents
-// descending, customer_id, account_id) is owned by customer_id. Presence
+// descending, customer_id, account_id) is owned by customer_id. A timer's
+// key is held to the same rule, as a table's: a timer belongs to the shard
+// owning its key, and so fires there (with them go the entries of the
+// index of what falls due of rows that expire and of timers). Presence
 // doesn't matter: a partition key encodes an unset field as its zero value,
 // as a message's getter returns it.
 //
@@ -55,16 +59,23 @@ type Consumer struct {
 	NoKey error
 	// Tables are the consumer's tables, in the order of its option tables.
 	Tables []Table
+	// Timers are the consumer's types of timers, in the order of its option
+	// timers: their keys are owned as tables' are.
+	Timers []Table
 
 	noKey string // NoKey, unpositioned.
 }
 
-// Table is the ownership of the rows of one table of a consumer.
+// Table is the ownership of the rows of one table of a consumer, or of the
+// timers of one type.
 type Table struct {
-	// Message is the table's row message.
+	// Message is the table's row message (the timers' message).
 	Message protoreflect.MessageDescriptor
-	// Name is the table's name in its store.
+	// Name is the table's name in its store: of timers, "timer:" and the
+	// message's full name.
 	Name string
+	// Timer tells that these are timers, not a table's rows.
+	Timer bool
 	// Key holds the table's key fields, in order.
 	Key []KeyField
 	// Owner holds, for each field of the consumer's PartitionKey, the
@@ -75,9 +86,9 @@ type Table struct {
 	// expire.
 	TTL string
 	// Unowned tells, positioned at the table's entry in the consumer's
-	// option tables, why the table's rows have no owner: naming the
-	// table, and the partition key field its key lacks. Nil if Owner is
-	// not.
+	// option tables (or timers), why the table's rows have no owner:
+	// naming the table, and the partition key field its key lacks. Nil if
+	// Owner is not.
 	Unowned error
 }
 
@@ -95,17 +106,18 @@ type Resolver interface {
 	FindDescriptorByName(protoreflect.FullName) (protoreflect.Descriptor, error)
 }
 
-// Err returns nil if the consumer can be rescaled: if it has no tables, or
-// if its inputs share a partition key that every table's key carries. Else
-// it returns why not, positioned in a .proto file: NoKey, or the Unowned of
-// the first table without an owner.
+// Err returns nil if the consumer can be rescaled: if it has no tables or
+// timers, or if its inputs share a partition key that every table's and
+// timer's key carries. Else it returns why not, positioned in a .proto
+// file: NoKey, or the Unowned of the first table (then timer) without an
+// owner.
 func (c *Consumer) Err() error {
-	if len(c.Tables) == 0 {
+	if len(c.Tables) == 0 && len(c.Timers) == 0 {
 		return nil
 	} else if c.NoKey != nil {
 		return c.NoKey
 	}
-	for _, t := range c.Tables {
+	for _, t := range slices.Concat(c.Tables, c.Timers) {
 		if t.Unowned != nil {
 			return t.Unowned
 		}
@@ -116,10 +128,13 @@ func (c *Consumer) Err() error {
 // Field numbers of the gazconsumer options, for positions.
 var (
 	consumerTables      = fieldNumber(&gcv1.Consumer{}, "tables")
+	consumerTimers      = fieldNumber(&gcv1.Consumer{}, "timers")
 	messageJournal      = fieldNumber(&gcv1.MessageOptions{}, "journal")
 	messageTable        = fieldNumber(&gcv1.MessageOptions{}, "table")
+	messageTimer        = fieldNumber(&gcv1.MessageOptions{}, "timer")
 	journalPartitionKey = fieldNumber(&gcv1.JournalMessage{}, "partition_key")
 	tableKey            = fieldNumber(&gcv1.Table{}, "key")
+	timerKey            = fieldNumber(&gcv1.Timer{}, "key")
 	keyFieldField       = fieldNumber(&gcv1.KeyField{}, "field")
 )
 
@@ -147,11 +162,18 @@ func Of(svc protoreflect.ServiceDescriptor, files Resolver) (*Consumer, error) {
 		return nil, err
 	}
 	for i, name := range opts.GetTables() {
-		t, err := c.table(files, i, name)
+		t, err := c.table(files, i, name, false)
 		if err != nil {
 			return nil, err
 		}
 		c.Tables = append(c.Tables, t)
+	}
+	for i, name := range opts.GetTimers() {
+		t, err := c.table(files, i, name, true)
+		if err != nil {
+			return nil, err
+		}
+		c.Timers = append(c.Timers, t)
 	}
 	return c, nil
 }
@@ -220,31 +242,42 @@ func (c *Consumer) inputs() error {
 }
 
 // table returns the ownership of the table named name, the i-th of the
-// consumer's option tables.
-func (c *Consumer) table(files Resolver, i int, name string) (Table, error) {
-	at := protopos.Option(c.Service, consumerTables, int32(i))
+// consumer's option tables, or, if timer, of the timers of message name,
+// the i-th of its option timers.
+func (c *Consumer) table(files Resolver, i int, name string, timer bool) (Table, error) {
+	noun, rows, list, option, keyPath := "table", "rows", consumerTables, messageTable, []int32{messageTable, tableKey}
+	if timer {
+		noun, rows, list, option, keyPath = "timer", "timers", consumerTimers, messageTimer, []int32{messageTimer, timerKey}
+	}
+	at := protopos.Option(c.Service, list, int32(i))
 	m := resolve(files, c.Service, name)
 	if m == nil {
-		return Table{}, protopos.Errorf(at, "table %q of consumer %s is not a known message", name, c.Service.Name())
+		return Table{}, protopos.Errorf(at, "%s %q of consumer %s is not a known message", noun, name, c.Service.Name())
 	}
 	opts, _ := extension(m.Options(), &descriptorpb.MessageOptions{}, gcv1.E_Message).(*gcv1.MessageOptions)
-	if opts.GetTable() == nil {
-		return Table{}, protopos.Errorf(at, "table %q of consumer %s: message %s has no (gazconsumer.v1.message).table option", name, c.Service.Name(), m.FullName())
+	var keys []*gcv1.KeyField
+	t := Table{Message: m, Timer: timer}
+	switch {
+	case timer && opts.GetTimer() != nil:
+		t.Name, keys = "timer:"+string(m.FullName()), opts.GetTimer().GetKey()
+	case !timer && opts.GetTable() != nil:
+		t.Name, t.TTL, keys = opts.GetTable().GetName(), opts.GetTable().GetTtl(), opts.GetTable().GetKey()
+		if t.Name == "" {
+			t.Name = string(m.FullName())
+		}
+	default:
+		return Table{}, protopos.Errorf(at, "%s %q of consumer %s: message %s has no (gazconsumer.v1.message).%s option", noun, name, c.Service.Name(), m.FullName(), noun)
 	}
-	t := Table{Message: m, Name: opts.GetTable().GetName(), TTL: opts.GetTable().GetTtl()}
-	if t.Name == "" {
-		t.Name = string(m.FullName())
-	}
-	for k, kf := range opts.GetTable().GetKey() {
+	for k, kf := range keys {
 		f := m.Fields().ByName(protoreflect.Name(kf.GetField()))
 		if f == nil {
-			return Table{}, protopos.Errorf(protopos.Option(m, messageTable, tableKey, int32(k), keyFieldField), "key field %q is not a field of %s", kf.GetField(), m.Name())
+			return Table{}, protopos.Errorf(protopos.Option(m, append(keyPath, int32(k), keyFieldField)...), "key field %q is not a field of %s", kf.GetField(), m.Name())
 		}
 		t.Key = append(t.Key, KeyField{Field: f, Descending: kf.GetDescending()})
 	}
-	decl := protopos.Option(m, messageTable)
+	decl := protopos.Option(m, option)
 	if c.NoKey != nil {
-		t.Unowned = protopos.Errorf(at, "table %s (%s) of consumer %s has no owner: %s", m.Name(), decl, c.Service.Name(), c.noKey)
+		t.Unowned = protopos.Errorf(at, "%s %s (%s) of consumer %s has no owner: %s", noun, m.Name(), decl, c.Service.Name(), c.noKey)
 		return t, nil
 	}
 	for _, pk := range c.PartitionKey {
@@ -263,9 +296,9 @@ func (c *Consumer) table(files Resolver, i int, name string) (Table, error) {
 			detail = fmt.Sprintf("its key field %s (%s) is %s, not %s", f.Name(), protopos.Of(f), typeName(f), typeName(pk))
 		}
 		t.Owner = nil // No owner for the fields before either.
-		t.Unowned = protopos.Errorf(at, "table %s (%s) of consumer %s has no key field %s of type %s, a field of the partition key (%s) of its inputs (%s, %s): %s; its rows have no owner, so the consumer can't be rescaled",
-			m.Name(), decl, c.Service.Name(), pk.Name(), typeName(pk), fieldsString(c.PartitionKey), c.Input.FullName(),
-			protopos.Option(c.Input, messageJournal, journalPartitionKey), detail)
+		t.Unowned = protopos.Errorf(at, "%s %s (%s) of consumer %s has no key field %s of type %s, a field of the partition key (%s) of its inputs (%s, %s): %s; its %s have no owner, so the consumer can't be rescaled",
+			noun, m.Name(), decl, c.Service.Name(), pk.Name(), typeName(pk), fieldsString(c.PartitionKey), c.Input.FullName(),
+			protopos.Option(c.Input, messageJournal, journalPartitionKey), detail, rows)
 		return t, nil
 	}
 	return t, nil

@@ -76,10 +76,22 @@ message Numbered {
 
 service Ledger {
   option (gazconsumer.v1.consumer) = {
-    tables: [LEDGER]
+    tables: [LEDGER]TIMERS
     rescalable: true
   };
 INPUTS}
+
+message Release {
+  option (gazconsumer.v1.message).timer = {key: [{field: "order_id"}, {field: "customer_id"}]};
+  string order_id = 1;
+  string customer_id = 2;
+}
+
+message Remind {
+  option (gazconsumer.v1.message).timer = {key: [{field: "order_id"}]};
+  string order_id = 1;
+  string customer_id = 2;
+}
 `
 
 // otherProto is imported by bankProto: a table of another package.
@@ -100,7 +112,14 @@ message Audit {
 // Ledger.
 func ledger(t *testing.T, tables, inputs string) protoreflect.ServiceDescriptor {
 	t.Helper()
-	src := strings.NewReplacer("LEDGER", tables, "INPUTS", inputs).Replace(bankProto)
+	return ledgerTimers(t, tables, "", inputs)
+}
+
+// ledgerTimers is ledger, whose consumer also sets the timers timers (an
+// option field, as ` timers: ["Release"]`).
+func ledgerTimers(t *testing.T, tables, timers, inputs string) protoreflect.ServiceDescriptor {
+	t.Helper()
+	src := strings.NewReplacer("LEDGER", tables, "TIMERS", timers, "INPUTS", inputs).Replace(bankProto)
 	files, err := protoload.Compile(context.Background(),
 		protoload.InMemory(map[string]string{"bank.proto": src, "other.proto": otherProto}, "../../proto"), nil, "bank.proto")
 	if err != nil {
@@ -185,7 +204,7 @@ func TestUnowned(t *testing.T) {
 // whole: its position is that of the option).
 func TestEntryPosition(t *testing.T) {
 	svc := ledger(t, `"Balance"`, onOrder)
-	src := strings.NewReplacer("LEDGER", `"Balance"`, "INPUTS", onOrder).Replace(bankProto)
+	src := strings.NewReplacer("LEDGER", `"Balance"`, "TIMERS", "", "INPUTS", onOrder).Replace(bankProto)
 	src = strings.Replace(src, "option (gazconsumer.v1.consumer) = {\n    tables: [\"Balance\"]\n    rescalable: true\n  };",
 		"option (gazconsumer.v1.consumer).tables = \"Balance\";\n  option (gazconsumer.v1.consumer).tables = \"Numbered\";", 1)
 	files, err := protoload.Compile(context.Background(),
@@ -201,6 +220,21 @@ func TestEntryPosition(t *testing.T) {
 	if c.Required || c.Tables[0].Unowned != nil || c.Tables[1].Unowned == nil ||
 		!strings.HasPrefix(c.Err().Error(), "bank.proto:63:3: table Numbered (bank.proto:57:3) of consumer Ledger has no key field customer_id") {
 		t.Errorf("Err %v, required %v", c.Err(), c.Required)
+	}
+
+	// A timer is positioned at its entry in the option timers.
+	src = strings.Replace(src, "option (gazconsumer.v1.consumer).tables = \"Numbered\";",
+		"option (gazconsumer.v1.consumer).timers = \"Release\";\n  option (gazconsumer.v1.consumer).timers = \"Remind\";", 1)
+	src = strings.Replace(src, onOrder, onOrder+"  rpc OnRelease(Release) returns (google.protobuf.Empty);\n  rpc OnRemind(Remind) returns (google.protobuf.Empty);\n", 1)
+	if files, err = protoload.Compile(context.Background(),
+		protoload.InMemory(map[string]string{"bank.proto": src, "other.proto": otherProto}, "../../proto"), nil, "bank.proto"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = ownership.Of(files[0].Services().ByName("Ledger"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.Timers[0].Unowned != nil || c.Err() == nil || !strings.HasPrefix(c.Err().Error(), "bank.proto:64:3: timer Remind (") {
+		t.Errorf("timers: Err %v", c.Err())
 	}
 }
 
@@ -278,5 +312,43 @@ func TestSameType(t *testing.T) {
 	if !ownership.SamePartitionKey([]protoreflect.FieldDescriptor{field("Order", "customer_id")}, []protoreflect.FieldDescriptor{field("Payment", "customer_id")}) ||
 		ownership.SamePartitionKey([]protoreflect.FieldDescriptor{field("Order", "customer_id")}, []protoreflect.FieldDescriptor{field("Click", "account_id")}) {
 		t.Error("SamePartitionKey")
+	}
+}
+
+// TestTimers checks that timers are owned as tables are: by the key field
+// of the partition key, which a timer's key must carry.
+func TestTimers(t *testing.T) {
+	const onRelease, onRemind = "  rpc OnRelease(Release) returns (google.protobuf.Empty);\n", "  rpc OnRemind(Remind) returns (google.protobuf.Empty);\n"
+	c, err := ownership.Of(ledgerTimers(t, `"Balance"`, ` timers: ["Release"]`, onOrder+onRelease), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Err(); err != nil || len(c.Timers) != 1 {
+		t.Fatalf("Err %v, timers %+v; want one timer, owned", err, c.Timers)
+	}
+	if tm := c.Timers[0]; !tm.Timer || tm.Name != "timer:bank.v1.Release" || len(tm.Owner) != 1 || tm.Owner[0] != 1 {
+		t.Errorf("timer %+v, want timer:bank.v1.Release owned by its key field 1", tm)
+	}
+
+	c, err = ownership.Of(ledgerTimers(t, `"Balance"`, ` timers: ["Release", "Remind"]`, onOrder+onRelease+onRemind), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "bank.proto:62:3: timer Remind (bank.proto:78:3) of consumer Ledger has no key field customer_id of type string, a field of the partition key (customer_id string) of its inputs (bank.v1.Order, bank.proto:12:3): its field customer_id (bank.proto:80:3) is not one of its key fields (order_id); its timers have no owner, so the consumer can't be rescaled"
+	if err := c.Err(); err == nil || err.Error() != want {
+		t.Errorf("Err\n got: %v\nwant: %s", err, want)
+	}
+
+	c, err = ownership.Of(ledgerTimers(t, "", ` timers: ["Release"]`, onOrder+onClick+onRelease), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Err(); err == nil || !strings.Contains(err.Error(), "its inputs share no partition key") || c.Timers[0].Unowned == nil ||
+		!strings.HasPrefix(c.Timers[0].Unowned.Error(), "bank.proto:62:3: timer Release (bank.proto:72:3) of consumer Ledger has no owner") {
+		t.Errorf("a consumer of timers, without a partition key: Err %v, timer %v", err, c.Timers[0].Unowned)
+	}
+	if _, err := ownership.Of(ledgerTimers(t, "", ` timers: ["Balance"]`, onOrder), nil); err == nil ||
+		!strings.Contains(err.Error(), "message bank.v1.Balance has no (gazconsumer.v1.message).timer option") {
+		t.Errorf("a timer of a table: %v", err)
 	}
 }

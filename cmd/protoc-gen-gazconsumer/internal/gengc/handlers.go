@@ -160,7 +160,7 @@ func genConsumer(fc *fileCtx, c *consumer) {
 		))
 	}
 	desc = append(desc, jen.Id("FinalizeTxn").Op(":").Id(n.handler).Dot("FinalizeTxn"))
-	if len(c.tables) != 0 {
+	if len(c.tables) != 0 || len(c.timers) != 0 {
 		desc = append(desc, jen.Id("Tables").Op(":").Index().Add(fc.q(pathRuntime, "TableOwnership")).Custom(multiLine, genOwners(fc, c)...))
 	}
 	if c.onFailure != nil {

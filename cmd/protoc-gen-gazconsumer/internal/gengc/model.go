@@ -74,8 +74,9 @@ type consumer struct {
 	tables    []*table
 	tableAt   []int // Index of each table among the consumer's tables option.
 	publishes []publish
-	// owners holds the ownership of the rows of each of tables.
-	owners []ownership.Table
+	// owners holds the ownership of the rows of each of tables, and
+	// timerOwners of each of timers.
+	owners, timerOwners []ownership.Table
 	// onFailure is the consumer's failure policy, if annotated.
 	onFailure *failurePolicy
 	// timers are the timers the consumer sets, at timerAt of its option,
@@ -573,7 +574,7 @@ func (md *model) consumer(s *protogen.Service) (*consumer, error) {
 	} else if err := own.Err(); err != nil && opts.GetRescalable() {
 		return nil, err
 	}
-	c.owners = own.Tables
+	c.owners, c.timerOwners = own.Tables, own.Timers
 	return c, nil
 }
 

@@ -82,18 +82,11 @@ func (c *consumer) timerHandler(meth *protogen.Method, t *table, byInput map[pro
 	return nil
 }
 
-// checkTimerHandlers fails if a timer of c has no handler, or if c is to be
-// rescalable and has timers or rows that expire: neither follows its keys
-// through a rescale.
+// checkTimerHandlers fails if a timer of c has no handler. (Timers, and
+// rows that expire, follow their keys through a rescale: a rescalable
+// consumer's timers must have owners, as its tables' rows, which package
+// internal/ownership checks.)
 func (c *consumer) checkTimerHandlers() error {
-	if len(c.timers) != 0 && c.opts.GetRescalable() {
-		return optErrorf(c.svc.Desc, at(optTimers, int32(c.timerAt[0])), "consumer %s is rescalable, but sets timers, which don't follow their keys through a rescale", c.svc.Desc.Name())
-	}
-	for _, t := range c.tables {
-		if t.ttl != 0 && c.opts.GetRescalable() {
-			return optErrorf(t.msg.Desc, at(optTable, optTTL), "table %s sets a ttl, but consumer %s is rescalable: rows that expire don't follow their keys through a rescale", t.msg.Desc.Name(), c.svc.Desc.Name())
-		}
-	}
 	for i, t := range c.timers {
 		if !slices.ContainsFunc(c.timerHandlers, func(h handler) bool { return h.timer == t }) {
 			return optErrorf(c.svc.Desc, at(optTimers, int32(c.timerAt[i])), "consumer %s sets timer %s, but no rpc of it takes %s to handle its firings",

@@ -1,19 +1,22 @@
 package gengc
 
 import (
+	"slices"
+
 	"github.com/dave/jennifer/jen"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // genOwners returns the elements of the Tables of consumer c's
-// runtime.Consumer: for each of its tables, the schema's Owned, of a
-// function appending to b the partition key of the row of key k (its key
-// fields of the partition key's fields, encoded as AppendPartitionKey
-// encodes a message's), or Unowned, saying why it has none (see package
-// internal/ownership).
+// runtime.Consumer: for each of its tables, then each of its timers (whose
+// schemas are tables'), the schema's Owned, of a function appending to b
+// the partition key of the row of key k (its key fields of the partition
+// key's fields, encoded as AppendPartitionKey encodes a message's), or
+// Unowned, saying why it has none (see package internal/ownership).
 func genOwners(fc *fileCtx, c *consumer) []jen.Code {
 	var out []jen.Code
-	for i, t := range c.tables {
+	owners := slices.Concat(c.owners, c.timerOwners)
+	for i, t := range slices.Concat(c.tables, c.timers) {
 		n := tableNamesOf(t)
 		pkg := t.msg.GoIdent.GoImportPath
 		// The schema is unexported: of a table of another package, it is
@@ -22,7 +25,7 @@ func genOwners(fc *fileCtx, c *consumer) []jen.Code {
 		if string(pkg) != fc.path {
 			schema = fc.q(string(pkg), n.ctor).Call(jen.Nil()).Dot("Schema").Call()
 		}
-		own := c.owners[i]
+		own := owners[i]
 		if own.Unowned != nil {
 			out = append(out, schema.Dot("Unowned").Call(jen.Lit(own.Unowned.Error())))
 			continue

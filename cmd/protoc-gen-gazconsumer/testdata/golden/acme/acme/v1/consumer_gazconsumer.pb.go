@@ -88,6 +88,9 @@ var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *Sp
 		gazconsumerDailySpendTable.Owned(func(k *DailySpendKey, b []byte) []byte {
 			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
 		}),
+		gazconsumerReminderTimers.Owned(func(k *ReminderKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
 	},
 	OnFailure: runtime.FailurePolicy{Retries: 2, Backoff: time.Millisecond, DeadLetter: true},
 	Timers: []runtime.Timing[SpendCounterHandler, *SpendCounterTxn]{
