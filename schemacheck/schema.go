@@ -5,9 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
@@ -89,7 +87,7 @@ func load(files []protoreflect.FileDescriptor) *schema {
 			if s.messages[m.FullName()] != m {
 				return // A duplicate declaration.
 			}
-			opts := messageOptions(m)
+			opts := protoload.MessageOptions(m)
 			if o := opts.GetTable(); o != nil {
 				s.addTable(m, o)
 			}
@@ -101,7 +99,7 @@ func load(files []protoreflect.FileDescriptor) *schema {
 	for _, f := range all {
 		for i := 0; i < f.Services().Len(); i++ {
 			if svc := f.Services().Get(i); s.consumerByName[svc.FullName()] == nil {
-				if o := consumerOptions(svc); o != nil {
+				if o := protoload.ConsumerOptions(svc); o != nil {
 					s.addConsumer(svc, o)
 				}
 			}
@@ -115,37 +113,6 @@ func walkMessages(msgs protoreflect.MessageDescriptors, fn func(protoreflect.Mes
 		fn(msgs.Get(i))
 		walkMessages(msgs.Get(i).Messages(), fn)
 	}
-}
-
-// messageOptions returns the (gazconsumer.v1.message) option of m, or nil.
-func messageOptions(m protoreflect.MessageDescriptor) *gcv1.MessageOptions {
-	opts, _ := extension(m.Options(), &descriptorpb.MessageOptions{}, gcv1.E_Message).(*gcv1.MessageOptions)
-	return opts
-}
-
-// consumerOptions returns the (gazconsumer.v1.consumer) option of s, or nil.
-func consumerOptions(s protoreflect.ServiceDescriptor) *gcv1.Consumer {
-	opts, _ := extension(s.Options(), &descriptorpb.ServiceOptions{}, gcv1.E_Consumer).(*gcv1.Consumer)
-	return opts
-}
-
-// extension returns extension xt of opts, or nil if it is not set. opts
-// are decoded again into into, through the wire, so that the extension is
-// read as the type linked into this package, whether opts came from a
-// compiler (which may hold it as a dynamic message or unknown fields) or
-// from a descriptor set.
-func extension(opts, into proto.Message, xt protoreflect.ExtensionType) any {
-	if opts == nil || !opts.ProtoReflect().IsValid() {
-		return nil
-	}
-	b, err := proto.MarshalOptions{AllowPartial: true}.Marshal(opts)
-	if err != nil {
-		return nil
-	}
-	if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(b, into); err != nil || !proto.HasExtension(into, xt) {
-		return nil
-	}
-	return proto.GetExtension(into, xt)
 }
 
 // field returns the keyField of m named name.

@@ -3,8 +3,10 @@
 // with source info and the standard imports built in, and optionally
 // gazconsumer/v1/options.proto; it collects compiled files with their
 // imports into a FileDescriptorSet, as buf build and protoc
-// --include_imports write one; it reads such a set back; and it finds the
-// import roots of the files and directories a command is given.
+// --include_imports write one; it reads such a set back; it finds the
+// import roots of the files and directories a command is given; and it
+// reads the gazconsumer options of the descriptors it loads as the types
+// linked into the program.
 package protoload
 
 import (
