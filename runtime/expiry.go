@@ -100,6 +100,9 @@ type firedMark struct {
 
 // Due returns the earliest time something of the store falls due.
 func (a *Adapter[H, T]) Due(shard Shard, store Store) (time.Time, bool, error) {
+	if a.handingOff(shard, store) {
+		return time.Time{}, true, nil // Due at once: a transaction goes on with it.
+	}
 	var kvs, ok = store.(KVStore)
 	if !a.keepsTime() || !ok {
 		return time.Time{}, false, nil
@@ -154,7 +157,11 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 			return fired, fmt.Errorf("consumer %s: reading what is due: %w", a.c.Name, err)
 		}
 		for _, key := range keys {
-			if err = a.fire(tx, kv, key); err != nil {
+			if owned, oerr := a.ownsDue(shard, store, key); oerr != nil {
+				return fired, oerr
+			} else if !owned {
+				continue // Moves to the hand-off area, for the shard owning it.
+			} else if err = a.fire(tx, kv, key); err != nil {
 				return fired, err
 			}
 			fired++
@@ -164,6 +171,22 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 		}
 		start = append(keys[len(keys)-1], 0)
 	}
+}
+
+// ownsDue reports whether the shard owns the entry key of the index of what
+// falls due: it does, unless it's split and still moving what it no longer
+// owns to its hand-off area, of which the entry is.
+func (a *Adapter[H, T]) ownsDue(shard Shard, store Store, key []byte) (bool, error) {
+	var v, ok = a.guards.Load(shard.Spec().Id)
+	if !ok || v.(*partitionGuard).store != store || v.(*partitionGuard).built.Moving == nil {
+		return true, nil
+	}
+	var own = v.(*partitionGuard).built.Owns
+	var owner, err = a.ownerOf(key, own.Of, new([]byte))
+	if err != nil {
+		return false, fmt.Errorf("shard %s: the owner of %x: %w", shard.Spec().Id, key, err)
+	}
+	return owner == own.Index, nil
 }
 
 // fire fires the entry key of the index: a timer's, or a row's expiry.

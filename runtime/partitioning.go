@@ -40,6 +40,16 @@ type Partitioning struct {
 	// Handoff tells that the shard's store keeps, under HandoffPrefix, the
 	// rows it handed off when it split, until its rescale ends.
 	Handoff bool `json:"handoff,omitempty"`
+	// Moving is, from a shard's split until the last of what it no longer
+	// owns is in its hand-off area, where that move goes on: a split moves
+	// a bounded part of the state each transaction (handoffBatch), so that
+	// no transaction holds a large state's half in memory. Nil once the
+	// move is done. Shards forked from it wait until then.
+	Moving *HandoffCursor `json:"moving,omitempty"`
+	// Dropping tells that the shard, its rescale ended, is deleting its
+	// hand-off area, a bounded part each transaction; Handoff stays set
+	// until the last is gone.
+	Dropping bool `json:"dropping,omitempty"`
 	// Inherited are the journals a shard made by a rescale reads beside
 	// those of its spec: those of the shards it was split from, in which
 	// producers not yet switched to the new partitions may still write

@@ -49,6 +49,12 @@ const LabelSplitTo = "gazconsumer.dev/split-to"
 // the shard whose state it starts from, and whose journals it reads too.
 const LabelSplitFrom = "gazconsumer.dev/split-from"
 
+// LabelSplitBatch labels, if an operator wants other than the default
+// (handoffBatch), the shards of a consumer being rescaled: its value is the
+// bytes of keys and values each moves to its hand-off area, or drops from
+// it, in one transaction.
+const LabelSplitBatch = "gazconsumer.dev/split-batch"
+
 // HandoffPrefix begins the keys of the rows which a shard split no longer
 // owns, kept (under HandoffPrefix and their own key) for the new shards
 // forked from it until the rescale ends. Tables never see them.
@@ -64,6 +70,20 @@ type Ownership struct {
 	Index int `json:"index"`
 	Of    int `json:"of"`
 }
+
+// HandoffCursor is where a split's move of what its shard no longer owns to
+// the hand-off area goes on: at the first store key after After (at the
+// first key of the state, if After is nil). Moved counts what moved so far.
+type HandoffCursor struct {
+	After []byte `json:"after,omitempty"`
+	Moved int    `json:"moved"`
+}
+
+// handoffBatch bounds the bytes of keys and values a shard moves to its
+// hand-off area, or drops from it, in one transaction: the split of a large
+// state takes as many transactions as it needs (each begun at once, as
+// something due), and none holds more than this much of it.
+var handoffBatch = 16 << 20
 
 // ErrParentNotSplit is returned by Forker.Fork while the shard a new shard
 // is forked from has not yet committed its split.
@@ -101,6 +121,21 @@ type ReadCloser interface {
 }
 
 var _ Forker = (*Adapter[any, *Txn])(nil)
+
+// handoffBatchOf returns the bytes the shard moves to its hand-off area, or
+// drops from it, in one transaction: as its spec's LabelSplitBatch says, or
+// handoffBatch.
+func handoffBatchOf(spec *pc.ShardSpec) (int, error) {
+	var v = spec.LabelSet.ValueOf(LabelSplitBatch)
+	if v == "" {
+		return handoffBatch, nil
+	}
+	var n, err = strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("shard %s: label %s=%q is not a count of bytes", spec.Id, LabelSplitBatch, v)
+	}
+	return n, nil
+}
 
 // splitTo returns the count of partitions the shard's spec asks its
 // consumer to be rescaled to, or 0 if it asks none.
@@ -222,6 +257,8 @@ func (a *Adapter[H, T]) splitRanges() [][2][]byte {
 		out = append(out, [2][]byte{[]byte(due.Prefix), due.End()},
 			[2][]byte{[]byte(due.ExpiryPrefix), keyenc.PrefixEnd([]byte(due.ExpiryPrefix))})
 	}
+	// In key order: a move goes through them in one pass.
+	slices.SortFunc(out, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
 	return out
 }
 
@@ -249,11 +286,15 @@ func (a *Adapter[H, T]) rescalable() error {
 }
 
 // split splits the state of the shard, at the end of its transaction, if
-// its spec asks for a rescale its state was not yet split for: the rows it
-// won't own go to the hand-off area, and the transaction's checkpoint is
-// marked for the new shards.
+// its spec asks for a rescale its state was not yet split for: it records
+// the ownership, marks the transaction's checkpoint for the new shards, and
+// begins to move what it won't own to the hand-off area. Once split, it
+// goes on with the move, each transaction, until it's done.
 func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard) error {
 	var spec = shard.Spec()
+	if g.built.Moving != nil {
+		return a.moveHandoff(spec, kv, g)
+	}
 	var m, err = splitTo(spec)
 	if err != nil || m == 0 {
 		return err
@@ -263,6 +304,8 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 		return nil // Split already.
 	} else if m%of != 0 {
 		return fmt.Errorf("shard %s: label %s=%d is not a multiple of the %d partitions its state was built under", spec.Id, LabelSplitTo, m, of)
+	} else if g.built.Handoff && g.built.Dropping {
+		return nil // Its last rescale's hand-off area goes first: it splits once that's dropped.
 	} else if g.built.Handoff {
 		return fmt.Errorf("shard %s: can't split to %d partitions: the rescale to %d has not finished (the shard still keeps rows for the shards split from it)", spec.Id, m, of)
 	} else if err = a.rescalable(); err != nil {
@@ -278,76 +321,149 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 	} else if index, err = g.ownIndex(spec); err != nil {
 		return err
 	}
-
-	// The rows and timers of every other partition move to the hand-off
-	// area, with their entries of the index of what falls due and their
-	// expiry records: each falls due on the shard owning its key.
-	type row struct{ key, value []byte }
-	var moved []row
-	var buf []byte
-	for _, r := range a.splitRanges() {
-		var serr error
-		if err = kv.Scan(r[0], r[1], func(key, value []byte) bool {
-			var owner int
-			if owner, serr = a.ownerOf(key, m, &buf); serr != nil {
-				return false
-			} else if owner != index {
-				moved = append(moved, row{bytes.Clone(key), bytes.Clone(value)})
-			}
-			return true
-		}); err == nil {
-			err = serr
-		}
-		if err != nil {
-			return fmt.Errorf("shard %s: splitting its state: %w", spec.Id, err)
-		}
-	}
-	for _, r := range moved {
-		if err = kv.Put(append([]byte(HandoffPrefix), r.key...), r.value); err == nil {
-			err = kv.Delete(r.key)
-		}
-		if err != nil {
-			return fmt.Errorf("shard %s: moving row %x to the hand-off area: %w", spec.Id, r.key, err)
-		}
-	}
 	// Until the rescale's journals exist, the families have the count the
 	// state was owned under before the split: both counts are the shard's.
 	for family := range g.built.Families {
 		g.built.Families[family] = of
 	}
-	g.built.Owns, g.built.Handoff = &Ownership{Index: index, Of: m}, true
-	if err = g.putRecord(kv, spec.Id); err != nil {
-		return err
-	}
+	// From the next transaction on, the shard applies only the messages it
+	// owns, and fires only what it owns: what it won't own is no longer
+	// written, and moves to the hand-off area at its pace.
+	g.built.Owns, g.built.Handoff, g.built.Moving = &Ownership{Index: index, Of: m}, true, &HandoffCursor{}
 	forker.ForkAtCommit([]byte(ForkCheckpointKey))
-	slog.Info("shard split its state for a rescale", "shard", spec.Id, "consumer", a.c.Name,
-		"owns", index, "of", m, "handedOff", len(moved))
-	return nil
+	slog.Info("shard split its state for a rescale", "shard", spec.Id, "consumer", a.c.Name, "owns", index, "of", m)
+	return a.moveHandoff(spec, kv, g)
 }
 
-// dropHandoff deletes the hand-off area of a shard whose rescale has ended
-// (its spec has no LabelSplitTo), if it has one.
-func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error {
-	if !g.built.Handoff || shard.Spec().LabelSet.ValueOf(LabelSplitTo) != "" {
-		return nil
+// moveHandoff moves to the hand-off area the next of what the shard, split,
+// no longer owns (rows and timers, with their entries of the index of what
+// falls due and their expiry records: each falls due on the shard owning
+// its key), up to its batch of bytes (handoffBatchOf), from where the move
+// is, and records where it goes on, or that it's done.
+func (a *Adapter[H, T]) moveHandoff(spec *pc.ShardSpec, kv KV, g *partitionGuard) error {
+	type row struct{ key, value []byte }
+	var id, own, cur = spec.Id, *g.built.Owns, *g.built.Moving
+	var batch, err = handoffBatchOf(spec)
+	if err != nil {
+		return err
 	}
-	var keys [][]byte
-	var start = []byte(HandoffPrefix)
-	if err := kv.Scan(start, keyenc.PrefixEnd(start), func(key, _ []byte) bool {
-		keys = append(keys, bytes.Clone(key))
-		return true
-	}); err != nil {
-		return fmt.Errorf("shard %s: reading its hand-off area: %w", shard.Spec().Id, err)
-	}
-	keys = append(keys, []byte(ForkCheckpointKey))
-	for _, k := range keys {
-		if err := kv.Delete(k); err != nil {
-			return fmt.Errorf("shard %s: dropping its hand-off area: %w", shard.Spec().Id, err)
+	var moved []row
+	var size int
+	var full bool
+	var buf []byte
+	for _, r := range a.splitRanges() {
+		var start = r[0]
+		if cur.After != nil {
+			if bytes.Compare(cur.After, r[1]) >= 0 {
+				continue // Moved already.
+			} else if bytes.Compare(cur.After, start) >= 0 {
+				start = append(bytes.Clone(cur.After), 0)
+			}
+		}
+		// Rows are collected, then moved: a scan's callback may not write.
+		var serr error
+		err = kv.Scan(start, r[1], func(key, value []byte) bool {
+			if size >= batch {
+				full = true
+				return false
+			}
+			var owner int
+			if owner, serr = a.ownerOf(key, own.Of, &buf); serr != nil {
+				return false
+			} else if owner != own.Index {
+				moved = append(moved, row{bytes.Clone(key), bytes.Clone(value)})
+				size += len(key) + len(value)
+			}
+			return true
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return fmt.Errorf("shard %s: splitting its state: %w", id, err)
+		} else if full {
+			break
 		}
 	}
-	g.built.Handoff = false
-	slog.Info("shard dropped the rows it handed off in a rescale", "shard", shard.Spec().Id, "rows", len(keys)-1)
-	return g.putRecord(kv, shard.Spec().Id)
+	for _, r := range moved {
+		var err = kv.Put(append([]byte(HandoffPrefix), r.key...), r.value)
+		if err == nil {
+			err = kv.Delete(r.key)
+		}
+		if err != nil {
+			return fmt.Errorf("shard %s: moving %x to the hand-off area: %w", id, r.key, err)
+		}
+	}
+	cur.Moved += len(moved)
+	if full {
+		cur.After = moved[len(moved)-1].key
+		g.built.Moving = &cur
+		slog.Debug("shard moved part of what it no longer owns to its hand-off area", "shard", id, "moved", cur.Moved)
+	} else {
+		g.built.Moving = nil
+		slog.Info("shard moved what it no longer owns to its hand-off area", "shard", id, "consumer", a.c.Name,
+			"owns", own.Index, "of", own.Of, "handedOff", cur.Moved)
+	}
+	return g.putRecord(kv, id)
+}
+
+// dropHandoff deletes the next part of the hand-off area of a shard whose
+// rescale has ended (its spec has no LabelSplitTo), up to its batch of
+// bytes, if it has one; with the last, the record says it has none.
+func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error {
+	var id = shard.Spec().Id
+	if !g.built.Handoff || !g.built.Dropping && shard.Spec().LabelSet.ValueOf(LabelSplitTo) != "" {
+		return nil
+	} else if g.built.Moving != nil {
+		// The rescale ended before the shard moved all it no longer owns
+		// (the shards to fork from it can't have forked): what moved goes
+		// back, and the shard owns what it owned before the split.
+		return fmt.Errorf("shard %s: its rescale ended (label %s removed) while it still moved rows to its hand-off area, before any shard could fork from it: "+
+			"label it %s=%d again to finish the split", id, LabelSplitTo, LabelSplitTo, g.built.Owns.Of)
+	}
+	var batch, err = handoffBatchOf(shard.Spec())
+	if err != nil {
+		return err
+	}
+	g.built.Dropping = true
+	var keys [][]byte
+	var size int
+	var full bool
+	var start = []byte(HandoffPrefix)
+	if err := kv.Scan(start, keyenc.PrefixEnd(start), func(key, value []byte) bool {
+		if full = size >= batch; full {
+			return false
+		}
+		keys, size = append(keys, bytes.Clone(key)), size+len(key)+len(value)
+		return true
+	}); err != nil {
+		return fmt.Errorf("shard %s: reading its hand-off area: %w", id, err)
+	}
+	if !full {
+		keys = append(keys, []byte(ForkCheckpointKey))
+		g.built.Handoff, g.built.Dropping = false, false
+	}
+	for _, k := range keys {
+		if err := kv.Delete(k); err != nil {
+			return fmt.Errorf("shard %s: dropping its hand-off area: %w", id, err)
+		}
+	}
+	if !full {
+		slog.Info("shard dropped the rows it handed off in a rescale", "shard", id)
+	}
+	return g.putRecord(kv, id)
+}
+
+// handingOff reports whether the shard still moves what it no longer owns
+// to its hand-off area, or drops the area: work its next transaction does,
+// due at once.
+func (a *Adapter[H, T]) handingOff(shard Shard, store Store) bool {
+	var v, ok = a.guards.Load(shard.Spec().Id)
+	if !ok || v.(*partitionGuard).store != store {
+		return false
+	}
+	var b = &v.(*partitionGuard).built
+	return b.Moving != nil || b.Handoff && (b.Dropping || shard.Spec().LabelSet.ValueOf(LabelSplitTo) == "")
 }
 
 // NeedsFork tells whether the shard, labeled LabelSplitFrom, is still to be
@@ -409,7 +525,9 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
 		return fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
 	case parentRec.Owns == nil || parentRec.Owns.Of != m:
 		return fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
-	case !parentRec.Handoff:
+	case parentRec.Moving != nil:
+		return fmt.Errorf("shard %s: %w: shard %s still moves what it no longer owns to its hand-off area (%d moved)", spec.Id, ErrParentNotSplit, from, parentRec.Moving.Moved)
+	case !parentRec.Handoff || parentRec.Dropping:
 		return fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -237,6 +238,8 @@ type forkShard struct {
 }
 
 func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
+	// A split moves its hand-off in one transaction, or in many.
+	var batch = []string{"", "1", "60", "500"}[rng.IntN(4)]
 	var family = &orderFamily{n: n}
 	var want = map[string]int64{}
 	var log = newTimeLog(rng)
@@ -308,6 +311,29 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		s.app, s.store = a, mem.Open(s.db)
 		return s
 	}
+	// handingOff tells whether s has hand-off work to do, which a
+	// transaction begun at once does.
+	var handingOff = func(s *forkShard) bool {
+		t.Helper()
+		var at, found, err = s.app.(runtime.Timekeeper).Due(s.sh, s.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found && at.IsZero()
+	}
+	// settle runs transactions of s, each with the next of msgs if any
+	// is left, until its hand-off work is done and msgs are applied.
+	var settle = func(s *forkShard, msgs []*order) {
+		t.Helper()
+		for txns := 0; len(msgs) != 0 || handingOff(s); txns++ {
+			if txns == 10000 {
+				t.Fatalf("shard %s still hands off after %d transactions", s.sh.spec.Id, txns)
+			}
+			var next = msgs[:min(len(msgs), 3)]
+			msgs = msgs[len(next):]
+			apply(s, s.own, next)
+		}
+	}
 	var feed = func(s *forkShard, p, count int) {
 		var batch = msgs(p, count)
 		apply(s, s.own, batch)
@@ -331,13 +357,27 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			// The split is asked: the next transaction applies every
 			// message, then splits.
 			s.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
+			if batch != "" {
+				s.sh.spec.LabelSet.SetValue(runtime.LabelSplitBatch, batch)
+			}
 			feed(s, p, 20)
 			log.owns[s.sh.spec.Id] = runtime.Ownership{Index: p, Of: m}
 			splitAt = append(splitAt, offset)
+			if handingOff(s) {
+				// Its new shards can't fork from it until its hand-off is
+				// done.
+				var early = open(n+p, family.journal(n+p), s)
+				early.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
+				early.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, s.sh.spec.Id.String())
+				if err := early.app.(runtime.Forker).Fork(early.sh, early.store, ""); !errors.Is(err, runtime.ErrParentNotSplit) {
+					t.Errorf("a fork of shard %s while it moves rows to its hand-off area: %v, want %v", s.sh.spec.Id, err, runtime.ErrParentNotSplit)
+				}
+			}
 			// Then producers on the old count go on writing to the
-			// parent's journal: the parent applies those it owns.
+			// parent's journal: the parent applies those it owns, while
+			// it moves what it no longer owns to its hand-off area.
 			var tail = msgs(p, 30)
-			apply(s, s.own, tail)
+			settle(s, tail)
 			for _, o := range tail {
 				want[o.Customer] += o.Cents
 			}
@@ -379,10 +419,11 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			children = append(children, child)
 		}
 		for _, s := range slices.Concat(shards, children) {
-			// The rescale ends: shards drop their hand-off areas at their
-			// next transaction.
+			// The rescale ends: shards drop their hand-off areas from
+			// their next transaction on.
 			s.sh.spec.LabelSet.Remove(runtime.LabelSplitTo)
 			apply(s, s.own, nil)
+			settle(s, nil)
 			var handoff int
 			_ = s.db.Snapshot().Scan([]byte(runtime.HandoffPrefix), keyenc.PrefixEnd([]byte(runtime.HandoffPrefix)), func([]byte, []byte) bool { handoff++; return true })
 			if handoff != 0 {

@@ -37,6 +37,7 @@ type rescaleFlags struct {
 	partitions    int
 	settle        time.Duration
 	timeout       time.Duration
+	handoffBatch  int
 	dryRun        bool
 }
 
@@ -50,8 +51,9 @@ those the .proto files now say (family.partitions, a multiple of today's count),
 while the consumer runs, applying each message exactly once:
 
   1. each shard of the consumers is labeled ` + runtime.LabelSplitTo + `=M; at the end
-     of its next transaction, it hands off the rows it won't own (their partition
-     keys map to another of the M partitions) and marks its checkpoint;
+     of its next transaction, it marks its checkpoint and begins to hand off the
+     rows it won't own (their partition keys map to another of the M partitions),
+     --handoff-batch bytes a transaction;
   2. the families' new journals, and the new shards' recovery logs, are created
      (producers switch to them as they see them);
   3. the new shards are created, as the .proto files say: each starts from a
@@ -81,6 +83,7 @@ members, run it again to finish. --dry-run prints the plan only.`,
 	fl.IntVar(&f.partitions, "partitions", 0, "the count of partitions the .proto files must say (a check; default: what they say)")
 	fl.DurationVar(&f.settle, "settle", 5*time.Second, "time for members and producers to see each step before the next")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long to wait for the new shards to serve")
+	fl.IntVar(&f.handoffBatch, "handoff-batch", 0, "bytes each shard hands off in one transaction as it splits (a large state splits over many; default: the members' 16 MiB)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan, change nothing")
 	return cmd
 }
@@ -93,6 +96,8 @@ type rescaleConsumer struct {
 	from   int                     // Partitions before.
 	to     int                     // Partitions after.
 	live   map[pc.ShardID]liveSpec // Shards in etcd.
+
+	handoffBatch int // Bytes each shard hands off a transaction, if not the default.
 }
 
 // liveSpec is a shard spec in etcd.
@@ -112,6 +117,8 @@ type rescaleFamily struct {
 func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []string) error {
 	if len(f.consumers) == 0 {
 		return errors.New("--consumer is required: the consumers to rescale")
+	} else if f.handoffBatch < 0 {
+		return fmt.Errorf("--handoff-batch=%d: want a count of bytes", f.handoffBatch)
 	}
 	var files, err = loadProtos(ctx, f.importPaths, f.descriptorSet, args)
 	if err != nil {
@@ -279,7 +286,7 @@ func rescalePlan(files []protoreflect.FileDescriptor, specs *specgen.Specs, f re
 			prefix = "/gazette/consumers/" + strings.ToLower(full[strings.LastIndex(full, ".")+1:])
 		}
 		chosen[full] = true
-		consumers = append(consumers, &rescaleConsumer{name: full, prefix: prefix, specs: specs.Consumers[full]})
+		consumers = append(consumers, &rescaleConsumer{name: full, prefix: prefix, specs: specs.Consumers[full], handoffBatch: f.handoffBatch})
 	}
 
 	var families = map[string]*rescaleFamily{}
@@ -473,6 +480,9 @@ func (c *rescaleConsumer) labelParents(ctx context.Context, etcd *clientv3.Clien
 		var spec = *live.spec
 		spec.LabelSet = pb.LabelSet{Labels: slices.Clone(spec.LabelSet.Labels)}
 		spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(c.to))
+		if c.handoffBatch != 0 {
+			spec.LabelSet.SetValue(runtime.LabelSplitBatch, strconv.Itoa(c.handoffBatch))
+		}
 		if err := putSpec(ctx, etcd, live.key, live.modRevision, &spec); err != nil {
 			return changed, err
 		}
@@ -546,7 +556,8 @@ func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) err
 	for _, id := range slices.Sorted(maps.Keys(c.live)) {
 		var live = c.live[id]
 		var labels = live.spec.LabelSet
-		if labels.ValueOf(runtime.LabelSplitTo) == "" && labels.ValueOf(labelSplitNew) == "" && labels.ValueOf(runtime.LabelSplitFrom) == "" {
+		if labels.ValueOf(runtime.LabelSplitTo) == "" && labels.ValueOf(labelSplitNew) == "" && labels.ValueOf(runtime.LabelSplitFrom) == "" &&
+			labels.ValueOf(runtime.LabelSplitBatch) == "" {
 			continue
 		}
 		var spec = *live.spec
@@ -554,6 +565,7 @@ func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) err
 		spec.LabelSet.Remove(runtime.LabelSplitTo)
 		spec.LabelSet.Remove(runtime.LabelSplitFrom) // Forked: its state records what it inherited.
 		spec.LabelSet.Remove(labelSplitNew)
+		spec.LabelSet.Remove(runtime.LabelSplitBatch)
 		if err := putSpec(ctx, etcd, live.key, live.modRevision, &spec); err != nil {
 			return err
 		}

@@ -100,11 +100,13 @@ func (s *Replica) fork(dir string, store runtime.Store, forker runtime.Forker, f
 	if err = player.PlayTo(s.ctx, all[0], head); err != nil {
 		return fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
 	}
+	var played = time.Now()
 	if err = forker.Fork(s, store, dir); err != nil {
 		return err
 	}
 	slog.Info("shard forked", "shard", spec.Id, "from", from, "log", log,
-		"bytesRead", player.BytesRead(), "took", time.Since(started))
+		"bytesRead", player.BytesRead(), "took", time.Since(started),
+		"played", played.Sub(started), "copied", time.Since(played))
 	return nil
 }
 
