@@ -73,9 +73,11 @@ func TestRescaleUnderLoad(t *testing.T) {
 			t.Logf("gazconsumer rescale printed:\n%s", rescaleLog.String())
 		}
 	})
+	var batch int // --handoff-batch, if not the default.
 	var rescale = func() *exec.Cmd {
 		var cmd = exec.Command(filepath.Join(bin, "gazconsumer"), "rescale",
 			"--consumer", "Ledger", "--consumer", "Leaderboard", "--settle", "1s", "--timeout", "3m",
+			"--handoff-batch", strconv.Itoa(batch),
 			"--etcd.address", stack.EtcdURL(), "--broker.address", broker, protos)
 		cmd.Stdout, cmd.Stderr = &rescaleLog, &rescaleLog
 		if err := cmd.Start(); err != nil {
@@ -91,7 +93,10 @@ func TestRescaleUnderLoad(t *testing.T) {
 	}
 	var rng = rand.New(rand.NewPCG(seed, 2))
 	var killCmd, victim, killMember = rng.IntN(3), []*member{ledger, leaderboard}[rng.IntN(2)], rng.IntN(2)
-	t.Logf("seed %d (set RESCALE_SEED to repeat): the command dies at point %d, the %s's member at point %d", seed, killCmd, victim.app, killMember)
+	// Shards hand off their rows in one transaction, or over many.
+	batch = []int{0, 4 << 10, 64 << 10}[rng.IntN(3)]
+	t.Logf("seed %d (set RESCALE_SEED to repeat): the command dies at point %d, the %s's member at point %d; --handoff-batch %d",
+		seed, killCmd, victim.app, killMember, batch)
 
 	var cmd = rescale()
 	switch killCmd {
