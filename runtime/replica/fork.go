@@ -26,8 +26,9 @@ const forkRetry = 5 * time.Second
 // runtime.LabelSplitFrom) from that of the shard it's split from, unless
 // its store has a state already: it plays the other's recovery log into a
 // directory beside dir, without fencing it, and hands it to the
-// application's Fork. Until the other shard has committed its split, it
-// plays the log again, every few seconds.
+// application's Fork. Until the other shard has committed its split and
+// moved its hand-off, it plays the log again, every few seconds (and no
+// sooner than a play took).
 func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	var spec = s.Spec()
 	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
@@ -43,19 +44,24 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	}
 	var wait = 250 * time.Millisecond
 	for {
+		var began = time.Now()
 		var err = s.fork(dir+"-fork", store, forker, from)
 		if err == nil {
 			return nil
 		} else if !errors.Is(err, runtime.ErrParentNotSplit) {
 			return err
 		}
-		slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err)
+		// No sooner than a play took: a large state's playback, played
+		// again while its parent moves its hand-off, takes at most half
+		// of the shard's time.
+		wait = max(wait, time.Since(began))
+		slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err, "retryIn", wait)
 		select {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, forkRetry)
+		wait = min(2*wait, max(forkRetry, wait))
 	}
 }
 
