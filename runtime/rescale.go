@@ -454,16 +454,26 @@ func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error
 	return g.putRecord(kv, id)
 }
 
-// handingOff reports whether the shard still moves what it no longer owns
-// to its hand-off area, or drops the area: work its next transaction does,
-// due at once.
+// handingOff reports whether the shard has work of a rescale to do: to
+// split as its spec asks, to move what it no longer owns to its hand-off
+// area, or to drop the area. Its next transaction does it, due at once.
 func (a *Adapter[H, T]) handingOff(shard Shard, store Store) bool {
 	var v, ok = a.guards.Load(shard.Spec().Id)
 	if !ok || v.(*partitionGuard).store != store {
 		return false
 	}
-	var b = &v.(*partitionGuard).built
-	return b.Moving != nil || b.Handoff && (b.Dropping || shard.Spec().LabelSet.ValueOf(LabelSplitTo) == "")
+	var g = v.(*partitionGuard)
+	var b = &g.built
+	var m, err = splitTo(shard.Spec())
+	switch {
+	case b.Moving != nil:
+		return true
+	case b.Handoff:
+		return b.Dropping || m == 0
+	default:
+		// A split asked, which the next transaction does (or fails on).
+		return err != nil || m != 0 && m != g.ownedOf()
+	}
 }
 
 // NeedsFork tells whether the shard, labeled LabelSplitFrom, is still to be
