@@ -237,7 +237,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	screenshot("journals")
 
 	// State: the form of GetBalance shows the balance the ledger answers.
+	// The ledger releases the holds of unpaid orders only after its hold
+	// window (ledger.DefaultHoldWindow, past the test's end): the balance
+	// is the record's less those refunds.
 	var want = rec.Balances[len(rec.Balances)/2]
+	for _, u := range rec.Unpaid {
+		if u.Customer == want.Customer && u.Account == want.Account {
+			want.Cents -= u.Cents
+		}
+	}
 	conn, err := query.Dialer(sec.TLS)(ledgerMember.Svc.Endpoint())
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/specs"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/message"
 )
 
 func TestMain(m *testing.M) {
@@ -188,13 +190,112 @@ func (m *member) stop() {
 	}
 }
 
+// TestTimersExactlyOnceUnderCrashes kills the ledger's member with SIGKILL
+// at random moments while its timers fire and its rows expire: a load's
+// unpaid orders' holds are released a hold window after them, and its
+// accounts fall idle once the load ends, while the member dies and is
+// started again. Once all is due, each unpaid order's hold was released
+// once (one event, its refund in the balance), no paid order's was, every
+// account fell idle at its last version, each time once, and each invalid
+// payment is a dead letter once: each firing's effect committed once.
+func TestTimersExactlyOnceUnderCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds commands and runs members as processes")
+	}
+	const kills = 3
+	var seed = uint64(time.Now().UnixNano())
+	if s := os.Getenv("TIMER_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (set TIMER_CRASH_SEED to repeat)", seed)
+	var rng = rand.New(rand.NewPCG(seed, 3))
+
+	var ctx, cancel = context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var bin = t.TempDir()
+	buildCommands(t, bin, "ledger", "leaderboard")
+	var stack = devstacktest.StartT(t, "")
+	if _, err := specs.ApplyJournalsFile(ctx, stack.Journals(), "specs/journals.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	var ledger, leaderboard = startBank(ctx, t, bin, gazctl(t), stack.EtcdURL(), string(stack.Brokers()[0].Endpoint()))
+
+	var msgs, rec, err = load.Generate(load.Options{Orders: 3000, Payments: 3000, Poison: 5, Customers: 100, Accounts: 3, Seed: seed, TxnSize: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start = time.Now()
+	var published = make(chan error, 1)
+	go func() {
+		// Paced over some 20 s: holds fall due from a hold window after
+		// the start, accounts fall idle once the load ends.
+		published <- load.Publish(ctx, stack.Journals(), msgs, 50, func(int) { time.Sleep(160 * time.Millisecond) })
+	}()
+
+	var ledgerShards, ledgerConn, _ = inspect.DialShards(pb.Endpoint(ledger.address()), brokerconn.Security{})
+	defer ledgerConn.Close()
+	var boardShards, boardConn, _ = inspect.DialShards(pb.Endpoint(leaderboard.address()), brokerconn.Security{})
+	defer boardConn.Close()
+	var follower = progress.NewFollower(stack.Journals(), brokerconn.Security{},
+		progress.App{Name: "ledger", Shards: ledgerShards}, progress.App{Name: "leaderboard", Shards: boardShards})
+	defer follower.Close()
+
+	// Kill the ledger at moments within the firings: from a hold window
+	// after the load began, to 5 s (accounts' ttl) after it ends.
+	var moments []time.Duration
+	for range kills {
+		moments = append(moments, holdWindow+time.Duration(rng.Int64N(int64(15*time.Second))))
+	}
+	slices.Sort(moments)
+	t.Logf("the ledger dies at %v after the load begins", moments)
+	for _, at := range moments {
+		time.Sleep(time.Until(start.Add(at)))
+		for {
+			var sts, err = follower.Read(ctx)
+			if err == nil && sts[0].Primaries == sts[0].Shards {
+				break
+			} else if ctx.Err() != nil {
+				t.Fatalf("the ledger did not take its shards: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		ledger.kill()
+		t.Logf("killed the ledger (process %d) %s after the load began", ledger.started, time.Since(start).Round(time.Millisecond))
+		ledger.start()
+	}
+	if err = <-published; err != nil {
+		t.Fatal(err)
+	}
+	var done = make(chan struct{})
+	close(done)
+	if _, err = follower.Wait(ctx, 100*time.Millisecond, done, nil); err != nil {
+		t.Fatalf("waiting for the consumers to catch up: %v", err)
+	}
+	var events = checkBank(ctx, t, stack, ledgerShards, boardShards, rec)
+	t.Logf("checked %d events: %d holds released of %d orders, %d accounts idle, %d dead letters, after %d crashes",
+		events, len(rec.Unpaid), rec.Options.Orders, len(rec.Balances), len(rec.Poison), kills)
+}
+
+// holdWindow is the ledger's hold window in these tests: how long it holds
+// an order's amount for the order's payment. Longer than a member's
+// restart (the lease of a member killed is 2 s, then the shards recover),
+// so that a payment read after a restart finds its order's hold; short,
+// since the tests wait it out before they check.
+const holdWindow = 15 * time.Second
+
+// settled bounds the wait, once the consumers caught up, for what the
+// ledger does at a time: holds released a hold window after their orders,
+// accounts idle 5 s (RecentAccount's ttl) after their last changes, and the
+// leaderboard reading those releases.
+const settled = holdWindow + time.Minute
+
 // startBank starts the example's ledger and leaderboard as members of the
 // stack at etcd and broker, stopped when t ends, and applies their shards
 // with Gazette's gazctl, through the members' Shard API.
 func startBank(ctx context.Context, t *testing.T, bin, gazctl, etcd, broker string) (ledger, leaderboard *member) {
 	t.Helper()
 	var common = []string{"--etcd.address", etcd, "--broker.address", broker}
-	ledger = &member{t: t, bin: bin, app: "ledger", port: freePort(t), args: common}
+	ledger = &member{t: t, bin: bin, app: "ledger", port: freePort(t), args: append(slices.Clone(common), "--hold-window", holdWindow.String())}
 	leaderboard = &member{t: t, bin: bin, app: "leaderboard", port: freePort(t), args: common}
 	var members = []*member{ledger, leaderboard}
 	for _, m := range members {
@@ -235,7 +336,7 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 	t.Logf("seed %d (set CRASH_SEED to repeat)", seed)
 	var rng = rand.New(rand.NewPCG(seed, 1))
 
-	var ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
+	var ctx, cancel = context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var bin = t.TempDir()
 	buildCommands(t, bin, "ledger", "leaderboard")
@@ -248,7 +349,7 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 	var ledger, leaderboard = startBank(ctx, t, bin, gazctl, stack.EtcdURL(), string(stack.Brokers()[0].Endpoint()))
 	var members = []*member{ledger, leaderboard}
 
-	var msgs, rec, err = load.Generate(load.Options{Orders: 15000, Payments: 15000, Customers: 300, Accounts: 3, Seed: seed, TxnSize: 100})
+	var msgs, rec, err = load.Generate(load.Options{Orders: 15000, Payments: 15000, Poison: 7, Customers: 300, Accounts: 3, Seed: seed, TxnSize: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,9 +438,31 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 }
 
 // checkBank checks the ledger's and the leaderboard's state, as their
-// shards' recovery logs hold it, and every BalanceChanged event, against
-// rec: each difference is an error of t. It returns the count of events.
+// shards' recovery logs hold it, every BalanceChanged event and the
+// ledger's dead letters, against rec: each difference is an error of t.
+// What the ledger does at a time comes after the consumers caught up: it
+// checks again, while it finds differences, for up to settled. It returns
+// the count of events.
 func checkBank(ctx context.Context, t *testing.T, stack *devstacktest.Stack, ledgerShards, boardShards pc.ShardClient, rec *load.Record) int {
+	t.Helper()
+	var deadline = time.Now().Add(settled)
+	var problems, events = bankProblems(ctx, t, stack, ledgerShards, boardShards, rec)
+	for ; len(problems) != 0 && time.Now().Before(deadline); problems, events = bankProblems(ctx, t, stack, ledgerShards, boardShards, rec) {
+		time.Sleep(time.Second)
+	}
+	for i, p := range problems {
+		if i == 20 {
+			t.Errorf("... and %d more", len(problems)-20)
+			break
+		}
+		t.Error(p)
+	}
+	return events
+}
+
+// bankProblems returns what checkBank finds different from rec, and the
+// count of events.
+func bankProblems(ctx context.Context, t *testing.T, stack *devstacktest.Stack, ledgerShards, boardShards pc.ShardClient, rec *load.Record) ([]string, int) {
 	t.Helper()
 	var ledgerSnap, err = inspect.Open(ctx, ledgerShards, stack.Journals(), stack.Etcd(), t.TempDir())
 	if err != nil {
@@ -364,12 +487,14 @@ func checkBank(ctx context.Context, t *testing.T, stack *devstacktest.Stack, led
 		t.Fatal(err)
 	}
 	problems = append(append(problems, p...), check.Events(rec, events)...)
-	for i, p := range problems {
-		if i == 20 {
-			t.Errorf("... and %d more", len(problems)-20)
-			break
-		}
-		t.Error(p)
+	dead, err := inspect.DeadLetters(ctx, stack.Journals())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return len(events)
+	if p, err = check.DeadLetters(rec, dead, func(j pb.Journal, o pb.Offset) (message.Message, error) {
+		return inspect.MessageAt(ctx, stack.Journals(), j, o)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return append(problems, p...), len(events)
 }

@@ -140,7 +140,9 @@ wait:
 	if out, err := bankctl("follow", "--timeout", "3m"); err != nil {
 		t.Fatalf("bankctl follow: %v\n%s", err, out)
 	}
-	out, err := bankctl("check", "--record", record)
+	// The ledger releases holds and accounts fall idle after the load: check
+	// again until they have.
+	out, err := bankctl("check", "--record", record, "--wait", settled.String())
 	if err != nil || !strings.Contains(out, "OK:") {
 		t.Fatalf("bankctl check: %v\n%s", err, out)
 	}

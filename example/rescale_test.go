@@ -56,7 +56,7 @@ func TestRescaleUnderLoad(t *testing.T) {
 	var broker = string(stack.Brokers()[0].Endpoint())
 	var ledger, leaderboard = startBank(ctx, t, bin, gazctl(t), stack.EtcdURL(), broker)
 
-	var msgs, rec, err = load.Generate(load.Options{Orders: 12000, Payments: 12000, Customers: 300, Accounts: 3, Seed: 7, TxnSize: 100})
+	var msgs, rec, err = load.Generate(load.Options{Orders: 12000, Payments: 12000, Poison: 6, Customers: 300, Accounts: 3, Seed: 7, TxnSize: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/internal/protopos"
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"go.gazette.dev/core/broker/journalspace"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -190,6 +191,9 @@ func (g *generator) files(consumers []*consumer, opts Options) ([]File, error) {
 		for _, spec := range c.logs {
 			journals.Journals = append(journals.Journals, pb.ListResponse_Journal{Spec: spec})
 		}
+		if c.deadLetters != nil {
+			journals.Journals = append(journals.Journals, pb.ListResponse_Journal{Spec: *c.deadLetters})
+		}
 	}
 	if len(journals.Journals) != 0 {
 		sort.Slice(journals.Journals, func(i, j int) bool {
@@ -248,6 +252,8 @@ type consumer struct {
 	families []*family // It consumes, in order of name.
 	shards   []pc.ShardSpec
 	logs     []pb.JournalSpec
+	// deadLetters is the spec of its dead-letter journal, if it has one.
+	deadLetters *pb.JournalSpec
 }
 
 type generator struct {
@@ -436,6 +442,11 @@ func (g *generator) consumer(s protoreflect.ServiceDescriptor) (*consumer, error
 	set.AddValue(labels.ContentType, labels.ContentType_RecoveryLog)
 
 	var c = &consumer{svc: s, file: strings.ToLower(string(s.Name())) + "-shards.yaml", idPrefix: idPrefix, families: families}
+	if c.deadLetters, err = deadLetters(so.GetDeadLetters(), func(format string, args ...any) error {
+		return errorf(sub(6), format, args...)
+	}); err != nil {
+		return nil, err
+	}
 	for i := range partitions {
 		var spec = pc.ShardSpec{
 			Id:                pc.ShardID(idPrefix + "-" + index(i, partitions)),
@@ -449,6 +460,9 @@ func (g *generator) consumer(s protoreflect.ServiceDescriptor) (*consumer, error
 		for _, fam := range families {
 			spec.Sources = append(spec.Sources, pc.ShardSpec_Source{Journal: fam.specs[i].Name})
 		}
+		if c.deadLetters != nil {
+			spec.LabelSet.AddValue(source.LabelDeadLetterJournal, c.deadLetters.Name.String())
+		}
 		if err := spec.Validate(); err != nil {
 			return nil, errorf(shardsPath, "shard %s: %v", spec.Id, err)
 		}
@@ -461,8 +475,36 @@ func (g *generator) consumer(s protoreflect.ServiceDescriptor) (*consumer, error
 	}
 	if err := g.claim(s, shardsPath, c.logs, "the recovery log of a shard of consumer "+string(s.FullName())); err != nil {
 		return nil, err
+	} else if c.deadLetters == nil {
+		return c, nil
+	} else if err = g.claim(s, sub(6), []pb.JournalSpec{*c.deadLetters}, "the dead-letter journal of consumer "+string(s.FullName())); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// deadLetters returns the spec of the dead-letter journal of option dl, or
+// nil if it is nil. errorf positions an error at the option.
+func deadLetters(dl *gcv1.DeadLetters, errorf func(format string, args ...any) error) (*pb.JournalSpec, error) {
+	if dl == nil {
+		return nil, nil
+	} else if dl.GetJournal() == "" {
+		return nil, errorf("dead_letters has no journal: name it, e.g. \"acme/dead-letters/spendcounter\"")
+	}
+	var replication = int32(dl.GetReplication())
+	if replication == 0 {
+		replication = DefaultReplication
+	}
+	var frag, err = fragment(dl.GetFragment(), pb.CompressionCodec_NONE)
+	if err != nil {
+		return nil, errorf("dead_letters.fragment: %v", err)
+	}
+	var spec = &pb.JournalSpec{Name: pb.Journal(dl.GetJournal()), Replication: replication, Fragment: frag}
+	spec.LabelSet.AddValue(labels.ContentType, labels.ContentType_JSONLines)
+	if err = spec.Validate(); err != nil {
+		return nil, errorf("dead-letter journal %s: %v", spec.Name, err)
+	}
+	return spec, nil
 }
 
 // claim records that journals specs belong to what, declared by the option

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gazconsumer/gazconsumer/internal/protoload"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/specgen"
 	"github.com/gazconsumer/gazconsumer/specs"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -117,12 +118,18 @@ func TestExample(t *testing.T) {
 	}
 	checkGolden(t, "../example/specs", got)
 	var journals, shards = checkApplicable(t, got)
-	if journals == nil || len(journals.Changes) != 10 {
-		t.Errorf("the example has 10 journals (3 families of 2, and 4 recovery logs), not %v", journals)
+	if journals == nil || len(journals.Changes) != 11 {
+		t.Errorf("the example has 11 journals (3 families of 2, 4 recovery logs and the ledger's dead letters), not %v", journals)
 	}
 	for _, name := range []string{"ledger-shards.yaml", "leaderboard-shards.yaml"} {
 		if n := len(shards[name].Shards); n != 2 {
 			t.Errorf("%s has %d shards, not 2", name, n)
+		}
+	}
+	// The ledger's shards record dead letters in its journal.
+	for _, s := range shards["ledger-shards.yaml"].Shards {
+		if v := s.Spec.LabelSet.ValueOf(source.LabelDeadLetterJournal); v != "bank/dead-letters/ledger" {
+			t.Errorf("shard %s: label %s=%q, want bank/dead-letters/ledger", s.Spec.Id, source.LabelDeadLetterJournal, v)
 		}
 	}
 }

@@ -379,6 +379,11 @@ func TestMultiHost(t *testing.T) {
 			"--consumer.auth-keys", authKey, "--consumer.state-dir", filepath.Join(dir, "state", m.app+"-"+ns),
 			"--consumer.handoff", "10s", "--etcd.lease", "5s", "--log.level", "warn",
 		}, etcdClientFlags(ns)...)
+		if m.app == "ledger" {
+			// Longer than a host's outage, so that no payment finds its
+			// order's hold released; bankctl check waits it out.
+			args = append(args, "--hold-window", "30s")
+		}
 		if m.p == nil {
 			m.p = newProc(m.app+" on "+ns, ns, m.app, args...)
 		} else {
@@ -524,7 +529,7 @@ func TestMultiHost(t *testing.T) {
 	var follow = mustOperate(5*time.Minute, bankctl, "follow", "--timeout", "4m",
 		"--ledger.address", address("ledger", memberHosts[0]), "--leaderboard.address", address("leaderboard", memberHosts[0]))
 	t.Logf("bankctl follow:\n%s", lastLines(follow, 3))
-	var check, checkErr = operate(5*time.Minute, bankctl, "check", "--record", record,
+	var check, checkErr = operate(5*time.Minute, bankctl, "check", "--record", record, "--wait", "2m",
 		"--ledger.address", address("ledger", memberHosts[1]), "--leaderboard.address", address("leaderboard", memberHosts[1]))
 	if checkErr != nil || !strings.Contains(check, "OK:") {
 		t.Fatalf("bankctl check: %v\n%s", checkErr, check)

@@ -88,7 +88,9 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		common = append(common, "--broker.file-root", stack.FragmentsRoot())
 	}
 
-	ledger, err := newMember(c.bin, dir, "ledger", slices.Concat(common, []string{"--log.format", "json", "--log.level", "info"})...)
+	// The ledger's hold window is short, so that bankctl check sees the
+	// holds of unpaid orders released (it waits for them).
+	ledger, err := newMember(c.bin, dir, "ledger", slices.Concat(common, []string{"--log.format", "json", "--log.level", "info", "--hold-window", "30s"})...)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +290,7 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	s.close()
 
 	var checkOut = filepath.Join(dir, "check.out")
-	r.cpu["bankctl check"], err = command(ctx, checkOut, filepath.Join(c.bin, "bankctl"), "check", "--record", record,
+	r.cpu["bankctl check"], err = command(ctx, checkOut, filepath.Join(c.bin, "bankctl"), "check", "--record", record, "--wait", "2m",
 		"--broker.address", broker, "--etcd.address", etcd,
 		"--ledger.address", string(ledger.endpoint()), "--leaderboard.address", string(leaderboard.endpoint()))
 	var out, _ = os.ReadFile(checkOut)

@@ -22,6 +22,7 @@ import (
 	"go.gazette.dev/core/auth"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/message"
 	"go.gazette.dev/core/server"
 	"go.uber.org/zap"
 )
@@ -189,7 +190,11 @@ func newPublishCmd(ep *endpoints) *cobra.Command {
 		Long: `publish generates orders and payments from --seed, publishes them in transactions
 of --txn messages (each becomes visible to the consumers at once, when its
 acknowledgements are written), and writes to --record what it published and
-the balances and activity that must result, computed on its own.
+the balances and activity that must result, computed on its own. About half
+the orders are paid at once by a payment naming them; the others are never
+paid, and the ledger releases their holds once its hold window passes. Of the
+payments, --poison more are invalid (a negative amount): the ledger records
+them as dead letters.
 
 With --follow, it also shows the progress of the ledger and the leaderboard
 until both have caught up with all it published.`,
@@ -206,6 +211,7 @@ until both have caught up with all it published.`,
 	}
 	cmd.Flags().IntVar(&opts.Orders, "orders", 10000, "number of orders")
 	cmd.Flags().IntVar(&opts.Payments, "payments", 10000, "number of payments")
+	cmd.Flags().IntVar(&opts.Poison, "poison", 5, "number of invalid payments, beside --payments")
 	cmd.Flags().IntVar(&opts.Customers, "customers", 500, "number of customers")
 	cmd.Flags().IntVar(&opts.Accounts, "accounts", 3, "number of accounts of each customer")
 	cmd.Flags().Uint64Var(&opts.Seed, "seed", 1, "seed of the generated input")
@@ -288,8 +294,8 @@ func runPublish(ctx context.Context, out io.Writer, ep *endpoints, opts load.Opt
 		return err
 	}
 	screen.final(lines(last))
-	fmt.Fprintf(out, "published %d orders and %d payments of %d customers in %d transactions, in %s\n",
-		opts.Orders, opts.Payments, opts.Customers, rec.Transactions, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "published %d orders (%d paid at once, %d never) and %d payments (and %d invalid) of %d customers in %d transactions, in %s\n",
+		opts.Orders, rec.Paid, len(rec.Unpaid), opts.Payments, opts.Poison, opts.Customers, rec.Transactions, time.Since(start).Round(time.Millisecond))
 	return rec.WriteFile(record)
 }
 
@@ -443,25 +449,44 @@ func newInspectTopCmd(ep *endpoints) *cobra.Command {
 func newCheckCmd(ep *endpoints) *cobra.Command {
 	var record string
 	var top int
+	var wait time.Duration
 	var cmd = &cobra.Command{
 		Use:   "check",
-		Short: "Check the ledger, the leaderboard and the BalanceChanged events against a load's record",
+		Short: "Check the ledger, the leaderboard, the BalanceChanged events and the dead letters against a load's record",
 		Long: `check compares, with the outcome that --record says the load must have: every
 balance and customer's activity of the ledger, every standing and rank of the
 leaderboard, and the BalanceChanged events read read-committed (each account's
-versions 1, 2, 3, ... each once). It prints the top balances, then OK, or FAIL
-with what differs, and exits non-zero on FAIL.`,
+versions 1, 2, 3, ... each once); that the holds released are exactly those of
+the orders never paid, each once (no hold is left, none of a paid order
+released), that every account fell idle since its last change, once, and
+that the ledger's dead letters are exactly the invalid payments, each once,
+at their journals and offsets. It prints the top balances, then OK, or FAIL
+with what differs, and exits non-zero on FAIL.
+
+The ledger releases holds its hold window after their orders, and accounts
+fall idle its RecentAccount's ttl after their last changes: --wait checks
+again, every second, while it finds differences, for up to that long.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rec, err = load.ReadRecord(record)
 			if err != nil {
 				return err
 			}
-			problems, err := runCheck(cmd.Context(), cmd.OutOrStdout(), ep, rec, top)
+			var out = cmd.OutOrStdout()
+			var deadline = time.Now().Add(wait)
+			problems, err := runCheck(cmd.Context(), out, ep, rec, top)
+			for err == nil && len(problems) != 0 && time.Now().Before(deadline) {
+				fmt.Fprintf(out, "%d differences (the first: %s); checking again\n", len(problems), problems[0])
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(time.Second):
+				}
+				problems, err = runCheck(cmd.Context(), io.Discard, ep, rec, top)
+			}
 			if err != nil {
 				return err
 			}
-			var out = cmd.OutOrStdout()
 			if len(problems) != 0 {
 				for _, p := range problems {
 					fmt.Fprintln(out, "  "+p)
@@ -469,13 +494,14 @@ with what differs, and exits non-zero on FAIL.`,
 				fmt.Fprintln(out, "FAIL")
 				return errors.New("the consumers' state differs from the record")
 			}
-			fmt.Fprintf(out, "OK: %d balances of %d customers, their activity, the leaderboard and %d events are as recorded\n",
-				len(rec.Balances), len(rec.Activity), rec.Options.Messages())
+			fmt.Fprintf(out, "OK: %d balances of %d customers, their activity, the leaderboard, %d events (%d releases of unpaid orders' holds), %d idle accounts and %d dead letters are as recorded\n",
+				len(rec.Balances), len(rec.Activity), rec.Changes(), len(rec.Unpaid), len(rec.Balances), len(rec.Poison))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&record, "record", "bank-record.json", "record written by bankctl publish")
 	cmd.Flags().IntVarP(&top, "n", "n", 5, "how many top balances to print")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "check again while there are differences, for up to this long")
 	return cmd
 }
 
@@ -533,7 +559,16 @@ func runCheck(ctx context.Context, out io.Writer, ep *endpoints, rec *load.Recor
 	}
 	problems = append(problems, p...)
 	problems = append(problems, check.Events(rec, events)...)
-	return problems, nil
+	dead, err := inspect.DeadLetters(ctx, jc)
+	if err != nil {
+		return nil, err
+	}
+	if p, err = check.DeadLetters(rec, dead, func(j pb.Journal, o pb.Offset) (message.Message, error) {
+		return inspect.MessageAt(ctx, jc, j, o)
+	}); err != nil {
+		return nil, err
+	}
+	return append(problems, p...), nil
 }
 
 // printCheckpoints prints through which offsets each shard's state is.

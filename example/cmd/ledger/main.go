@@ -12,9 +12,19 @@
 // `gazctl shards apply --consumer.address http://HOST:PORT --specs FILE`.
 // SIGTERM or Ctrl-C hands its shards to other members and stops it; its exit
 // code tells why it stopped (runconsumer.ExitCode).
+//
+// Its own flag --hold-window (LEDGER_HOLD_WINDOW) is how long the ledger
+// holds an order's amount for the order's payment before it refunds it
+// (ledger.DefaultHoldWindow if unset): a handler's parameter, which the
+// demo and the tests set to seconds.
 package main
 
 import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
 	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
 	"github.com/gazconsumer/gazconsumer/example/internal/ledger"
 	"github.com/gazconsumer/gazconsumer/runtime"
@@ -24,7 +34,20 @@ import (
 )
 
 func main() {
+	var window = ledger.DefaultHoldWindow
+	if v := os.Getenv("LEDGER_HOLD_WINDOW"); v != "" {
+		var err error
+		if window, err = time.ParseDuration(v); err != nil {
+			fmt.Fprintf(os.Stderr, "LEDGER_HOLD_WINDOW=%q: %v\n", v, err)
+			os.Exit(runconsumer.ExitFailure)
+		}
+	}
+	// runconsumer.Main parses flag.CommandLine, this flag among its own.
+	flag.DurationVar(&window, "hold-window", window, "how long an order's amount is held for its payment before it is refunded (env LEDGER_HOLD_WINDOW)")
 	runconsumer.Main("ledger", func(d runconsumer.Deps) (runtime.Application, error) {
+		if window <= 0 {
+			return nil, fmt.Errorf("--hold-window %s is not positive", window)
+		}
 		// The member's port also serves services of the application's own,
 		// registered through d.Server: under the member's TLS, and each call
 		// verified by --consumer.auth-keys (a READ token, by default). Here,
@@ -33,6 +56,6 @@ func main() {
 		// needs no .proto of ours and tells the operator only what a token
 		// should be needed for.
 		channelzsvc.RegisterChannelzServiceToServer(d.Server)
-		return bankv1.NewLedgerApplication(ledger.NewLedgerHandler(), rocks.Opener{}, d.Partitions)
+		return bankv1.NewLedgerApplication(ledger.NewLedgerHandler().WithHoldWindow(window), rocks.Opener{}, d.Partitions)
 	})
 }

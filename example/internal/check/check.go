@@ -1,15 +1,28 @@
 // Package check compares what the example bank's consumers hold and
 // published with what a load's Record says they must: every balance and
 // every customer's activity in the ledger, every standing and rank in the
-// leaderboard, and every BalanceChanged event, each read exactly once.
+// leaderboard, and every BalanceChanged event, each read exactly once; the
+// holds of orders released exactly for the unpaid orders, each once; every
+// account fallen idle once its last change is past; and every invalid
+// payment a dead letter, once.
+//
+// What the ledger does at a time (releasing holds, accounts falling idle)
+// comes its hold window and its RecentAccount's ttl after the last
+// messages: until then, a check finds it missing, and may be run again.
 package check
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
 	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
+	"github.com/gazconsumer/gazconsumer/example/internal/ledger"
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
+	pb "go.gazette.dev/core/broker/protocol"
+	"go.gazette.dev/core/message"
 )
 
 // maxProblems bounds the problems reported by each check.
@@ -90,7 +103,56 @@ func Ledger(rec *load.Record, snap *inspect.Snapshot) ([]string, error) {
 	for c := range acts {
 		p.addf("ledger: unexpected activity of %s", c)
 	}
+	if err = idleness(&p, rec, snap); err != nil {
+		return nil, err
+	}
 	return p.result(), nil
+}
+
+// idleness checks that no hold is left (each order was paid, or its hold
+// released), and that every account fell idle once since its last change,
+// each time once: none is recent, and the versions at which each fell idle
+// increase, ending at its last.
+func idleness(p *problems, rec *load.Record, snap *inspect.Snapshot) error {
+	holds, err := snap.Holds()
+	if err != nil {
+		return err
+	}
+	for _, h := range holds {
+		p.addf("ledger: the hold of order %s of %s/%s (%d cents, paid %t) is left", h.OrderId, h.CustomerId, h.AccountId, h.AmountCents, h.Paid)
+	}
+	recent, err := snap.RecentAccounts()
+	if err != nil {
+		return err
+	}
+	for _, r := range recent {
+		p.addf("ledger: account %s/%s has not fallen idle since version %d", r.CustomerId, r.AccountId, r.Version)
+	}
+	idle, err := snap.IdleAccounts()
+	if err != nil {
+		return err
+	}
+	var got = make(map[account]*bankv1.IdleAccount, len(idle))
+	for _, a := range idle {
+		got[account{a.CustomerId, a.AccountId}] = a
+	}
+	for _, want := range rec.Balances {
+		var k = account{want.Customer, want.Account}
+		var a, ok = got[k]
+		delete(got, k)
+		switch {
+		case !ok:
+			p.addf("ledger: account %s/%s never fell idle, want it idle at version %d", want.Customer, want.Account, want.Changes)
+		case !slices.IsSorted(a.Versions) || len(slices.Compact(slices.Clone(a.Versions))) != len(a.Versions):
+			p.addf("ledger: account %s/%s fell idle at versions %v: one of them twice, or out of order", want.Customer, want.Account, a.Versions)
+		case a.Versions[len(a.Versions)-1] != want.Changes:
+			p.addf("ledger: account %s/%s last fell idle at version %d, want %d", want.Customer, want.Account, a.Versions[len(a.Versions)-1], want.Changes)
+		}
+	}
+	for k := range got {
+		p.addf("ledger: unexpected idle account %s/%s", k.customer, k.account)
+	}
+	return nil
 }
 
 // Leaderboard checks the leaderboard's standings and ranks against rec: one
@@ -142,12 +204,36 @@ func Leaderboard(rec *load.Record, snap *inspect.Snapshot) ([]string, error) {
 // Events checks the BalanceChanged events read (read-committed) against
 // rec: each account's events are versions 1 to its number of changes, in
 // order, each once, each balance the previous one plus the event's delta,
-// ending at the expected balance; and each order and payment caused exactly
-// one event.
+// ending at the expected balance; each order and valid payment caused
+// exactly one event; and the holds released (events caused by
+// ledger.ReleaseCause and an order) are those of the unpaid orders, each
+// once, of their amounts.
 func Events(rec *load.Record, events []*bankv1.BalanceChanged) []string {
 	var p problems
-	if want := rec.Options.Messages(); len(events) != want {
-		p.addf("events: read %d BalanceChanged events, want one per order and payment: %d", len(events), want)
+	if want := rec.Changes(); len(events) != want {
+		p.addf("events: read %d BalanceChanged events, want one per order, valid payment and unpaid order's release: %d", len(events), want)
+	}
+	var unpaid = make(map[string]load.Unpaid, len(rec.Unpaid))
+	for _, u := range rec.Unpaid {
+		unpaid[u.Order] = u
+	}
+	for _, e := range events {
+		var order, ok = strings.CutPrefix(e.CauseId, ledger.ReleaseCause)
+		if !ok {
+			continue
+		}
+		switch u, ok := unpaid[order]; {
+		case !ok:
+			p.addf("events: the hold of order %s was released (%s/%s version %d), but the order was paid", order, e.CustomerId, e.AccountId, e.Version)
+		case u.Customer != e.CustomerId || u.Account != e.AccountId || u.Cents != e.DeltaCents:
+			p.addf("events: the hold of order %s was released to %s/%s for %d cents, want %s/%s for %d", order, e.CustomerId, e.AccountId, e.DeltaCents, u.Customer, u.Account, u.Cents)
+		}
+		delete(unpaid, order) // A second release is a second event of its cause, told below.
+	}
+	for _, u := range rec.Unpaid {
+		if _, ok := unpaid[u.Order]; ok {
+			p.addf("events: the hold of unpaid order %s of %s/%s was never released", u.Order, u.Customer, u.Account)
+		}
 	}
 	var last = make(map[account]*bankv1.BalanceChanged)
 	var causes = make(map[string]bool, len(events))
@@ -180,4 +266,45 @@ func Events(rec *load.Record, events []*bankv1.BalanceChanged) []string {
 		}
 	}
 	return p.result()
+}
+
+// DeadLetters checks the ledger's dead letters (read-committed) against
+// rec: each invalid payment is a dead letter once, of rpc OnPayment, whose
+// journal holds the payment at the offset it names (as messageAt reads
+// it), and nothing else is.
+func DeadLetters(rec *load.Record, dead []source.Skipped, messageAt func(pb.Journal, pb.Offset) (message.Message, error)) ([]string, error) {
+	var p problems
+	var want = make(map[string]load.Poison, len(rec.Poison))
+	for _, x := range rec.Poison {
+		want[x.Payment] = x
+	}
+	var seen = make(map[string]bool, len(dead))
+	for _, d := range dead {
+		var msg, err = messageAt(d.Journal, d.Begin)
+		if err != nil {
+			return nil, err
+		}
+		var pay, ok = msg.(*bankv1.Payment)
+		switch {
+		case !ok:
+			p.addf("dead letters: %s offset %d holds a %T, not a payment", d.Journal, d.Begin, msg)
+			continue
+		case seen[pay.PaymentId]:
+			p.addf("dead letters: payment %s is a dead letter twice (%s offset %d)", pay.PaymentId, d.Journal, d.Begin)
+		case d.Handler != "OnPayment" || !strings.Contains(string(d.Message), pay.PaymentId):
+			p.addf("dead letters: the dead letter of %s offset %d is of rpc %q, message %s: not payment %s's", d.Journal, d.Begin, d.Handler, d.Message, pay.PaymentId)
+		}
+		seen[pay.PaymentId] = true
+		if x, ok := want[pay.PaymentId]; !ok {
+			p.addf("dead letters: payment %s (%s offset %d) is a dead letter, but valid: %s", pay.PaymentId, d.Journal, d.Begin, d.Error)
+		} else if x.Customer != pay.CustomerId || x.Account != pay.AccountId {
+			p.addf("dead letters: payment %s is of %s/%s, want %s/%s", pay.PaymentId, pay.CustomerId, pay.AccountId, x.Customer, x.Account)
+		}
+	}
+	for _, x := range rec.Poison {
+		if !seen[x.Payment] {
+			p.addf("dead letters: invalid payment %s of %s/%s is not a dead letter", x.Payment, x.Customer, x.Account)
+		}
+	}
+	return p.result(), nil
 }

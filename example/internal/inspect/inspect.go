@@ -5,7 +5,8 @@
 // application's shards through the Shard API and plays each shard's
 // recovery log into a local directory, read-only (rocks.PlayReadOnly):
 // reads then go through the generated tables, as of each shard's last
-// commit. Events reads the ledger's BalanceChanged events, read-committed.
+// commit. Events reads the ledger's BalanceChanged events, read-committed,
+// and DeadLetters its dead letters.
 package inspect
 
 import (
@@ -22,6 +23,8 @@ import (
 	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/auth"
@@ -245,4 +248,54 @@ func Events(ctx context.Context, jc pb.RoutedJournalClient) ([]*bankv1.BalanceCh
 		}
 	}
 	return out, nil
+}
+
+// scanTable returns every row of the table opened by open, of every shard.
+func scanTable[R any, T interface{ Scan(func(R) bool) error }](s *Snapshot, open func(runtime.KV) T) ([]R, error) {
+	var out []R
+	for _, sh := range s.Shards {
+		if err := open(sh.Store.KV()).Scan(func(r R) bool {
+			out = append(out, r)
+			return true
+		}); err != nil {
+			return nil, fmt.Errorf("shard %s: %w", sh.Spec.Id, err)
+		}
+	}
+	return out, nil
+}
+
+// Holds returns the ledger's holds of orders awaiting their payments.
+func (s *Snapshot) Holds() ([]*bankv1.Hold, error) { return scanTable(s, bankv1.NewHoldTable) }
+
+// RecentAccounts returns the ledger's accounts changed lately, not yet
+// idle.
+func (s *Snapshot) RecentAccounts() ([]*bankv1.RecentAccount, error) {
+	return scanTable(s, bankv1.NewRecentAccountTable)
+}
+
+// IdleAccounts returns the ledger's record of when each account fell idle.
+func (s *Snapshot) IdleAccounts() ([]*bankv1.IdleAccount, error) {
+	return scanTable(s, bankv1.NewIdleAccountTable)
+}
+
+// DeadLetterJournal is the ledger's dead-letter journal (its shards' label
+// gazconsumer.dev/dead-letter-journal, from ledger.proto's dead_letters).
+const DeadLetterJournal pb.Journal = "bank/dead-letters/ledger"
+
+// DeadLetters reads the ledger's dead letters, read-committed: each once.
+func DeadLetters(ctx context.Context, jc pb.RoutedJournalClient) ([]source.Skipped, error) {
+	return source.ListSkipped(ctx, jc, DeadLetterJournal)
+}
+
+// MessageAt reads the message of journal at offset begin, as its readers
+// decode it (uncommitted: a dead letter's message is read so).
+func MessageAt(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal, begin pb.Offset) (message.Message, error) {
+	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: journal, Offset: begin})
+	var env, err = message.NewReadUncommittedIter(rr, bankv1.NewMessage).Next()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s at offset %d: %w", journal, begin, err)
+	} else if env.Begin != begin {
+		return nil, fmt.Errorf("%s has no message at offset %d (the next begins at %d)", journal, begin, env.Begin)
+	}
+	return env.Message, nil
 }

@@ -2,6 +2,13 @@
 // journals exactly once, and keeps a Record of what it published and of the
 // outcome that input must have, computed on its own, apart from the
 // consumers' handlers.
+//
+// About half the orders are paid: a payment naming the order follows it at
+// once, in the same or the next publisher transaction, and ends its hold.
+// The others are never paid: the ledger releases each one's hold once its
+// hold window passes, refunding its amount (a change of its balance). A few
+// payments (Options.Poison) are invalid, of an amount that is not positive:
+// the ledger records them as dead letters, and they change nothing.
 package load
 
 import (
@@ -24,8 +31,9 @@ import (
 
 // Options shape a load.
 type Options struct {
-	// Orders and Payments are the numbers of messages of each kind.
-	Orders, Payments int
+	// Orders and Payments are the numbers of messages of each kind, and
+	// Poison that of invalid payments beside them.
+	Orders, Payments, Poison int
 	// Customers is the number of customers, and Accounts the number of
 	// accounts of each.
 	Customers, Accounts int
@@ -38,8 +46,8 @@ type Options struct {
 // Validate reports an option out of range.
 func (o Options) Validate() error {
 	switch {
-	case o.Orders < 0 || o.Payments < 0:
-		return fmt.Errorf("numbers of orders (%d) and payments (%d) may not be negative", o.Orders, o.Payments)
+	case o.Orders < 0 || o.Payments < 0 || o.Poison < 0:
+		return fmt.Errorf("numbers of orders (%d), payments (%d) and invalid payments (%d) may not be negative", o.Orders, o.Payments, o.Poison)
 	case o.Customers < 1 || o.Accounts < 1:
 		return fmt.Errorf("at least one customer (not %d) with one account (not %d) is needed", o.Customers, o.Accounts)
 	case o.TxnSize < 1:
@@ -48,8 +56,9 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Messages returns the number of messages of the load.
-func (o Options) Messages() int { return o.Orders + o.Payments }
+// Messages returns the number of messages of the load, invalid payments
+// included.
+func (o Options) Messages() int { return o.Orders + o.Payments + o.Poison }
 
 // Record is what a load published, and the outcome it must have.
 type Record struct {
@@ -60,10 +69,33 @@ type Record struct {
 	Balances []Balance
 	// Activity is the expected activity, by customer.
 	Activity []Activity
+	// Paid is the number of orders paid (by a payment naming them), and
+	// Unpaid the orders never paid, by order: the ledger refunds each once.
+	Paid   int
+	Unpaid []Unpaid
+	// Poison are the invalid payments, by payment: the ledger records each
+	// as a dead letter, once.
+	Poison []Poison
 }
 
+// Unpaid is an order never paid, whose hold the ledger releases.
+type Unpaid struct {
+	Order, Customer, Account string
+	Cents                    int64
+}
+
+// Poison is an invalid payment.
+type Poison struct {
+	Payment, Customer, Account string
+}
+
+// Changes returns the number of changes of balances the record expects:
+// one per order, valid payment, and release of an unpaid order's hold.
+func (r *Record) Changes() int { return r.Options.Orders + r.Options.Payments + len(r.Unpaid) }
+
 // Balance is the expected balance of an account: the sum of its payments
-// less the sum of its orders, changed once by each.
+// and of its unpaid orders (refunded) less the sum of its orders, changed
+// once by each (an unpaid order twice).
 type Balance struct {
 	Customer, Account string
 	Cents             int64
@@ -146,11 +178,22 @@ func Generate(opts Options) ([]message.Message, *Record, error) {
 	var activity = make(map[string]*Activity)
 	var msgs = make([]message.Message, 0, opts.Messages())
 
-	var orders, payments = opts.Orders, opts.Payments
-	for i := 0; orders+payments > 0; i++ {
+	var rec = &Record{Options: opts}
+	var orders, payments, poison = opts.Orders, opts.Payments, opts.Poison
+	for i := 0; orders+payments+poison > 0; i++ {
 		var customer = fmt.Sprintf("customer-%04d", rng.IntN(opts.Customers))
 		var account = fmt.Sprintf("account-%d", rng.IntN(opts.Accounts))
 		var at = epoch.Add(time.Duration(i) * time.Second)
+		if rng.IntN(orders+payments+poison) < poison {
+			// Invalid: it changes nothing.
+			poison--
+			var id = fmt.Sprintf("poison-%05d", opts.Poison-poison)
+			msgs = append(msgs, &bankv1.Payment{
+				PaymentId: id, CustomerId: customer, AccountId: account, AmountCents: -rng.Int64N(1000), ReceivedAt: timestamppb.New(at),
+			})
+			rec.Poison = append(rec.Poison, Poison{Payment: id, Customer: customer, Account: account})
+			continue
+		}
 		var k = key{customer, account}
 		if balances[k] == nil {
 			balances[k] = &Balance{Customer: customer, Account: account}
@@ -167,13 +210,32 @@ func Generate(opts Options) ([]message.Message, *Record, error) {
 		if rng.IntN(orders+payments) < orders {
 			orders--
 			var cents = 1 + rng.Int64N(50_000)
+			var id = fmt.Sprintf("order-%07d", opts.Orders-orders)
 			bal.Cents -= cents
 			act.Orders++
 			act.OrderedCents += cents
 			msgs = append(msgs, &bankv1.Order{
-				OrderId: fmt.Sprintf("order-%07d", opts.Orders-orders), CustomerId: customer, AccountId: account,
+				OrderId: id, CustomerId: customer, AccountId: account,
 				AmountCents: cents, PlacedAt: timestamppb.New(at),
 			})
+			if payments > 0 && rng.IntN(2) == 0 {
+				// Paid at once, by a payment naming it.
+				payments--
+				rec.Paid++
+				bal.Cents += cents
+				bal.Changes++
+				act.Payments++
+				act.PaidCents += cents
+				msgs = append(msgs, &bankv1.Payment{
+					PaymentId: fmt.Sprintf("payment-%07d", opts.Payments-payments), CustomerId: customer, AccountId: account,
+					AmountCents: cents, ReceivedAt: timestamppb.New(at), OrderId: id,
+				})
+			} else {
+				// Never paid: its hold is released, refunding it.
+				bal.Cents += cents
+				bal.Changes++
+				rec.Unpaid = append(rec.Unpaid, Unpaid{Order: id, Customer: customer, Account: account, Cents: cents})
+			}
 		} else {
 			payments--
 			var cents = 1 + rng.Int64N(60_000)
@@ -187,7 +249,7 @@ func Generate(opts Options) ([]message.Message, *Record, error) {
 		}
 	}
 
-	var rec = &Record{Options: opts, Transactions: (len(msgs) + opts.TxnSize - 1) / opts.TxnSize}
+	rec.Transactions = (len(msgs) + opts.TxnSize - 1) / opts.TxnSize
 	for _, b := range balances {
 		rec.Balances = append(rec.Balances, *b)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 func TestGenerateIsDeterministicAndRecordsItsOutcome(t *testing.T) {
-	var opts = Options{Orders: 700, Payments: 500, Customers: 40, Accounts: 3, Seed: 7, TxnSize: 100}
+	var opts = Options{Orders: 700, Payments: 500, Poison: 9, Customers: 40, Accounts: 3, Seed: 7, TxnSize: 100}
 	var msgs, rec, err = Generate(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -28,21 +28,46 @@ func TestGenerateIsDeterministicAndRecordsItsOutcome(t *testing.T) {
 		t.Error("seeds 7 and 8 generated the same first messages")
 	}
 
-	// The record agrees with the messages, recomputed here.
-	var orders, payments int
+	// The record agrees with the messages, recomputed here: orders not
+	// paid by a payment naming them are refunded, invalid payments change
+	// nothing.
+	var orders, payments, poison int
 	var balance = map[[2]string]int64{}
-	for _, m := range msgs {
+	var unpaid = map[string]int64{}
+	var placed = map[string]int{} // Of each order, its index.
+	for i, m := range msgs {
 		switch m := m.(type) {
 		case *bankv1.Order:
 			orders++
 			balance[[2]string{m.CustomerId, m.AccountId}] -= m.AmountCents
+			unpaid[m.OrderId] = m.AmountCents
+			placed[m.OrderId] = i
 		case *bankv1.Payment:
+			if m.AmountCents <= 0 {
+				poison++
+				continue
+			}
 			payments++
 			balance[[2]string{m.CustomerId, m.AccountId}] += m.AmountCents
+			if m.OrderId != "" {
+				if i != placed[m.OrderId]+1 || unpaid[m.OrderId] != m.AmountCents {
+					t.Errorf("payment %d of order %s is not the message after it, of its amount", i, m.OrderId)
+				}
+				delete(unpaid, m.OrderId)
+			}
 		}
 	}
-	if orders != 700 || payments != 500 || rec.Transactions != 12 {
-		t.Errorf("%d orders, %d payments, %d transactions; want 700, 500, 12", orders, payments, rec.Transactions)
+	for _, u := range rec.Unpaid {
+		if unpaid[u.Order] != u.Cents {
+			t.Errorf("order %s recorded unpaid, of %d cents; the messages say %d", u.Order, u.Cents, unpaid[u.Order])
+		}
+		balance[[2]string{u.Customer, u.Account}] += u.Cents
+	}
+	if orders != 700 || payments != 500 || poison != 9 || len(rec.Poison) != 9 || rec.Transactions != 13 {
+		t.Errorf("%d orders, %d payments, %d (%d) invalid, %d transactions; want 700, 500, 9, 13", orders, payments, poison, len(rec.Poison), rec.Transactions)
+	}
+	if len(rec.Unpaid) != len(unpaid) || rec.Paid+len(rec.Unpaid) != 700 || rec.Paid < 100 || len(rec.Unpaid) < 100 {
+		t.Errorf("%d orders paid and %d unpaid (%d by the messages), of 700", rec.Paid, len(rec.Unpaid), len(unpaid))
 	}
 	var changes uint64
 	for _, b := range rec.Balances {
@@ -51,8 +76,8 @@ func TestGenerateIsDeterministicAndRecordsItsOutcome(t *testing.T) {
 			t.Errorf("recorded balance of %s/%s is %d, messages sum to %d", b.Customer, b.Account, b.Cents, balance[[2]string{b.Customer, b.Account}])
 		}
 	}
-	if changes != 1200 || len(rec.Balances) != len(balance) {
-		t.Errorf("record has %d changes over %d balances; want 1200 over %d", changes, len(rec.Balances), len(balance))
+	if int(changes) != 1200+len(rec.Unpaid) || int(changes) != rec.Changes() || len(rec.Balances) != len(balance) {
+		t.Errorf("record has %d changes over %d balances; want %d over %d", changes, len(rec.Balances), 1200+len(rec.Unpaid), len(balance))
 	}
 	var top = rec.Top(5)
 	for i := 1; i < len(top); i++ {

@@ -921,15 +921,17 @@ type Consumer struct {
 	Shards *Shards `protobuf:"bytes,5,opt,name=shards,proto3" json:"shards,omitempty"`
 	// rescalable requires that the consumer can be rescaled (`gazconsumer
 	// rescale`), its shards' state split between more shards: that every row
-	// of its tables have an owner. Its inputs must share one partition key
-	// (fields of the same names and types, in the same order), and the key of
-	// each of its tables must carry each field of that partition key: a key
-	// field of the same name and type, anywhere in the key (a Rank table
-	// keyed by (balance_cents descending, customer_id) is owned by
-	// customer_id). A row then belongs to the shard of the partition its
-	// partition key maps to, as a message's does. Without it, a consumer whose
-	// tables lack the partition key is generated all the same, but can't be
-	// rescaled.
+	// of its tables, and every one of its timers, have an owner. Its inputs
+	// must share one partition key (fields of the same names and types, in
+	// the same order), and the key of each of its tables and timers must
+	// carry each field of that partition key: a key field of the same name
+	// and type, anywhere in the key (a Rank table keyed by (balance_cents
+	// descending, customer_id) is owned by customer_id). A row or a timer
+	// then belongs to the shard of the partition its partition key maps to,
+	// as a message's does, and so do its expiry and firing (rows that expire
+	// and timers follow their keys through a rescale). Without it, a
+	// consumer whose tables or timers lack the partition key is generated all
+	// the same, but can't be rescaled.
 	Rescalable bool `protobuf:"varint,6,opt,name=rescalable,proto3" json:"rescalable,omitempty"`
 	// on_failure is what the consumer's shards do when a handler returns an
 	// error, but for rpcs with an on_failure of their own (see Handler).
@@ -1190,7 +1192,13 @@ type Shards struct {
 	// recovery to fall back on. Defaults to 2.
 	HintBackups *uint32 `protobuf:"varint,4,opt,name=hint_backups,json=hintBackups,proto3,oneof" json:"hint_backups,omitempty"`
 	// recovery_logs holds the settings of the shards' recovery-log journals.
-	RecoveryLogs  *RecoveryLogs `protobuf:"bytes,5,opt,name=recovery_logs,json=recoveryLogs,proto3" json:"recovery_logs,omitempty"`
+	RecoveryLogs *RecoveryLogs `protobuf:"bytes,5,opt,name=recovery_logs,json=recoveryLogs,proto3" json:"recovery_logs,omitempty"`
+	// dead_letters, if set, is the journal into which the shards record dead
+	// letters (messages whose handlers failed under an on_failure policy
+	// `then: FAILURE_ACTION_DEAD_LETTER`, and undecodable messages skipped):
+	// `gazconsumer specs` writes its spec and labels each shard
+	// gazconsumer.dev/dead-letter-journal with its name.
+	DeadLetters   *DeadLetters `protobuf:"bytes,6,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1260,6 +1268,80 @@ func (x *Shards) GetRecoveryLogs() *RecoveryLogs {
 	return nil
 }
 
+func (x *Shards) GetDeadLetters() *DeadLetters {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+// DeadLetters is the dead-letter journal of a consumer's shards, of content
+// type application/x-ndjson (each record a runtime/source Skipped, in JSON).
+type DeadLetters struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// journal is the journal's name, e.g. "acme/dead-letters/spendcounter".
+	// Required.
+	Journal string `protobuf:"bytes,1,opt,name=journal,proto3" json:"journal,omitempty"`
+	// replication is the number of brokers replicating the journal. Defaults
+	// to 3; a stack of one broker (`gazconsumer dev`) needs 1.
+	Replication uint32 `protobuf:"varint,2,opt,name=replication,proto3" json:"replication,omitempty"`
+	// fragment holds the journal's fragment settings.
+	Fragment      *Fragment `protobuf:"bytes,3,opt,name=fragment,proto3" json:"fragment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetters) Reset() {
+	*x = DeadLetters{}
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetters) ProtoMessage() {}
+
+func (x *DeadLetters) ProtoReflect() protoreflect.Message {
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetters.ProtoReflect.Descriptor instead.
+func (*DeadLetters) Descriptor() ([]byte, []int) {
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeadLetters) GetJournal() string {
+	if x != nil {
+		return x.Journal
+	}
+	return ""
+}
+
+func (x *DeadLetters) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+func (x *DeadLetters) GetFragment() *Fragment {
+	if x != nil {
+		return x.Fragment
+	}
+	return nil
+}
+
 // RecoveryLogs holds the settings of a consumer's recovery-log journals.
 type RecoveryLogs struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1274,7 +1356,7 @@ type RecoveryLogs struct {
 
 func (x *RecoveryLogs) Reset() {
 	*x = RecoveryLogs{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1368,7 @@ func (x *RecoveryLogs) String() string {
 func (*RecoveryLogs) ProtoMessage() {}
 
 func (x *RecoveryLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[11]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1381,7 @@ func (x *RecoveryLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryLogs.ProtoReflect.Descriptor instead.
 func (*RecoveryLogs) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{11}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RecoveryLogs) GetReplication() uint32 {
@@ -1331,7 +1413,7 @@ type Publish struct {
 
 func (x *Publish) Reset() {
 	*x = Publish{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1425,7 @@ func (x *Publish) String() string {
 func (*Publish) ProtoMessage() {}
 
 func (x *Publish) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[12]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1438,7 @@ func (x *Publish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publish.ProtoReflect.Descriptor instead.
 func (*Publish) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{12}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Publish) GetMessage() string {
@@ -1398,7 +1480,7 @@ type ShardDefaults struct {
 
 func (x *ShardDefaults) Reset() {
 	*x = ShardDefaults{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1492,7 @@ func (x *ShardDefaults) String() string {
 func (*ShardDefaults) ProtoMessage() {}
 
 func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[13]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1505,7 @@ func (x *ShardDefaults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDefaults.ProtoReflect.Descriptor instead.
 func (*ShardDefaults) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{13}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ShardDefaults) GetMinTxnDuration() *durationpb.Duration {
@@ -1489,7 +1571,7 @@ type Queries struct {
 
 func (x *Queries) Reset() {
 	*x = Queries{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1583,7 @@ func (x *Queries) String() string {
 func (*Queries) ProtoMessage() {}
 
 func (x *Queries) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[14]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1596,7 @@ func (x *Queries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queries.ProtoReflect.Descriptor instead.
 func (*Queries) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{14}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Queries) GetConsumer() string {
@@ -1572,7 +1654,7 @@ type Read struct {
 
 func (x *Read) Reset() {
 	*x = Read{}
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[15]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1666,7 @@ func (x *Read) String() string {
 func (*Read) ProtoMessage() {}
 
 func (x *Read) ProtoReflect() protoreflect.Message {
-	mi := &file_gazconsumer_v1_options_proto_msgTypes[15]
+	mi := &file_gazconsumer_v1_options_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1679,7 @@ func (x *Read) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Read.ProtoReflect.Descriptor instead.
 func (*Read) Descriptor() ([]byte, []int) {
-	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{15}
+	return file_gazconsumer_v1_options_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Read) GetTable() string {
@@ -1815,15 +1897,20 @@ const file_gazconsumer_v1_options_proto_rawDesc = "" +
 	"\x04then\x18\x04 \x01(\x0e2\x1d.gazconsumer.v1.FailureActionR\x04then\"G\n" +
 	"\aHandler\x12<\n" +
 	"\n" +
-	"on_failure\x18\x01 \x01(\v2\x1d.gazconsumer.v1.FailurePolicyR\tonFailure\"\xf2\x01\n" +
+	"on_failure\x18\x01 \x01(\v2\x1d.gazconsumer.v1.FailurePolicyR\tonFailure\"\xb2\x02\n" +
 	"\x06Shards\x12\x1b\n" +
 	"\tid_prefix\x18\x01 \x01(\tR\bidPrefix\x12.\n" +
 	"\x13recovery_log_prefix\x18\x02 \x01(\tR\x11recoveryLogPrefix\x12\x1f\n" +
 	"\vhint_prefix\x18\x03 \x01(\tR\n" +
 	"hintPrefix\x12&\n" +
 	"\fhint_backups\x18\x04 \x01(\rH\x00R\vhintBackups\x88\x01\x01\x12A\n" +
-	"\rrecovery_logs\x18\x05 \x01(\v2\x1c.gazconsumer.v1.RecoveryLogsR\frecoveryLogsB\x0f\n" +
-	"\r_hint_backups\"f\n" +
+	"\rrecovery_logs\x18\x05 \x01(\v2\x1c.gazconsumer.v1.RecoveryLogsR\frecoveryLogs\x12>\n" +
+	"\fdead_letters\x18\x06 \x01(\v2\x1b.gazconsumer.v1.DeadLettersR\vdeadLettersB\x0f\n" +
+	"\r_hint_backups\"\x7f\n" +
+	"\vDeadLetters\x12\x18\n" +
+	"\ajournal\x18\x01 \x01(\tR\ajournal\x12 \n" +
+	"\vreplication\x18\x02 \x01(\rR\vreplication\x124\n" +
+	"\bfragment\x18\x03 \x01(\v2\x18.gazconsumer.v1.FragmentR\bfragment\"f\n" +
 	"\fRecoveryLogs\x12 \n" +
 	"\vreplication\x18\x01 \x01(\rR\vreplication\x124\n" +
 	"\bfragment\x18\x02 \x01(\v2\x18.gazconsumer.v1.FragmentR\bfragment\"C\n" +
@@ -1895,7 +1982,7 @@ func file_gazconsumer_v1_options_proto_rawDescGZIP() []byte {
 }
 
 var file_gazconsumer_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_gazconsumer_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_gazconsumer_v1_options_proto_goTypes = []any{
 	(Framing)(0),                        // 0: gazconsumer.v1.Framing
 	(StoreKind)(0),                      // 1: gazconsumer.v1.StoreKind
@@ -1913,15 +2000,16 @@ var file_gazconsumer_v1_options_proto_goTypes = []any{
 	(*FailurePolicy)(nil),               // 13: gazconsumer.v1.FailurePolicy
 	(*Handler)(nil),                     // 14: gazconsumer.v1.Handler
 	(*Shards)(nil),                      // 15: gazconsumer.v1.Shards
-	(*RecoveryLogs)(nil),                // 16: gazconsumer.v1.RecoveryLogs
-	(*Publish)(nil),                     // 17: gazconsumer.v1.Publish
-	(*ShardDefaults)(nil),               // 18: gazconsumer.v1.ShardDefaults
-	(*Queries)(nil),                     // 19: gazconsumer.v1.Queries
-	(*Read)(nil),                        // 20: gazconsumer.v1.Read
-	(*durationpb.Duration)(nil),         // 21: google.protobuf.Duration
-	(*descriptorpb.MessageOptions)(nil), // 22: google.protobuf.MessageOptions
-	(*descriptorpb.ServiceOptions)(nil), // 23: google.protobuf.ServiceOptions
-	(*descriptorpb.MethodOptions)(nil),  // 24: google.protobuf.MethodOptions
+	(*DeadLetters)(nil),                 // 16: gazconsumer.v1.DeadLetters
+	(*RecoveryLogs)(nil),                // 17: gazconsumer.v1.RecoveryLogs
+	(*Publish)(nil),                     // 18: gazconsumer.v1.Publish
+	(*ShardDefaults)(nil),               // 19: gazconsumer.v1.ShardDefaults
+	(*Queries)(nil),                     // 20: gazconsumer.v1.Queries
+	(*Read)(nil),                        // 21: gazconsumer.v1.Read
+	(*durationpb.Duration)(nil),         // 22: google.protobuf.Duration
+	(*descriptorpb.MessageOptions)(nil), // 23: google.protobuf.MessageOptions
+	(*descriptorpb.ServiceOptions)(nil), // 24: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),  // 25: google.protobuf.MethodOptions
 }
 var file_gazconsumer_v1_options_proto_depIdxs = []int32{
 	7,  // 0: gazconsumer.v1.MessageOptions.journal:type_name -> gazconsumer.v1.JournalMessage
@@ -1932,39 +2020,41 @@ var file_gazconsumer_v1_options_proto_depIdxs = []int32{
 	8,  // 5: gazconsumer.v1.JournalMessage.family:type_name -> gazconsumer.v1.JournalFamily
 	9,  // 6: gazconsumer.v1.JournalFamily.fragment:type_name -> gazconsumer.v1.Fragment
 	2,  // 7: gazconsumer.v1.Fragment.compression_codec:type_name -> gazconsumer.v1.CompressionCodec
-	21, // 8: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
-	21, // 9: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
-	21, // 10: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
+	22, // 8: gazconsumer.v1.Fragment.refresh_interval:type_name -> google.protobuf.Duration
+	22, // 9: gazconsumer.v1.Fragment.flush_interval:type_name -> google.protobuf.Duration
+	22, // 10: gazconsumer.v1.Fragment.retention:type_name -> google.protobuf.Duration
 	11, // 11: gazconsumer.v1.Table.key:type_name -> gazconsumer.v1.KeyField
 	1,  // 12: gazconsumer.v1.Consumer.store:type_name -> gazconsumer.v1.StoreKind
-	17, // 13: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
-	18, // 14: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
+	18, // 13: gazconsumer.v1.Consumer.publishes:type_name -> gazconsumer.v1.Publish
+	19, // 14: gazconsumer.v1.Consumer.shard_defaults:type_name -> gazconsumer.v1.ShardDefaults
 	15, // 15: gazconsumer.v1.Consumer.shards:type_name -> gazconsumer.v1.Shards
 	13, // 16: gazconsumer.v1.Consumer.on_failure:type_name -> gazconsumer.v1.FailurePolicy
-	21, // 17: gazconsumer.v1.FailurePolicy.backoff:type_name -> google.protobuf.Duration
-	21, // 18: gazconsumer.v1.FailurePolicy.max_backoff:type_name -> google.protobuf.Duration
+	22, // 17: gazconsumer.v1.FailurePolicy.backoff:type_name -> google.protobuf.Duration
+	22, // 18: gazconsumer.v1.FailurePolicy.max_backoff:type_name -> google.protobuf.Duration
 	3,  // 19: gazconsumer.v1.FailurePolicy.then:type_name -> gazconsumer.v1.FailureAction
 	13, // 20: gazconsumer.v1.Handler.on_failure:type_name -> gazconsumer.v1.FailurePolicy
-	16, // 21: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
-	9,  // 22: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
-	21, // 23: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
-	21, // 24: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
-	4,  // 25: gazconsumer.v1.Read.kind:type_name -> gazconsumer.v1.ReadKind
-	22, // 26: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
-	23, // 27: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
-	23, // 28: gazconsumer.v1.queries:extendee -> google.protobuf.ServiceOptions
-	24, // 29: gazconsumer.v1.read:extendee -> google.protobuf.MethodOptions
-	24, // 30: gazconsumer.v1.handler:extendee -> google.protobuf.MethodOptions
-	5,  // 31: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
-	12, // 32: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
-	19, // 33: gazconsumer.v1.queries:type_name -> gazconsumer.v1.Queries
-	20, // 34: gazconsumer.v1.read:type_name -> gazconsumer.v1.Read
-	14, // 35: gazconsumer.v1.handler:type_name -> gazconsumer.v1.Handler
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	31, // [31:36] is the sub-list for extension type_name
-	26, // [26:31] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	17, // 21: gazconsumer.v1.Shards.recovery_logs:type_name -> gazconsumer.v1.RecoveryLogs
+	16, // 22: gazconsumer.v1.Shards.dead_letters:type_name -> gazconsumer.v1.DeadLetters
+	9,  // 23: gazconsumer.v1.DeadLetters.fragment:type_name -> gazconsumer.v1.Fragment
+	9,  // 24: gazconsumer.v1.RecoveryLogs.fragment:type_name -> gazconsumer.v1.Fragment
+	22, // 25: gazconsumer.v1.ShardDefaults.min_txn_duration:type_name -> google.protobuf.Duration
+	22, // 26: gazconsumer.v1.ShardDefaults.max_txn_duration:type_name -> google.protobuf.Duration
+	4,  // 27: gazconsumer.v1.Read.kind:type_name -> gazconsumer.v1.ReadKind
+	23, // 28: gazconsumer.v1.message:extendee -> google.protobuf.MessageOptions
+	24, // 29: gazconsumer.v1.consumer:extendee -> google.protobuf.ServiceOptions
+	24, // 30: gazconsumer.v1.queries:extendee -> google.protobuf.ServiceOptions
+	25, // 31: gazconsumer.v1.read:extendee -> google.protobuf.MethodOptions
+	25, // 32: gazconsumer.v1.handler:extendee -> google.protobuf.MethodOptions
+	5,  // 33: gazconsumer.v1.message:type_name -> gazconsumer.v1.MessageOptions
+	12, // 34: gazconsumer.v1.consumer:type_name -> gazconsumer.v1.Consumer
+	20, // 35: gazconsumer.v1.queries:type_name -> gazconsumer.v1.Queries
+	21, // 36: gazconsumer.v1.read:type_name -> gazconsumer.v1.Read
+	14, // 37: gazconsumer.v1.handler:type_name -> gazconsumer.v1.Handler
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	33, // [33:38] is the sub-list for extension type_name
+	28, // [28:33] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_gazconsumer_v1_options_proto_init() }
@@ -1979,7 +2069,7 @@ func file_gazconsumer_v1_options_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gazconsumer_v1_options_proto_rawDesc), len(file_gazconsumer_v1_options_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 5,
 			NumServices:   0,
 		},

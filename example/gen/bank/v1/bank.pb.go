@@ -116,13 +116,16 @@ func (x *Order) GetPlacedAt() *timestamppb.Timestamp {
 
 // Payment is money paid into one of a customer's accounts.
 type Payment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Uuid          []byte                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
-	PaymentId     string                 `protobuf:"bytes,2,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
-	CustomerId    string                 `protobuf:"bytes,3,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
-	AccountId     string                 `protobuf:"bytes,4,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
-	AmountCents   int64                  `protobuf:"varint,5,opt,name=amount_cents,json=amountCents,proto3" json:"amount_cents,omitempty"`
-	ReceivedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Uuid        []byte                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	PaymentId   string                 `protobuf:"bytes,2,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
+	CustomerId  string                 `protobuf:"bytes,3,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	AccountId   string                 `protobuf:"bytes,4,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
+	AmountCents int64                  `protobuf:"varint,5,opt,name=amount_cents,json=amountCents,proto3" json:"amount_cents,omitempty"`
+	ReceivedAt  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	// order_id, if set, is the order this payment pays: it ends the hold on
+	// the order's amount (see the ledger's Hold).
+	OrderId       string `protobuf:"bytes,7,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +200,13 @@ func (x *Payment) GetReceivedAt() *timestamppb.Timestamp {
 		return x.ReceivedAt
 	}
 	return nil
+}
+
+func (x *Payment) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
 }
 
 // BalanceChanged is published by the ledger each time an order or a payment
@@ -323,7 +333,7 @@ const file_gazconsumer_example_bank_v1_bank_proto_rawDesc = "" +
 	"B\n" +
 	"\x04uuid\"\vcustomer_id*-\n" +
 	"\fbank/orders/\x10\x02\x18\x01\"\x19\b\x80\x80\x80\x02\x12\bfile:///\x18\x04\"\x02\b\n" +
-	"*\x02\b<\"\xa8\x02\n" +
+	"*\x02\b<\"\xc3\x02\n" +
 	"\aPayment\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\fR\x04uuid\x12\x1d\n" +
 	"\n" +
@@ -334,7 +344,8 @@ const file_gazconsumer_example_bank_v1_bank_proto_rawDesc = "" +
 	"account_id\x18\x04 \x01(\tR\taccountId\x12!\n" +
 	"\famount_cents\x18\x05 \x01(\x03R\vamountCents\x12;\n" +
 	"\vreceived_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"receivedAt:J\x92\xb6\x1cF\n" +
+	"receivedAt\x12\x19\n" +
+	"\border_id\x18\a \x01(\tR\aorderId:J\x92\xb6\x1cF\n" +
 	"D\n" +
 	"\x04uuid\"\vcustomer_id*/\n" +
 	"\x0ebank/payments/\x10\x02\x18\x01\"\x19\b\x80\x80\x80\x02\x12\bfile:///\x18\x04\"\x02\b\n" +

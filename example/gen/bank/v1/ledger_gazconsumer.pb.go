@@ -91,6 +91,169 @@ var gazconsumerCustomerActivityTable = table.NewSchema(table.Def[CustomerActivit
 	Elided: []protowire.Number{1},
 })
 
+// HoldKey is the key of table "gazconsumer.example.bank.v1.Hold", whose rows
+// are Hold messages ordered by (customer_id, order_id).
+type HoldKey struct {
+	CustomerId string
+	OrderId    string
+}
+
+// HoldTable is table "gazconsumer.example.bank.v1.Hold" of a store: Hold rows
+// ordered by (customer_id, order_id). Its reads see the writes of the store's
+// current transaction.
+type HoldTable = table.Table[HoldKey, *Hold]
+
+// NewHoldTable returns table "gazconsumer.example.bank.v1.Hold" of the store
+// view kv.
+func NewHoldTable(kv runtime.KV) HoldTable {
+	return gazconsumerHoldTable.Open(kv)
+}
+
+// gazconsumerHoldTable is the schema of table
+// "gazconsumer.example.bank.v1.Hold".
+var gazconsumerHoldTable = table.NewSchema(table.Def[HoldKey, *Hold]{
+	Name: "gazconsumer.example.bank.v1.Hold",
+	Key:  []string{"customer_id", "order_id"},
+	KeyOf: func(r *Hold) HoldKey {
+		return HoldKey{
+			CustomerId: r.GetCustomerId(),
+			OrderId:    r.GetOrderId(),
+		}
+	},
+	Fields: func(k *HoldKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+		table.String(c, &k.OrderId, keyenc.Ascending)
+	},
+	Restore: func(k *HoldKey, r *Hold) {
+		r.CustomerId = k.CustomerId
+		r.OrderId = k.OrderId
+	},
+	Elided: []protowire.Number{1, 2},
+})
+
+// ReleaseHoldKey is the key of table
+// "timer:gazconsumer.example.bank.v1.ReleaseHold", whose rows are ReleaseHold
+// messages ordered by (customer_id, order_id).
+type ReleaseHoldKey struct {
+	CustomerId string
+	OrderId    string
+}
+
+// ReleaseHoldTimers are the per-key timers of ReleaseHold messages of a store,
+// keyed by (customer_id, order_id): Set, SetAfter, Cancel and Get a timer
+// within a transaction. Their reads see the writes of the store's current
+// transaction.
+type ReleaseHoldTimers = table.Timers[ReleaseHoldKey, *ReleaseHold]
+
+// NewReleaseHoldTimers returns the ReleaseHold timers of the store view kv.
+func NewReleaseHoldTimers(kv runtime.KV) ReleaseHoldTimers {
+	return gazconsumerReleaseHoldTimers.OpenTimers(kv)
+}
+
+// gazconsumerReleaseHoldTimers is the schema of table
+// "timer:gazconsumer.example.bank.v1.ReleaseHold".
+var gazconsumerReleaseHoldTimers = table.NewSchema(table.Def[ReleaseHoldKey, *ReleaseHold]{
+	Name: "timer:gazconsumer.example.bank.v1.ReleaseHold",
+	Key:  []string{"customer_id", "order_id"},
+	KeyOf: func(r *ReleaseHold) ReleaseHoldKey {
+		return ReleaseHoldKey{
+			CustomerId: r.GetCustomerId(),
+			OrderId:    r.GetOrderId(),
+		}
+	},
+	Fields: func(k *ReleaseHoldKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+		table.String(c, &k.OrderId, keyenc.Ascending)
+	},
+	Restore: func(k *ReleaseHoldKey, r *ReleaseHold) {
+		r.CustomerId = k.CustomerId
+		r.OrderId = k.OrderId
+	},
+	Elided: []protowire.Number{1, 2},
+})
+
+// RecentAccountKey is the key of table
+// "gazconsumer.example.bank.v1.RecentAccount", whose rows are RecentAccount
+// messages ordered by (customer_id, account_id).
+type RecentAccountKey struct {
+	CustomerId string
+	AccountId  string
+}
+
+// RecentAccountTable is table "gazconsumer.example.bank.v1.RecentAccount" of a
+// store: RecentAccount rows ordered by (customer_id, account_id). Its reads see
+// the writes of the store's current transaction.
+type RecentAccountTable = table.Table[RecentAccountKey, *RecentAccount]
+
+// NewRecentAccountTable returns table
+// "gazconsumer.example.bank.v1.RecentAccount" of the store view kv.
+func NewRecentAccountTable(kv runtime.KV) RecentAccountTable {
+	return gazconsumerRecentAccountTable.Open(kv)
+}
+
+// gazconsumerRecentAccountTable is the schema of table
+// "gazconsumer.example.bank.v1.RecentAccount".
+var gazconsumerRecentAccountTable = table.NewSchema(table.Def[RecentAccountKey, *RecentAccount]{
+	Name: "gazconsumer.example.bank.v1.RecentAccount",
+	Key:  []string{"customer_id", "account_id"},
+	KeyOf: func(r *RecentAccount) RecentAccountKey {
+		return RecentAccountKey{
+			CustomerId: r.GetCustomerId(),
+			AccountId:  r.GetAccountId(),
+		}
+	},
+	Fields: func(k *RecentAccountKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+		table.String(c, &k.AccountId, keyenc.Ascending)
+	},
+	Restore: func(k *RecentAccountKey, r *RecentAccount) {
+		r.CustomerId = k.CustomerId
+		r.AccountId = k.AccountId
+	},
+	Elided: []protowire.Number{1, 2},
+	TTL:    5 * time.Second,
+})
+
+// IdleAccountKey is the key of table "gazconsumer.example.bank.v1.IdleAccount",
+// whose rows are IdleAccount messages ordered by (customer_id, account_id).
+type IdleAccountKey struct {
+	CustomerId string
+	AccountId  string
+}
+
+// IdleAccountTable is table "gazconsumer.example.bank.v1.IdleAccount" of a
+// store: IdleAccount rows ordered by (customer_id, account_id). Its reads see
+// the writes of the store's current transaction.
+type IdleAccountTable = table.Table[IdleAccountKey, *IdleAccount]
+
+// NewIdleAccountTable returns table "gazconsumer.example.bank.v1.IdleAccount"
+// of the store view kv.
+func NewIdleAccountTable(kv runtime.KV) IdleAccountTable {
+	return gazconsumerIdleAccountTable.Open(kv)
+}
+
+// gazconsumerIdleAccountTable is the schema of table
+// "gazconsumer.example.bank.v1.IdleAccount".
+var gazconsumerIdleAccountTable = table.NewSchema(table.Def[IdleAccountKey, *IdleAccount]{
+	Name: "gazconsumer.example.bank.v1.IdleAccount",
+	Key:  []string{"customer_id", "account_id"},
+	KeyOf: func(r *IdleAccount) IdleAccountKey {
+		return IdleAccountKey{
+			CustomerId: r.GetCustomerId(),
+			AccountId:  r.GetAccountId(),
+		}
+	},
+	Fields: func(k *IdleAccountKey, c *table.Codec) {
+		table.String(c, &k.CustomerId, keyenc.Ascending)
+		table.String(c, &k.AccountId, keyenc.Ascending)
+	},
+	Restore: func(k *IdleAccountKey, r *IdleAccount) {
+		r.CustomerId = k.CustomerId
+		r.AccountId = k.AccountId
+	},
+	Elided: []protowire.Number{1, 2},
+})
+
 // Ledger applies orders and payments to balances. Each shard reads the
 // orders and payments partitions of one index.
 //
@@ -98,10 +261,17 @@ var gazconsumerCustomerActivityTable = table.NewSchema(table.Def[CustomerActivit
 // breaks the build of a handler until it implements the rpc. Optional hooks
 // are detected on the handler: runtime.BeginFinisher.
 type LedgerHandler interface {
-	// OnOrder charges an order to its account.
+	// OnOrder charges an order to its account, and holds its amount until its
+	// payment comes.
 	OnOrder(tx *LedgerTxn, msg *Order) error
-	// OnPayment credits a payment to its account.
+	// OnPayment credits a payment to its account, and ends the hold of the
+	// order it pays. An invalid payment (no account, or an amount that is not
+	// positive) fails it: it is recorded as a dead letter, and the ledger
+	// goes on.
 	OnPayment(tx *LedgerTxn, msg *Payment) error
+	// OnReleaseHold releases a hold whose order was not paid in time,
+	// refunding its amount.
+	OnReleaseHold(tx *LedgerTxn, msg *ReleaseHold) error
 	// FinalizeTxn is called as the transaction ends: by its return, every
 	// in-memory effect of the transaction must be written to tables and every
 	// message to publish must be published.
@@ -119,6 +289,14 @@ type LedgerTxn struct {
 	Balance BalanceTable
 	// CustomerActivity is table "gazconsumer.example.bank.v1.CustomerActivity".
 	CustomerActivity CustomerActivityTable
+	// Hold is table "gazconsumer.example.bank.v1.Hold".
+	Hold HoldTable
+	// RecentAccount is table "gazconsumer.example.bank.v1.RecentAccount".
+	RecentAccount RecentAccountTable
+	// IdleAccount is table "gazconsumer.example.bank.v1.IdleAccount".
+	IdleAccount IdleAccountTable
+	// ReleaseHoldTimers are the ReleaseHold timers.
+	ReleaseHoldTimers ReleaseHoldTimers
 }
 
 // PublishBalanceChanged publishes msg within the transaction to a partition
@@ -149,15 +327,19 @@ var gazconsumerLedgerConsumer = &runtime.Consumer[LedgerHandler, *LedgerTxn]{
 	ShardDefaults: pc.ShardSpec{MaxTxnDuration: time.Second},
 	Inputs: []runtime.Input[LedgerHandler, *LedgerTxn]{
 		runtime.Handle("gazconsumer.example.bank.v1.Order", "application/x-protobuf-fixed", "OnOrder", LedgerHandler.OnOrder),
-		runtime.Handle("gazconsumer.example.bank.v1.Payment", "application/x-protobuf-fixed", "OnPayment", LedgerHandler.OnPayment),
+		runtime.Handle("gazconsumer.example.bank.v1.Payment", "application/x-protobuf-fixed", "OnPayment", LedgerHandler.OnPayment).OnFailure(runtime.FailurePolicy{DeadLetter: true}),
 	},
 	Outputs: []runtime.Output{
 		runtime.Publishes[BalanceChanged]("app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged"),
 	},
 	NewTxn: func(kv runtime.KV) *LedgerTxn {
 		return &LedgerTxn{
-			Balance:          NewBalanceTable(kv),
-			CustomerActivity: NewCustomerActivityTable(kv),
+			Balance:           NewBalanceTable(kv),
+			CustomerActivity:  NewCustomerActivityTable(kv),
+			Hold:              NewHoldTable(kv),
+			RecentAccount:     NewRecentAccountTable(kv),
+			IdleAccount:       NewIdleAccountTable(kv),
+			ReleaseHoldTimers: NewReleaseHoldTimers(kv),
 		}
 	},
 	FinalizeTxn: LedgerHandler.FinalizeTxn,
@@ -167,6 +349,31 @@ var gazconsumerLedgerConsumer = &runtime.Consumer[LedgerHandler, *LedgerTxn]{
 		}),
 		gazconsumerCustomerActivityTable.Owned(func(k *CustomerActivityKey, b []byte) []byte {
 			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+		gazconsumerHoldTable.Owned(func(k *HoldKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+		gazconsumerRecentAccountTable.Owned(func(k *RecentAccountKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+		gazconsumerIdleAccountTable.Owned(func(k *IdleAccountKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+		gazconsumerReleaseHoldTimers.Owned(func(k *ReleaseHoldKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.CustomerId, keyenc.Ascending)
+		}),
+	},
+	Timers: []runtime.Timing[LedgerHandler, *LedgerTxn]{
+		table.Fires(NewReleaseHoldTimers(nil).Schema(), LedgerHandler.OnReleaseHold),
+	},
+	Expiring: []runtime.Expiring[LedgerHandler, *LedgerTxn]{
+		table.Expires(NewRecentAccountTable(nil).Schema(), func(h LedgerHandler, tx *LedgerTxn, row *RecentAccount) error {
+			if e, ok := any(h).(interface {
+				OnExpireRecentAccount(*LedgerTxn, *RecentAccount) error
+			}); ok {
+				return e.OnExpireRecentAccount(tx, row)
+			}
+			return nil
 		}),
 	},
 }

@@ -25,6 +25,12 @@ type Harness struct {
 	Balance *consumertest.Table[bankv1.BalanceKey, *bankv1.Balance]
 	// CustomerActivity is table "gazconsumer.example.bank.v1.CustomerActivity", as last committed.
 	CustomerActivity *consumertest.Table[bankv1.CustomerActivityKey, *bankv1.CustomerActivity]
+	// HoldTable is table "gazconsumer.example.bank.v1.Hold", as last committed.
+	HoldTable *consumertest.Table[bankv1.HoldKey, *bankv1.Hold]
+	// RecentAccount is table "gazconsumer.example.bank.v1.RecentAccount", as last committed.
+	RecentAccount *consumertest.Table[bankv1.RecentAccountKey, *bankv1.RecentAccount]
+	// IdleAccount is table "gazconsumer.example.bank.v1.IdleAccount", as last committed.
+	IdleAccount *consumertest.Table[bankv1.IdleAccountKey, *bankv1.IdleAccount]
 	// Published holds the messages the consumer published, as its readers read
 	// them: committed.
 	Published Published
@@ -63,6 +69,9 @@ func New(t testing.TB, handler bankv1.LedgerHandler, opts ...consumertest.Option
 	}, opts...)}
 	h.Balance = consumertest.NewTable[bankv1.BalanceKey, *bankv1.Balance](h.Harness, bankv1.NewBalanceTable)
 	h.CustomerActivity = consumertest.NewTable[bankv1.CustomerActivityKey, *bankv1.CustomerActivity](h.Harness, bankv1.NewCustomerActivityTable)
+	h.HoldTable = consumertest.NewTable[bankv1.HoldKey, *bankv1.Hold](h.Harness, bankv1.NewHoldTable)
+	h.RecentAccount = consumertest.NewTable[bankv1.RecentAccountKey, *bankv1.RecentAccount](h.Harness, bankv1.NewRecentAccountTable)
+	h.IdleAccount = consumertest.NewTable[bankv1.IdleAccountKey, *bankv1.IdleAccount](h.Harness, bankv1.NewIdleAccountTable)
 	h.Published.BalanceChanged = consumertest.NewPublished[*bankv1.BalanceChanged](h.Harness)
 	return h
 }
