@@ -85,18 +85,11 @@ func TestRescaleUnderLoad(t *testing.T) {
 		}
 		return cmd
 	}
-	// The command dies at a step, or a moment, picked at random, and is run
-	// again; then a member dies, mid-split or a moment later.
-	var seed = uint64(time.Now().UnixNano())
-	if s := os.Getenv("RESCALE_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	var rng = rand.New(rand.NewPCG(seed, 2))
 	var killCmd, victim, killMember = rng.IntN(3), []*member{ledger, leaderboard}[rng.IntN(2)], rng.IntN(2)
 	// Shards hand off their rows in one transaction, or over many.
 	batch = []int{0, 4 << 10, 64 << 10}[rng.IntN(3)]
-	t.Logf("seed %d (set RESCALE_SEED to repeat): the command dies at point %d, the %s's member at point %d; --handoff-batch %d",
-		seed, killCmd, victim.app, killMember, batch)
+	t.Logf("seed %d (set RESCALE_SEED to repeat): the command dies at point %d, the %s's member at point %d; --handoff-batch %d; --consumer.fork-from-log=%t",
+		seed, killCmd, victim.app, killMember, batch, fromLog)
 
 	var cmd = rescale()
 	switch killCmd {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,6 +102,9 @@ type Forker interface {
 	// (wrapped) if that state is not split yet: the caller plays the log
 	// again later.
 	Fork(shard Shard, store Store, dir string) error
+	// ForkFrom is Fork, from the committed state of the shard it's split
+	// from, read from that shard's store.
+	ForkFrom(shard Shard, store Store, parent StateReader) error
 	// Inherited returns the journals the shard reads beside its spec's
 	// sources, as inherited from the shards it was split from: its state
 	// records them when it's forked.
@@ -111,6 +115,17 @@ type Forker interface {
 // store's files read-only (rocks.Opener does).
 type ReadOnlyOpener interface {
 	OpenReadOnly(dir string) (ReadCloser, error)
+}
+
+// StateReader is implemented by stores whose whole committed state, the
+// reserved keys too, may be read from any goroutine (txnkv.Store is one). A
+// new shard of a rescale forks so from its parent's store when the parent's
+// primary runs in its own member, rather than by playing the parent's
+// recovery log.
+type StateReader interface {
+	// ReadCommittedState is CommittedReader's ReadCommitted, of a view which
+	// reads the reserved keys too.
+	ReadCommittedState(ctx context.Context, fn func(Reader) error) error
 }
 
 // ReadCloser is a Reader of a store's files opened read-only, whose Get
@@ -506,49 +521,80 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 		return fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	defer parent.Close()
-	return a.fork(shard, store, parent)
+	var cp, err2 = a.fork(shard, store, parent)
+	if err2 != nil {
+		return err2
+	}
+	return a.commitFork(shard, store, cp)
 }
 
-// fork is Fork, from parent's state.
-func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
+// ForkFrom builds the first state of the shard from the committed state of
+// the shard it is split from, read from its store, as Fork does from a copy
+// of its files. Its reads hold off the other's commits; its own commit
+// follows them.
+func (a *Adapter[H, T]) ForkFrom(shard Shard, store Store, parent StateReader) error {
+	var cp pc.Checkpoint
+	if err := parent.ReadCommittedState(shard.Context(), func(r Reader) (err error) {
+		cp, err = a.fork(shard, store, r)
+		return err
+	}); err != nil {
+		return err
+	}
+	return a.commitFork(shard, store, cp)
+}
+
+// commitFork commits the state a fork built in store, with the checkpoint
+// of the split it forked from.
+func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint) error {
+	var spec = shard.Spec()
+	if err := store.StartCommit(shard, cp, nil).Err(); err != nil {
+		return fmt.Errorf("shard %s: committing the state forked from shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
+	}
+	return nil
+}
+
+// fork builds in store, uncommitted, the first state of the shard from
+// parent's, and returns the checkpoint of parent's split to commit it with.
+// Run again (a StateReader's fn may be), it writes the same.
+func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkpoint, error) {
 	var spec = shard.Spec()
 	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
 	var m, err = splitTo(spec)
 	if err != nil {
-		return err
+		return pc.Checkpoint{}, err
 	} else if m == 0 {
-		return fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, from, LabelSplitTo)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, from, LabelSplitTo)
 	} else if err = a.rescalable(); err != nil {
-		return fmt.Errorf("shard %s: %w", spec.Id, err)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	var kvs, ok = store.(KVStore)
 	if !ok {
-		return a.notKV(store)
+		return pc.Checkpoint{}, a.notKV(store)
 	}
 	var kv = kvs.KV()
 
 	var parentRec, found, gerr = readPartitioning(parent)
 	switch {
 	case gerr != nil:
-		return fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, gerr)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, gerr)
 	case !found:
-		return fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
 	case parentRec.Owns == nil || parentRec.Owns.Of != m:
-		return fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
 	case parentRec.Moving != nil:
-		return fmt.Errorf("shard %s: %w: shard %s still moves what it no longer owns to its hand-off area (%d moved)", spec.Id, ErrParentNotSplit, from, parentRec.Moving.Moved)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w: shard %s still moves what it no longer owns to its hand-off area (%d moved)", spec.Id, ErrParentNotSplit, from, parentRec.Moving.Moved)
 	case !parentRec.Handoff || parentRec.Dropping:
-		return fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
 	}
 	cpb, found, gerr := parent.Get([]byte(ForkCheckpointKey))
 	var cp pc.Checkpoint
 	if gerr != nil {
-		return fmt.Errorf("shard %s: reading the checkpoint of shard %s's split: %w", spec.Id, from, gerr)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: reading the checkpoint of shard %s's split: %w", spec.Id, from, gerr)
 	} else if !found {
-		return fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from", spec.Id, from)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from", spec.Id, from)
 	} else if err = cp.Unmarshal(cpb); err != nil {
-		return fmt.Errorf("shard %s: decoding the checkpoint of shard %s's split: %w", spec.Id, from, err)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: decoding the checkpoint of shard %s's split: %w", spec.Id, from, err)
 	}
 	// The acknowledgements of the parent's transaction are its own to
 	// write.
@@ -560,7 +606,7 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
 	}
 	index, err := g.ownIndex(spec)
 	if err != nil {
-		return err
+		return pc.Checkpoint{}, err
 	}
 	// Rows, timers, entries of the index of what falls due and expiry
 	// records alike: an entry keeps its time, so what fell due during the
@@ -582,7 +628,7 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
 		err = serr
 	}
 	if err != nil {
-		return fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
 	}
 	// It reads again the journals the parent read: the parent's own (of
 	// its index, in each family) and those it inherited.
@@ -596,15 +642,11 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) error {
 	g.built = Partitioning{Families: maps.Clone(parentRec.Families), Mapping: MappingVersion, Owns: &Ownership{Index: index, Of: m},
 		Inherited: slices.Compact(inherited)}
 	if err = g.putRecord(kv, spec.Id); err != nil {
-		return err
-	}
-	var commit = store.StartCommit(shard, cp, nil)
-	if err = commit.Err(); err != nil {
-		return fmt.Errorf("shard %s: committing the state forked from shard %s: %w", spec.Id, from, err)
+		return pc.Checkpoint{}, err
 	}
 	slog.Info("shard forked from another's state", "shard", spec.Id, "from", from, "rows", kept,
 		"owns", index, "of", m, "readThrough", pc.FlattenReadThrough(cp))
-	return nil
+	return cp, nil
 }
 
 // ownedOf returns the count of partitions the shard's ownership is of: that

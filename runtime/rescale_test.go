@@ -311,6 +311,14 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		s.app, s.store = a, mem.Open(s.db)
 		return s
 	}
+	// fork forks child from parent: from a copy of its files, or from its
+	// store, as its member does if it runs parent's primary too.
+	var fork = func(child, parent *forkShard) error {
+		if rng.IntN(2) == 0 {
+			return child.app.(runtime.Forker).Fork(child.sh, child.store, "")
+		}
+		return child.app.(runtime.Forker).ForkFrom(child.sh, child.store, parent.store.(runtime.StateReader))
+	}
 	// handingOff tells whether s has hand-off work to do, which a
 	// transaction begun at once does.
 	var handingOff = func(s *forkShard) bool {
@@ -369,7 +377,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 				var early = open(n+p, family.journal(n+p), s)
 				early.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
 				early.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, s.sh.spec.Id.String())
-				if err := early.app.(runtime.Forker).Fork(early.sh, early.store, ""); !errors.Is(err, runtime.ErrParentNotSplit) {
+				if err := fork(early, s); !errors.Is(err, runtime.ErrParentNotSplit) {
 					t.Errorf("a fork of shard %s while it moves rows to its hand-off area: %v, want %v", s.sh.spec.Id, err, runtime.ErrParentNotSplit)
 				}
 			}
@@ -395,7 +403,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || !need {
 				t.Fatalf("NeedsFork: %t, %v", need, err)
 			}
-			if err := child.app.(runtime.Forker).Fork(child.sh, child.store, ""); err != nil {
+			if err := fork(child, parent); err != nil {
 				t.Fatal(err)
 			}
 			var cp, err = child.store.RestoreCheckpoint(child.sh)

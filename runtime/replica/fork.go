@@ -24,7 +24,8 @@ const forkRetry = 5 * time.Second
 
 // forkIfNew builds the first state of a shard made by a rescale (labeled
 // runtime.LabelSplitFrom) from that of the shard it's split from, unless
-// its store has a state already: it plays the other's recovery log into a
+// its store has a state already: from the other's store, if its primary
+// runs in this member, or else it plays the other's recovery log into a
 // directory beside dir, without fencing it, and hands it to the
 // application's Fork. Until the other shard has committed its split and
 // moved its hand-off, it plays the log again, every few seconds (and no
@@ -45,7 +46,20 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	var wait = 250 * time.Millisecond
 	for {
 		var began = time.Now()
-		var err = s.fork(dir+"-fork", store, forker, from)
+		var err error
+		if parent := s.localParent(from); parent != nil {
+			if err = forker.ForkFrom(s, store, parent); err == nil {
+				slog.Info("shard forked from the store of its parent's primary, in this member", "shard", spec.Id, "from", from,
+					"took", time.Since(began))
+				return nil
+			} else if !errors.Is(err, runtime.ErrParentNotSplit) {
+				slog.Warn("forking from the store of the parent's primary failed: playing its recovery log", "shard", spec.Id,
+					"from", from, "err", err)
+				err = s.fork(dir+"-fork", store, forker, from)
+			}
+		} else {
+			err = s.fork(dir+"-fork", store, forker, from)
+		}
 		if err == nil {
 			return nil
 		} else if !errors.Is(err, runtime.ErrParentNotSplit) {
@@ -63,6 +77,19 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 		}
 		wait = min(2*wait, max(forkRetry, wait))
 	}
+}
+
+// localParent returns the store of the primary of shard from, if it runs
+// in this member, serves, and its state may be read whole, unless forks
+// always play the recovery log (Config.ForkFromLog).
+func (s *Replica) localParent(from pc.ShardID) runtime.StateReader {
+	if s.host.ForkFromLog || s.host.Local == nil {
+		return nil
+	} else if parent := s.host.Local(from); parent != nil {
+		var sr, _ = parent.servingStore().(runtime.StateReader)
+		return sr
+	}
+	return nil
 }
 
 // fork plays the recovery log of shard from into dir, and forks store from

@@ -53,6 +53,12 @@ type Config struct {
 	// DoNotProxy), rather than through the brokers. The process must be
 	// able to open the URLs brokers sign: see runconsumer.Flags.FileRoot.
 	DirectFragmentReads bool
+	// ForkFromLog has a new shard of a rescale always play its parent's
+	// recovery log to fork from it. Otherwise, when the parent's primary
+	// runs in the same member, the new shard reads the parent's committed
+	// state from its store: no playback, but the parent's commits wait
+	// while the new shard reads what it owns.
+	ForkFromLog bool
 }
 
 // Host is what a replica needs of the member that runs it.
@@ -70,6 +76,9 @@ type Host struct {
 	KeySpace *keyspace.KeySpace
 	// Member is the ID of the member, for logs.
 	Member string
+	// Local returns the member's replica of shard id, if it runs one (nil
+	// if Local is).
+	Local func(id pc.ShardID) *Replica
 	// Config of the member's replicas.
 	Config
 }

@@ -78,7 +78,10 @@ type Flags struct {
 	// ReadyIgnoresFailed keeps the member ready while replicas of its
 	// shards are FAILED (see service.Config).
 	ReadyIgnoresFailed bool
-	LogLevel           slog.Level
+	// ForkFromLog has new shards of a rescale always play their parent's
+	// recovery log (see replica.Config).
+	ForkFromLog bool
+	LogLevel    slog.Level
 	// LogFormat is json, text or color (Gazette's names; color logs as
 	// text).
 	LogFormat string
@@ -126,6 +129,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.UintVar(&f.ShardLimit, "consumer.limit", uint(f.envInt("consumer.limit", "CONSUMER_LIMIT", 1024, 1)), "most shards this member runs (env CONSUMER_LIMIT)")
 	fs.StringVar(&f.StateDir, "consumer.state-dir", env("CONSUMER_STATE_DIR", ""), "directory of the shards' local stores (env CONSUMER_STATE_DIR)")
 	fs.DurationVar(&f.Handoff, "consumer.handoff", f.envDuration("consumer.handoff", "CONSUMER_HANDOFF", 30*time.Second), "how long to wait for other members to take over on shutdown (env CONSUMER_HANDOFF)")
+	fs.BoolVar(&f.ForkFromLog, "consumer.fork-from-log", f.envBool("consumer.fork-from-log", "CONSUMER_FORK_FROM_LOG", false), "new shards of a rescale always play their parent's recovery log, even when the parent's primary runs in this member (whose store they read otherwise) (env CONSUMER_FORK_FROM_LOG)")
 	fs.BoolVar(&f.ReadyIgnoresFailed, "consumer.ready-ignores-failed", f.envBool("consumer.ready-ignores-failed", "CONSUMER_READY_IGNORES_FAILED", false), "keep the member ready (/debug/ready, gRPC health) while shards of its are FAILED (env CONSUMER_READY_IGNORES_FAILED)")
 	f.LogLevel = slog.LevelInfo
 	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
@@ -407,6 +411,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		Replicas: replica.Config{
 			StateDir:            f.StateDir,
 			DirectFragmentReads: f.FileRoot != "",
+			ForkFromLog:         f.ForkFromLog,
 		},
 		ReadyIgnoresFailed: f.ReadyIgnoresFailed,
 		ServerTLS:          sec.server,

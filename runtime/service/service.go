@@ -239,7 +239,8 @@ func New(cfg Config) (*Service, error) {
 
 		joinedCh: make(chan struct{}),
 	}
-	s.host = replica.Host{App: cfg.App, Etcd: cfg.Etcd, Journals: cfg.Journals, KeySpace: s.ks, Member: cfg.ID, Config: cfg.Replicas}
+	s.host = replica.Host{App: cfg.App, Etcd: cfg.Etcd, Journals: cfg.Journals, KeySpace: s.ks, Member: cfg.ID, Config: cfg.Replicas,
+		Local: s.localReplica}
 	s.state = allocator.NewObservedState(s.ks, allocator.MemberKey(s.ks, cfg.Zone, cfg.ID), shardIsConsistent)
 	s.ks.Observers = append(s.ks.Observers, s.updateLocalShards, s.updateHealth)
 	s.ks.WatchApplyDelay = 10 * time.Millisecond
@@ -329,6 +330,13 @@ func (s *Service) Replica(ctx context.Context, id pc.ShardID) (runtime.Committed
 		return nil, nil, false
 	}
 	return store, sh.Context(), true
+}
+
+// localReplica returns the member's replica of shard id, or nil.
+func (s *Service) localReplica(id pc.ShardID) *replica.Replica {
+	s.ks.Mu.RLock()
+	defer s.ks.Mu.RUnlock()
+	return s.shards[id]
 }
 
 // Endpoint at which the service serves the Shard API.

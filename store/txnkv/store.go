@@ -242,8 +242,21 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 // failed, or the store is destroyed. It may be called from any goroutine,
 // concurrently with every method of the store.
 func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
+	return s.readCommittedView(ctx, fn, false)
+}
+
+// ReadCommittedState is ReadCommitted, of a view which reads the reserved
+// keys too (runtime.StateReader): the whole committed state of a shard,
+// which a shard forked from it by a rescale reads.
+func (s *Store) ReadCommittedState(ctx context.Context, fn func(runtime.Reader) error) error {
+	return s.readCommittedView(ctx, fn, true)
+}
+
+// readCommittedView is ReadCommitted, of a view of the reserved keys too
+// if all is set.
+func (s *Store) readCommittedView(ctx context.Context, fn func(runtime.Reader) error, all bool) error {
 	for {
-		var blocked, err = s.readCommitted(ctx, fn)
+		var blocked, err = s.readCommitted(ctx, fn, all)
 		if blocked == nil {
 			return err
 		}
@@ -262,7 +275,7 @@ func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error
 
 // readCommitted runs fn once, holding off commits. It returns the commit
 // not yet durable that a read of fn met, if one did.
-func (s *Store) readCommitted(ctx context.Context, fn func(runtime.Reader) error) (*commit, error) {
+func (s *Store) readCommitted(ctx context.Context, fn func(runtime.Reader) error, all bool) (*commit, error) {
 	s.shared.RLock()
 	defer s.shared.RUnlock()
 	if s.closed {
@@ -273,7 +286,7 @@ func (s *Store) readCommitted(ctx context.Context, fn func(runtime.Reader) error
 			return nil, fmt.Errorf("store %s: a commit failed: %w", s.name, c.durableErr)
 		}
 	}
-	var v = &committedView{r: s.base.Shared(), written: s.written}
+	var v = &committedView{r: s.base.Shared(), written: s.written, all: all}
 	var err = fn(v)
 	if v.blocked != nil {
 		return v.blocked, nil
@@ -296,17 +309,18 @@ func durable(c *commit) bool {
 var errNotDurable = errors.New("a commit read is not yet durable")
 
 // committedView is a Base's shared reader, within ReadCommitted, but for
-// the reserved keys.
+// the reserved keys unless all is set.
 type committedView struct {
 	r       runtime.Reader
 	written []*commit // Handed to the Base before the view, maybe not durable.
 	blocked *commit   // Not yet durable, met by a read.
+	all     bool      // The reserved keys are read too.
 }
 
-// Get returns the committed value of key, which may not be reserved,
-// unless a commit not yet durable wrote it.
+// Get returns the committed value of key, which may not be reserved (unless
+// the view reads all keys), unless a commit not yet durable wrote it.
 func (v *committedView) Get(key []byte) ([]byte, bool, error) {
-	if reserved(key) {
+	if reserved(key) && !v.all {
 		return nil, false, fmt.Errorf("get: key %q has the reserved prefix", key)
 	} else if v.blocked != nil {
 		return nil, false, errNotDurable
@@ -322,8 +336,8 @@ func (v *committedView) Get(key []byte) ([]byte, bool, error) {
 }
 
 // Scan calls fn with the committed keys and values of [start, end), but
-// the reserved ones, unless a commit handed to the Base is not yet
-// durable.
+// the reserved ones (unless the view reads all keys), unless a commit
+// handed to the Base is not yet durable.
 func (v *committedView) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 	if v.blocked != nil {
 		return errNotDurable
@@ -334,7 +348,10 @@ func (v *committedView) Scan(start, end []byte, fn func(key, value []byte) bool)
 			return errNotDurable
 		}
 	}
-	return v.r.Scan(unreserved(start), end, fn)
+	if !v.all {
+		start = unreserved(start)
+	}
+	return v.r.Scan(start, end, fn)
 }
 
 // settle releases the pending commit's writes once they're applied, and
