@@ -54,6 +54,17 @@ func TestRescaleUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	var broker = string(stack.Brokers()[0].Endpoint())
+	// The command dies at a step, or a moment, picked at random, and is run
+	// again; then a member dies, mid-split or a moment later. New shards
+	// fork from their parent's store (it runs in their member), or play its
+	// recovery log.
+	var seed = uint64(time.Now().UnixNano())
+	if s := os.Getenv("RESCALE_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	var rng = rand.New(rand.NewPCG(seed, 2))
+	var fromLog = rng.IntN(2) == 0
+	t.Setenv("CONSUMER_FORK_FROM_LOG", strconv.FormatBool(fromLog))
 	var ledger, leaderboard = startBank(ctx, t, bin, gazctl(t), stack.EtcdURL(), broker)
 
 	var msgs, rec, err = load.Generate(load.Options{Orders: 12000, Payments: 12000, Poison: 6, Customers: 300, Accounts: 3, Seed: 7, TxnSize: 100})
