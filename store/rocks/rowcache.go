@@ -2,7 +2,6 @@ package rocks
 
 import (
 	"bytes"
-	"hash/maphash"
 	"math"
 	"slices"
 	"sync"
@@ -27,7 +26,9 @@ import (
 // cache of a large key space holds hundreds of thousands of rows, which the
 // collector would scan on every cycle): keys and values are copied into one
 // byte arena, and a map from a hash of the key to the row's place in it
-// finds them. A key is hashed once for both generations. Two keys of the
+// finds them. A key is hashed once for both generations, by the hash of
+// the store's overlays (txnkv.HashKey), which the store computed already
+// to look the key up in them. Two keys of the
 // same hash (one chance in 2^64) share a slot: a lookup compares the key,
 // and a key displaced by another is no longer cached.
 //
@@ -39,7 +40,6 @@ import (
 // budget's rowShare whenever it starts a generation: the budget split
 // evenly among the caches of open stores.
 type rowCache struct {
-	seed      maphash.Seed
 	cur, prev *generation
 	half      int   // Bytes of a generation.
 	reserve   int32 // Bytes an absent row reserves for a value: see put.
@@ -136,7 +136,7 @@ func newRowCache(capacity int64) *rowCache {
 	if capacity <= 0 {
 		return nil
 	}
-	return &rowCache{seed: maphash.MakeSeed(), cur: newGeneration(), prev: newGeneration(), half: int(capacity / 2)}
+	return &rowCache{cur: newGeneration(), prev: newGeneration(), half: int(capacity / 2)}
 }
 
 func newGeneration() *generation { return &generation{slots: make(map[uint64]int32)} }
@@ -181,10 +181,14 @@ func (g *generation) reset() {
 
 // get returns the cached row of key, if the cache has one.
 func (c *rowCache) get(key []byte) (cachedRow, bool) {
+	return c.getHashed(key, txnkv.HashKey(key))
+}
+
+// getHashed is get of key, whose hash (txnkv.HashKey) is h.
+func (c *rowCache) getHashed(key []byte, h uint64) (cachedRow, bool) {
 	if c == nil {
 		return cachedRow{}, false
 	}
-	var h = maphash.Bytes(c.seed, key)
 	if i := c.cur.find(h, key); i >= 0 {
 		return c.cur.row(i), true
 	}
@@ -233,10 +237,14 @@ func (c *rowCache) generationFor(n int) *generation {
 // transaction which then writes it, and its commit rewrites the row in
 // place.
 func (c *rowCache) put(key, value []byte, absent bool) {
+	c.putHashed(key, txnkv.HashKey(key), value, absent)
+}
+
+// putHashed is put of key, whose hash (txnkv.HashKey) is h.
+func (c *rowCache) putHashed(key []byte, h uint64, value []byte, absent bool) {
 	if c == nil {
 		return
 	}
-	var h = maphash.Bytes(c.seed, key)
 	if i := c.cur.find(h, key); i >= 0 {
 		var r = &c.cur.rows[i]
 		if len(value) <= int(r.vcap) {
@@ -275,7 +283,7 @@ func (c *rowCache) commit(o *txnkv.Overlay) {
 	if c == nil {
 		return
 	}
-	o.Each(func(e *txnkv.Entry) { c.put(e.Key, e.Value, e.Deleted) })
+	o.EachHashed(func(e *txnkv.Entry, h uint64) { c.putHashed(e.Key, h, e.Value, e.Deleted) })
 	c.report()
 }
 

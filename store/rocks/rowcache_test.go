@@ -3,8 +3,9 @@ package rocks
 import (
 	"bytes"
 	"fmt"
-	"hash/maphash"
 	"testing"
+
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
 )
 
 // FuzzRowCache runs programs of puts and gets against a cache and checks
@@ -46,7 +47,7 @@ func FuzzRowCache(f *testing.F) {
 				}
 			}
 			if v, in := model[k]; len(k)+max(len(v), maxReserve)+rowOverhead <= c.half {
-				var j = c.cur.find(maphash.String(c.seed, k), []byte(k))
+				var j = c.cur.find(txnkv.HashKey([]byte(k)), []byte(k))
 				if j < 0 || !bytes.Equal(c.cur.row(j).value, v) || c.cur.row(j).absent == in {
 					t.Fatalf("op %d: %s, just used, is not in the current generation", i, k)
 				}

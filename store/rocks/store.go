@@ -74,6 +74,7 @@ var (
 	_ runtime.KV              = (*Store)(nil)
 	_ runtime.CommittedReader = (*Store)(nil)
 	_ txnkv.Base              = (*database)(nil)
+	_ txnkv.HashedBase        = (*database)(nil)
 )
 
 // Open opens (creating it if need be) the RocksDB database in dir, whose
@@ -232,7 +233,12 @@ type database Store
 // Get returns the value of key in the database, from the row cache if it
 // holds the key.
 func (d *database) Get(key []byte) ([]byte, bool, error) {
-	if r, ok := d.rows.get(key); ok {
+	return d.GetHashed(key, txnkv.HashKey(key))
+}
+
+// GetHashed is Get of key, whose hash (txnkv.HashKey) is h.
+func (d *database) GetHashed(key []byte, h uint64) ([]byte, bool, error) {
+	if r, ok := d.rows.getHashed(key, h); ok {
 		return r.value, !r.absent, nil
 	}
 	var v, found, err = (*Store)(d).get(key, d.getBuf)
@@ -240,7 +246,7 @@ func (d *database) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	d.getBuf = v[:0]
-	d.rows.put(key, v, !found) // Copies v.
+	d.rows.putHashed(key, h, v, !found) // Copies v.
 	return v, found, nil
 }
 

@@ -32,6 +32,7 @@ type Overlay struct {
 	rows     map[uint64]int32      // Index of the entry of the hash of a key.
 	collided map[string]int32      // Index of the entry of a key whose hash another key's entry has in rows.
 	chunks   [][]Entry             // The entries, in the order their keys were first written.
+	hashes   []uint64              // The hash of the key of each entry, by index.
 	slab     []byte                // Where the bytes of the next entries go.
 	index    *btree.BTreeG[*Entry] // Entries in key order, but the last unindexed; nil until first needed.
 	entries  int                   // Count of entries in chunks.
@@ -143,6 +144,7 @@ func (o *Overlay) write(key, value []byte, deleted bool) {
 	// value moves it rather than write over another entry's bytes.
 	*c = append(*c, Entry{Key: b[:len(key):len(key)], Value: b[len(key):len(b):len(b)], Deleted: deleted})
 	i = int32(o.entries)
+	o.hashes = append(o.hashes, h)
 	if !taken {
 		o.rows[h] = i
 	} else {
@@ -217,6 +219,19 @@ func (o *Overlay) Each(fn func(*Entry)) {
 	for _, c := range o.chunks {
 		for i := range c {
 			fn(&c[i])
+		}
+	}
+}
+
+// EachHashed calls fn with every entry and the hash of its key (see
+// HashKey), in no particular order: a reader which looks the keys up
+// elsewhere by the same hash need not hash them again.
+func (o *Overlay) EachHashed(fn func(e *Entry, h uint64)) {
+	var n int
+	for _, c := range o.chunks {
+		for i := range c {
+			fn(&c[i], o.hashes[n])
+			n++
 		}
 	}
 }

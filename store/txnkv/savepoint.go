@@ -69,7 +69,7 @@ func (o *Overlay) RollbackToSavepoint() {
 	// the later one is the one in collided.
 	for i := o.entries - 1; i >= sp.entries; i-- {
 		var e = o.entry(int32(i))
-		if h := hashKey(e.Key); o.rows[h] == int32(i) {
+		if h := o.hashes[i]; o.rows[h] == int32(i) {
 			delete(o.rows, h)
 		} else {
 			delete(o.collided, string(e.Key))
@@ -80,6 +80,7 @@ func (o *Overlay) RollbackToSavepoint() {
 		*e = Entry{}
 	}
 	var n = sp.entries
+	o.hashes = o.hashes[:n]
 	var full = (n + entryChunk - 1) / entryChunk
 	for c := full; c < len(o.chunks); c++ {
 		o.chunks[c] = nil

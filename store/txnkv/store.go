@@ -73,6 +73,16 @@ type Base interface {
 	Shared() runtime.Reader
 }
 
+// HashedBase is a Base whose Gets are given the hash of the key (HashKey)
+// that the Store computed to look the key up in its overlays, so that the
+// Base, finding keys by the same hash, needn't hash them again, as
+// store/rocks' row cache does.
+type HashedBase interface {
+	Base
+	// GetHashed is Get of key, whose hash is h.
+	GetHashed(key []byte, h uint64) (value []byte, found bool, err error)
+}
+
 // ErrClosed is returned by ReadCommitted once the store is destroyed.
 var ErrClosed = errors.New("store closed")
 
@@ -97,6 +107,8 @@ type Store struct {
 	closed  bool      // Set by Destroy.
 
 	forkKey []byte // Set by ForkAtCommit; cleared by StartCommit.
+
+	hashed HashedBase // The Base, if it is one.
 }
 
 // commit is a transaction's writes on their way to the Base.
@@ -119,7 +131,9 @@ var (
 
 // New returns a Store of base, which names the store in errors as name.
 func New(name string, base Base) *Store {
-	return &Store{name: name, base: base, txn: NewOverlay(), closing: make(chan struct{})}
+	var s = &Store{name: name, base: base, txn: NewOverlay(), closing: make(chan struct{})}
+	s.hashed, _ = base.(HashedBase)
+	return s
 }
 
 // RestoreCheckpoint returns the checkpoint of the last commit the Base
@@ -390,7 +404,14 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 			return e.Value, !e.Deleted, nil
 		}
 	}
-	var v, ok, err = s.base.Get(key)
+	var v []byte
+	var ok bool
+	var err error
+	if s.hashed != nil {
+		v, ok, err = s.hashed.GetHashed(key, h)
+	} else {
+		v, ok, err = s.base.Get(key)
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("store %s: get: %w", s.name, err)
 	}
