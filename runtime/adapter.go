@@ -202,9 +202,10 @@ type Input[H any, T Txner] struct {
 	// the handler in errors.
 	Method string
 
-	typ    reflect.Type
-	handle func(H, T, message.Message) error
-	policy *FailurePolicy // Of the rpc, if annotated: in place of the consumer's.
+	typ      reflect.Type
+	handle   func(H, T, message.Message) error
+	policy   *FailurePolicy                   // Of the rpc, if annotated: in place of the consumer's.
+	prefetch func(message.Message, *Prefetch) // Of ReadsAhead, if any.
 }
 
 // OnFailure returns in with the failure policy p of its rpc, which applies
@@ -332,6 +333,7 @@ var (
 	_ ShardDefaulter = (*Adapter[any, *Txn])(nil)
 	_ FailurePolicer = (*Adapter[any, *Txn])(nil)
 	_ Timekeeper     = (*Adapter[any, *Txn])(nil)
+	_ Prefetcher     = (*Adapter[any, *Txn])(nil)
 )
 
 // NewAdapter returns an Adapter running handler as consumer c, whose store

@@ -106,6 +106,19 @@ func (s *Schema[K, R]) AppendKey(b []byte, key K, fields int) []byte {
 	return c.b
 }
 
+// Prefetch adds to p the store key of the row of key, for its store to read
+// ahead (see runtime.ReadsAhead).
+func (s *Schema[K, R]) Prefetch(p *runtime.Prefetch, key K) {
+	var sc = p.Scratch(s, newScratch[K]).(*scratch[K])
+	sc.key = key
+	sc.c = Codec{b: append(p.Append(), s.prefix...), n: len(s.def.Key)}
+	s.def.Fields(&sc.key, &sc.c)
+	p.Add(sc.c.b)
+}
+
+// newScratch returns a new scratch of keys K, as an any.
+func newScratch[K any]() any { return new(scratch[K]) }
+
 // Row decodes the row stored under key with value, which it does not
 // retain. It may be called concurrently.
 func (s *Schema[K, R]) Row(key, value []byte) (R, error) {

@@ -164,6 +164,9 @@ type Pipeline struct {
 	// of the first not yet handed to the sequencer.
 	taken []Read
 	next  int
+	// msgs holds the messages of the reads taken, for the application's
+	// Prefetch.
+	msgs []message.Message
 }
 
 // txn is the state of one transaction.
@@ -423,6 +426,34 @@ func (p *Pipeline) take(ctx context.Context, cur, prev *txn) error {
 		return p.onRead(ctx, cur, prev, Read{}, false)
 	}
 	cur.yields = 0
+	return p.prefetch()
+}
+
+// prefetch hands the messages of the reads taken, but acknowledgements, to
+// the application, if it is a runtime.Prefetcher, to read ahead the rows
+// they will read. Some of them may never be handled (they may be
+// duplicates, or roll back): reading ahead is only a hint.
+func (p *Pipeline) prefetch() error {
+	var pf, ok = p.App.(runtime.Prefetcher)
+	if !ok {
+		return nil
+	}
+	clear(p.msgs)
+	p.msgs = p.msgs[:0]
+	for i := range p.taken {
+		var r = &p.taken[i]
+		if r.Err != nil || r.Skip != nil || r.Nudge || r.Env.Message == nil ||
+			message.GetFlags(r.Env.Message.GetUUID()) == message.Flag_ACK_TXN {
+			continue
+		}
+		p.msgs = append(p.msgs, r.Env.Message)
+	}
+	if len(p.msgs) == 0 {
+		return nil
+	}
+	if err := pf.Prefetch(p.Shard, p.Store, p.msgs); err != nil {
+		return fmt.Errorf("prefetching: %w", err)
+	}
 	return nil
 }
 

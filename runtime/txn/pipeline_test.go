@@ -718,3 +718,34 @@ func TestNudgeBeginsATransactionWithoutMessages(t *testing.T) {
 		t.Fatalf("stats = %+v, want a transaction of no message", s)
 	}
 }
+
+// prefetchApp is a testApp that is also a runtime.Prefetcher.
+type prefetchApp struct{ *testApp }
+
+func (a prefetchApp) Prefetch(_ runtime.Shard, _ runtime.Store, msgs []message.Message) error {
+	var keys []string
+	for _, m := range msgs {
+		keys = append(keys, m.(*testMsg).Key)
+	}
+	a.events <- "prefetch " + strings.Join(keys, " ")
+	return nil
+}
+
+// The messages of the reads taken from the queue, but acknowledgements, are
+// handed to a Prefetcher before they are sequenced and consumed.
+func TestPipelinePrefetchesTheReadsTaken(t *testing.T) {
+	var h = newHarness(t, false)
+	h.pipeline.App = prefetchApp{h.app}
+	h.send("a", message.Flag_CONTINUE_TXN)
+	h.send("b", message.Flag_CONTINUE_TXN)
+	h.send("ack", message.Flag_ACK_TXN)
+	h.run()
+	h.expect("prefetch a b", "consume a", "consume b")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var op, _ = h.commit()
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"unsafe"
 
 	"github.com/linxGnu/grocksdb"
@@ -51,5 +52,78 @@ func (s *Store) get(key, buf []byte) ([]byte, bool, error) {
 			return buf[:n], true, nil
 		}
 		buf = make([]byte, 0, max(n, 2*int64(cap(buf))))
+	}
+}
+
+// multiGet holds the keys of a MultiGet, and then their values.
+type multiGet struct {
+	keys   []byte  // The keys, one after the other.
+	ends   []int64 // Where each key of keys ends.
+	hashes []uint64
+	lens   []int64 // Of each key's value, or -1 if it is absent.
+	values []byte  // The values of the keys present, one after the other.
+	offs   []int   // Where each key's value begins in values.
+}
+
+func (m *multiGet) reset() {
+	m.keys, m.ends, m.hashes = m.keys[:0], m.ends[:0], m.hashes[:0]
+}
+
+// add adds key, of hash h.
+func (m *multiGet) add(key []byte, h uint64) {
+	m.keys = append(m.keys, key...)
+	m.ends = append(m.ends, int64(len(m.keys)))
+	m.hashes = append(m.hashes, h)
+}
+
+// key returns the i-th key.
+func (m *multiGet) key(i int) []byte {
+	var begin int64
+	if i != 0 {
+		begin = m.ends[i-1]
+	}
+	return m.keys[begin:m.ends[i]]
+}
+
+// value returns the value of the i-th key, and whether the key is present.
+func (m *multiGet) value(i int) ([]byte, bool) {
+	if m.lens[i] < 0 {
+		return nil, false
+	}
+	return m.values[m.offs[i] : m.offs[i]+int(m.lens[i])], true
+}
+
+// multiGet reads the keys of m from the database, in one MultiGet of
+// RocksDB (which sorts them, and looks them up level by level, in batches),
+// with one call into C, with RocksDB's per-thread performance counters off
+// (see get).
+func (s *Store) multiGet(m *multiGet) error {
+	var n = len(m.ends)
+	m.lens = slices.Grow(m.lens[:0], n)[:n]
+	for {
+		var vp *C.char
+		if cap(m.values) != 0 {
+			vp = (*C.char)(unsafe.Pointer(unsafe.SliceData(m.values[:cap(m.values)])))
+		}
+		var cerr *C.char
+		var total = int64(C.gc_multiget(s.cdb, s.cro,
+			(*C.char)(unsafe.Pointer(unsafe.SliceData(m.keys))), (*C.int64_t)(unsafe.Pointer(unsafe.SliceData(m.ends))), C.size_t(n),
+			(*C.int64_t)(unsafe.Pointer(unsafe.SliceData(m.lens))), vp, C.size_t(cap(m.values)), &cerr))
+		switch {
+		case total == -2:
+			var msg = C.GoString(cerr)
+			C.free(unsafe.Pointer(cerr))
+			return errors.New(msg)
+		case total <= int64(cap(m.values)):
+			m.values = m.values[:total]
+			m.offs = slices.Grow(m.offs[:0], n)[:n]
+			var off int
+			for i, l := range m.lens {
+				m.offs[i] = off
+				off += int(max(l, 0))
+			}
+			return nil
+		}
+		m.values = make([]byte, 0, max(total, 2*int64(cap(m.values))))
 	}
 }

@@ -4,12 +4,14 @@
 #include "shim.h"
 
 #include <memory>
+#include <vector>
 #include <string>
 
 #include <cstring>
 
 #include "rocksdb/c.h"
 #include "rocksdb/cache.h"
+#include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/options.h"
@@ -302,6 +304,54 @@ extern "C" int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_le
   }
   rocksdb_pinnableslice_destroy(v);
   return static_cast<int64_t>(n);
+}
+
+// The C API's handles of a database and read options, as laid out by
+// rocksdb's c.cc (7.8): only their first member is used.
+struct rocksdb_t {
+  rocksdb::DB* rep;
+};
+struct rocksdb_readoptions_t {
+  rocksdb::ReadOptions rep;
+};
+
+extern "C" int64_t gc_multiget(void* c_db, void* c_ro, const char* keys, const int64_t* ends, size_t n, int64_t* lens,
+                               char* buf, size_t cap, char** err) {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);  // As gc_get.
+  *err = nullptr;
+  try {
+    rocksdb::DB* db = static_cast<rocksdb_t*>(c_db)->rep;
+    const rocksdb::ReadOptions& ro = static_cast<rocksdb_readoptions_t*>(c_ro)->rep;
+    std::vector<rocksdb::Slice> ks(n);
+    int64_t begin = 0;
+    for (size_t i = 0; i < n; i++) {
+      ks[i] = rocksdb::Slice(keys + begin, static_cast<size_t>(ends[i] - begin));
+      begin = ends[i];
+    }
+    std::vector<rocksdb::PinnableSlice> values(n);
+    std::vector<rocksdb::Status> statuses(n);
+    db->MultiGet(ro, db->DefaultColumnFamily(), n, ks.data(), values.data(), statuses.data(), /*sorted_input=*/false);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (statuses[i].IsNotFound()) {
+        lens[i] = -1;
+        continue;
+      } else if (!statuses[i].ok()) {
+        *err = strdup(statuses[i].ToString().c_str());
+        return -2;
+      }
+      size_t len = values[i].size();
+      lens[i] = static_cast<int64_t>(len);
+      if (len != 0 && total + len <= cap) {
+        memcpy(buf + total, values[i].data(), len);
+      }
+      total += len;
+    }
+    return static_cast<int64_t>(total);
+  } catch (const std::exception& ex) {
+    *err = strdup(ex.what());
+    return -2;
+  }
 }
 
 // The handle of gc_wbm_new: the C API of RocksDB 7.8 has no

@@ -24,6 +24,17 @@ char* gc_install_recorded_fs(void* c_env, uintptr_t handle);
 // nothing is copied: call again with room for it).
 int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_len, char* buf, size_t cap, char** err);
 
+// gc_multiget reads the n keys held one after the other in keys (the i-th
+// ending at ends[i]) from c_db with c_ro, in one MultiGet, with RocksDB's
+// performance counters off on the calling thread. It sets lens[i] to the
+// length of the i-th key's value, or -1 if the key is absent, and returns
+// the total length of the values, having copied them one after the other
+// into buf if they fit within cap (if not, nothing is copied: call again
+// with room for them), or -2 on an error (*err is then set, to be freed by
+// the caller).
+int64_t gc_multiget(void* c_db, void* c_ro, const char* keys, const int64_t* ends, size_t n, int64_t* lens, char* buf,
+                    size_t cap, char** err);
+
 // gc_wbm_new returns a new WriteBufferManager of buffer_size bytes whose
 // memtable memory is charged to c_cache (a rocksdb_cache_t), as an opaque
 // handle to be released with gc_wbm_destroy, or NULL and an error message

@@ -58,6 +58,7 @@ type Store struct {
 
 	rows    *rowCache      // Rows as of the last settled commit; nil if disabled.
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
+	multi   multiGet       // Keys and values of the last Prefetch's MultiGet.
 	closing chan struct{}  // Closed by Destroy.
 	tasks   sync.WaitGroup // Background tasks (log compaction).
 }
@@ -75,6 +76,7 @@ var (
 	_ runtime.CommittedReader = (*Store)(nil)
 	_ txnkv.Base              = (*database)(nil)
 	_ txnkv.HashedBase        = (*database)(nil)
+	_ txnkv.PrefetchBase      = (*database)(nil)
 )
 
 // Open opens (creating it if need be) the RocksDB database in dir, whose
@@ -248,6 +250,33 @@ func (d *database) GetHashed(key []byte, h uint64) ([]byte, bool, error) {
 	d.getBuf = v[:0]
 	d.rows.putHashed(key, h, v, !found) // Copies v.
 	return v, found, nil
+}
+
+// Prefetch reads the keys which the row cache doesn't hold from the
+// database, in one MultiGet, into the row cache, and returns how many it
+// read. Without a row cache, it reads none.
+func (d *database) Prefetch(keys [][]byte, hashes []uint64) (int, error) {
+	if d.rows == nil {
+		return 0, nil
+	}
+	var m = &d.multi
+	m.reset()
+	for i, key := range keys {
+		if _, ok := d.rows.getHashed(key, hashes[i]); !ok {
+			m.add(key, hashes[i])
+		}
+	}
+	if len(m.hashes) == 0 {
+		return 0, nil
+	}
+	if err := (*Store)(d).multiGet(m); err != nil {
+		return 0, err
+	}
+	for i, h := range m.hashes {
+		var v, found = m.value(i)
+		d.rows.putHashed(m.key(i), h, v, !found) // Copies v.
+	}
+	return len(m.hashes), nil
 }
 
 // Scan iterates the database's keys in [start, end).

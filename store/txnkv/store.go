@@ -83,6 +83,31 @@ type HashedBase interface {
 	GetHashed(key []byte, h uint64) (value []byte, found bool, err error)
 }
 
+// PrefetchBase is a Base which reads the committed values of many keys in
+// one batch and keeps them at hand for their Gets, as store/rocks does
+// (RocksDB's MultiGet into its row cache).
+type PrefetchBase interface {
+	Base
+	// Prefetch reads ahead the committed values of keys, whose hashes are
+	// hashes (HashKey), and keeps them for their Gets. It returns how many
+	// keys it read from where it keeps what was committed: those it had
+	// at hand already are not counted. The slices of keys are valid until
+	// it returns. Keys may be of writes of a commit not yet Settled, which
+	// Write may be applying meanwhile: the Store's overlays shadow what it
+	// keeps of them, until Settled gives it their values.
+	Prefetch(keys [][]byte, hashes []uint64) (read int, err error)
+}
+
+// Prefetches that find almost everything at hand back off: a Store whose
+// Prefetch of a batch of keys reads fewer than one key in prefetchUseful
+// from its Base skips the next prefetchBackoff batches (the keys of a small
+// key space all stay in the Base's cache, and a prefetch of them would only
+// look each key up one more time).
+const (
+	prefetchUseful  = 16
+	prefetchBackoff = 15
+)
+
 // ErrClosed is returned by ReadCommitted once the store is destroyed.
 var ErrClosed = errors.New("store closed")
 
@@ -108,7 +133,11 @@ type Store struct {
 
 	forkKey []byte // Set by ForkAtCommit; cleared by StartCommit.
 
-	hashed HashedBase // The Base, if it is one.
+	hashed     HashedBase   // The Base, if it is one.
+	prefetcher PrefetchBase // The Base, if it is one.
+	pfKeys     [][]byte     // Keys of a Prefetch to read from the Base.
+	pfHashes   []uint64     // Their hashes.
+	pfSkip     int          // Prefetches to skip: see prefetchUseful.
 }
 
 // commit is a transaction's writes on their way to the Base.
@@ -133,6 +162,7 @@ var (
 func New(name string, base Base) *Store {
 	var s = &Store{name: name, base: base, txn: NewOverlay(), closing: make(chan struct{})}
 	s.hashed, _ = base.(HashedBase)
+	s.prefetcher, _ = base.(PrefetchBase)
 	return s
 }
 
@@ -416,6 +446,44 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("store %s: get: %w", s.name, err)
 	}
 	return v, ok, nil
+}
+
+var _ runtime.KVPrefetcher = (*Store)(nil)
+
+// Prefetch reads ahead the committed values of the keys, if the Base is a
+// PrefetchBase, so that their Gets find them at hand. Prefetches of keys
+// which the Base almost all had at hand back off (see prefetchUseful).
+//
+// It doesn't look the keys up in the overlays of the current transaction
+// and of a commit in flight first, as Get does: what it reads of a key they
+// wrote is never read, as they shadow it, until their commits settle and
+// give the Base the key's value (a Get would look each key up in them
+// again, and most keys a Get misses in its overlays, the Base has at hand
+// too: those it wrote after reading them).
+func (s *Store) Prefetch(keys *runtime.Prefetch) error {
+	if s.prefetcher == nil || keys.Len() == 0 {
+		return nil
+	} else if s.pfSkip > 0 {
+		s.pfSkip--
+		return nil
+	}
+	if err := s.settle(); err != nil {
+		return err
+	}
+	s.pfKeys, s.pfHashes = s.pfKeys[:0], s.pfHashes[:0]
+	for i := range keys.Len() {
+		var key = keys.Key(i)
+		s.pfKeys, s.pfHashes = append(s.pfKeys, key), append(s.pfHashes, HashKey(key))
+	}
+	var read, err = s.prefetcher.Prefetch(s.pfKeys, s.pfHashes)
+	clear(s.pfKeys)
+	if err != nil {
+		return fmt.Errorf("store %s: prefetch: %w", s.name, err)
+	}
+	if read*prefetchUseful < keys.Len() {
+		s.pfSkip = prefetchBackoff
+	}
+	return nil
 }
 
 // Put sets key to value within the current transaction.

@@ -136,7 +136,7 @@ func genConsumer(fc *fileCtx, c *consumer) {
 		if h.onFailure != nil {
 			in = in.Dot("OnFailure").Call(failurePolicyExpr(fc, h.onFailure))
 		}
-		inputs = append(inputs, in)
+		inputs = append(inputs, withReadsAhead(fc, c, h, in))
 	}
 	desc = append(desc, jen.Id("Inputs").Op(":").Index().Add(fc.q(pathRuntime, "Input")).Types(jen.Id(n.handler), txnP.Clone()).Custom(multiLine, inputs...))
 	if len(c.publishes) != 0 {

@@ -148,7 +148,17 @@ var gazconsumerLeaderboardConsumer = &runtime.Consumer[LeaderboardHandler, *Lead
 	Store:         gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	ShardDefaults: pc.ShardSpec{MaxTxnDuration: time.Second},
 	Inputs: []runtime.Input[LeaderboardHandler, *LeaderboardTxn]{
-		runtime.Handle("gazconsumer.example.bank.v1.BalanceChanged", "application/x-ndjson", "OnBalanceChanged", LeaderboardHandler.OnBalanceChanged),
+		runtime.ReadsAhead(runtime.Handle("gazconsumer.example.bank.v1.BalanceChanged", "application/x-ndjson", "OnBalanceChanged", LeaderboardHandler.OnBalanceChanged), func(msg *BalanceChanged, p *runtime.Prefetch) {
+			gazconsumerStandingTable.Prefetch(p, StandingKey{
+				CustomerId: msg.GetCustomerId(),
+				AccountId:  msg.GetAccountId(),
+			})
+			gazconsumerRankTable.Prefetch(p, RankKey{
+				BalanceCents: msg.GetBalanceCents(),
+				CustomerId:   msg.GetCustomerId(),
+				AccountId:    msg.GetAccountId(),
+			})
+		}),
 	},
 	NewTxn: func(kv runtime.KV) *LeaderboardTxn {
 		return &LeaderboardTxn{

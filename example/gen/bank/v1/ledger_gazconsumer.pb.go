@@ -326,8 +326,44 @@ var gazconsumerLedgerConsumer = &runtime.Consumer[LedgerHandler, *LedgerTxn]{
 	Store:         gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	ShardDefaults: pc.ShardSpec{MaxTxnDuration: time.Second},
 	Inputs: []runtime.Input[LedgerHandler, *LedgerTxn]{
-		runtime.Handle("gazconsumer.example.bank.v1.Order", "application/x-protobuf-fixed", "OnOrder", LedgerHandler.OnOrder),
-		runtime.Handle("gazconsumer.example.bank.v1.Payment", "application/x-protobuf-fixed", "OnPayment", LedgerHandler.OnPayment).OnFailure(runtime.FailurePolicy{DeadLetter: true}),
+		runtime.ReadsAhead(runtime.Handle("gazconsumer.example.bank.v1.Order", "application/x-protobuf-fixed", "OnOrder", LedgerHandler.OnOrder), func(msg *Order, p *runtime.Prefetch) {
+			gazconsumerBalanceTable.Prefetch(p, BalanceKey{
+				CustomerId: msg.GetCustomerId(),
+				AccountId:  msg.GetAccountId(),
+			})
+			gazconsumerCustomerActivityTable.Prefetch(p, CustomerActivityKey{CustomerId: msg.GetCustomerId()})
+			gazconsumerHoldTable.Prefetch(p, HoldKey{
+				CustomerId: msg.GetCustomerId(),
+				OrderId:    msg.GetOrderId(),
+			})
+			gazconsumerRecentAccountTable.Prefetch(p, RecentAccountKey{
+				CustomerId: msg.GetCustomerId(),
+				AccountId:  msg.GetAccountId(),
+			})
+			gazconsumerIdleAccountTable.Prefetch(p, IdleAccountKey{
+				CustomerId: msg.GetCustomerId(),
+				AccountId:  msg.GetAccountId(),
+			})
+		}),
+		runtime.ReadsAhead(runtime.Handle("gazconsumer.example.bank.v1.Payment", "application/x-protobuf-fixed", "OnPayment", LedgerHandler.OnPayment).OnFailure(runtime.FailurePolicy{DeadLetter: true}), func(msg *Payment, p *runtime.Prefetch) {
+			gazconsumerBalanceTable.Prefetch(p, BalanceKey{
+				CustomerId: msg.GetCustomerId(),
+				AccountId:  msg.GetAccountId(),
+			})
+			gazconsumerCustomerActivityTable.Prefetch(p, CustomerActivityKey{CustomerId: msg.GetCustomerId()})
+			gazconsumerHoldTable.Prefetch(p, HoldKey{
+				CustomerId: msg.GetCustomerId(),
+				OrderId:    msg.GetOrderId(),
+			})
+			gazconsumerRecentAccountTable.Prefetch(p, RecentAccountKey{
+				CustomerId: msg.GetCustomerId(),
+				AccountId:  msg.GetAccountId(),
+			})
+			gazconsumerIdleAccountTable.Prefetch(p, IdleAccountKey{
+				CustomerId: msg.GetCustomerId(),
+				AccountId:  msg.GetAccountId(),
+			})
+		}),
 	},
 	Outputs: []runtime.Output{
 		runtime.Publishes[BalanceChanged]("app.gazette.dev/message-type=gazconsumer.example.bank.v1.BalanceChanged"),

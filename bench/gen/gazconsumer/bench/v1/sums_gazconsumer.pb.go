@@ -172,7 +172,9 @@ var gazconsumerSummerConsumer = &runtime.Consumer[SummerHandler, *SummerTxn]{
 	Name:  "gazconsumer.bench.v1.Summer",
 	Store: gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	Inputs: []runtime.Input[SummerHandler, *SummerTxn]{
-		runtime.Handle("gazconsumer.bench.v1.Add", "application/x-protobuf-fixed", "OnAdd", SummerHandler.OnAdd),
+		runtime.ReadsAhead(runtime.Handle("gazconsumer.bench.v1.Add", "application/x-protobuf-fixed", "OnAdd", SummerHandler.OnAdd), func(msg *Add, p *runtime.Prefetch) {
+			gazconsumerSumTable.Prefetch(p, SumKey{Key: msg.GetKey()})
+		}),
 	},
 	NewTxn: func(kv runtime.KV) *SummerTxn {
 		return &SummerTxn{
@@ -180,6 +182,11 @@ var gazconsumerSummerConsumer = &runtime.Consumer[SummerHandler, *SummerTxn]{
 		}
 	},
 	FinalizeTxn: SummerHandler.FinalizeTxn,
+	Tables: []runtime.TableOwnership{
+		gazconsumerSumTable.Owned(func(k *SumKey, b []byte) []byte {
+			return keyenc.AppendString(b, k.Key, keyenc.Ascending)
+		}),
+	},
 }
 
 // gazconsumerSummerQueriesService describes queries service

@@ -68,7 +68,9 @@ var gazconsumerSpendCounterConsumer = &runtime.Consumer[SpendCounterHandler, *Sp
 	Store:         gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	ShardDefaults: pc.ShardSpec{MinTxnDuration: 50 * time.Millisecond, MaxTxnDuration: time.Second, HotStandbys: 1},
 	Inputs: []runtime.Input[SpendCounterHandler, *SpendCounterTxn]{
-		runtime.Handle("acme.v1.Order", "application/x-protobuf-fixed", "OnOrder", SpendCounterHandler.OnOrder).OnFailure(runtime.FailurePolicy{Retries: 1, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}),
+		runtime.ReadsAhead(runtime.Handle("acme.v1.Order", "application/x-protobuf-fixed", "OnOrder", SpendCounterHandler.OnOrder).OnFailure(runtime.FailurePolicy{Retries: 1, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}), func(msg *Order, p *runtime.Prefetch) {
+			gazconsumerSpendTable.Prefetch(p, SpendKey{CustomerId: msg.GetCustomerId()})
+		}),
 	},
 	Outputs: []runtime.Output{
 		runtime.Publishes[Total]("app.gazette.dev/message-type=acme.totals"),

@@ -183,7 +183,12 @@ var gazconsumerWatcherConsumer = &runtime.Consumer[WatcherHandler, *WatcherTxn]{
 	Name:  "edition.v1.Watcher",
 	Store: gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	Inputs: []runtime.Input[WatcherHandler, *WatcherTxn]{
-		runtime.Handle("edition.v1.Event", "application/x-protobuf-fixed", "OnEvent", WatcherHandler.OnEvent),
+		runtime.ReadsAhead(runtime.Handle("edition.v1.Event", "application/x-protobuf-fixed", "OnEvent", WatcherHandler.OnEvent), func(msg *Event, p *runtime.Prefetch) {
+			gazconsumerSeenTable.Prefetch(p, SeenKey{
+				Kind:  msg.Kind,
+				Level: msg.Level,
+			})
+		}),
 		runtime.Handle("acme.v1.Order", "application/x-protobuf-fixed", "OnOrder", WatcherHandler.OnOrder),
 	},
 	Outputs: []runtime.Output{

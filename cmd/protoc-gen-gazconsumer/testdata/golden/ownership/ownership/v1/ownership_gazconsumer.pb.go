@@ -392,7 +392,19 @@ var gazconsumerSplitterConsumer = &runtime.Consumer[SplitterHandler, *SplitterTx
 	Store: gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	Inputs: []runtime.Input[SplitterHandler, *SplitterTxn]{
 		runtime.Handle("ownership.v1.Event", "application/x-protobuf-fixed", "OnEvent", SplitterHandler.OnEvent),
-		runtime.Handle("ownership.v1.Correction", "application/x-protobuf-fixed", "OnCorrection", SplitterHandler.OnCorrection),
+		runtime.ReadsAhead(runtime.Handle("ownership.v1.Correction", "application/x-protobuf-fixed", "OnCorrection", SplitterHandler.OnCorrection), func(msg *Correction, p *runtime.Prefetch) {
+			gazconsumerOptionalsTable.Prefetch(p, OptionalsKey{
+				Tenant:  msg.Tenant,
+				Region:  msg.Region,
+				ShardNo: msg.ShardNo,
+				Big:     msg.Big,
+				U:       msg.U,
+				F32:     msg.F32,
+				Flag:    msg.Flag,
+				Blob:    msg.Blob,
+				At:      msg.GetAt(),
+			})
+		}),
 	},
 	NewTxn: func(kv runtime.KV) *SplitterTxn {
 		return &SplitterTxn{
@@ -471,7 +483,9 @@ var gazconsumerSummarizerConsumer = &runtime.Consumer[SummarizerHandler, *Summar
 	Name:  "ownership.v1.Summarizer",
 	Store: gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	Inputs: []runtime.Input[SummarizerHandler, *SummarizerTxn]{
-		runtime.Handle("ownership.v1.Event", "application/x-protobuf-fixed", "OnEvent", SummarizerHandler.OnEvent),
+		runtime.ReadsAhead(runtime.Handle("ownership.v1.Event", "application/x-protobuf-fixed", "OnEvent", SummarizerHandler.OnEvent), func(msg *Event, p *runtime.Prefetch) {
+			gazconsumerSummaryTable.Prefetch(p, SummaryKey{Tenant: msg.GetTenant()})
+		}),
 	},
 	NewTxn: func(kv runtime.KV) *SummarizerTxn {
 		return &SummarizerTxn{

@@ -220,7 +220,16 @@ var gazconsumerAccountsConsumer = &runtime.Consumer[AccountsHandler, *AccountsTx
 	Name:  "queries.v1.Accounts",
 	Store: gazconsumerv1.StoreKind_STORE_KIND_ROCKSDB,
 	Inputs: []runtime.Input[AccountsHandler, *AccountsTxn]{
-		runtime.Handle("queries.v1.Deposit", "application/x-protobuf-fixed", "OnDeposit", AccountsHandler.OnDeposit),
+		runtime.ReadsAhead(runtime.Handle("queries.v1.Deposit", "application/x-protobuf-fixed", "OnDeposit", AccountsHandler.OnDeposit), func(msg *Deposit, p *runtime.Prefetch) {
+			gazconsumerEntryTable.Prefetch(p, EntryKey{
+				Account: msg.GetAccount(),
+				At:      msg.GetAt(),
+			})
+			gazconsumerTotalTable.Prefetch(p, TotalKey{
+				Cents:   msg.GetCents(),
+				Account: msg.GetAccount(),
+			})
+		}),
 	},
 	NewTxn: func(kv runtime.KV) *AccountsTxn {
 		return &AccountsTxn{
