@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -268,8 +269,9 @@ func TestReadCommittedConcurrentWithCommits(t *testing.T) {
 	}
 }
 
-// With a commit written but not durable, a Get of a key it did not write
-// answers at once, from the Base; a Scan, which could meet its keys, waits.
+// With a commit written but not durable, a Get of a key it did not write,
+// and a Scan of a range in which it wrote nothing, answer at once, from the
+// Base; a Scan of a range in which it wrote waits.
 func TestReadCommittedWaitsOnlyForWhatItReads(t *testing.T) {
 	var b = &base{rows: map[string]string{"a": "0", "z": "0"}, durable: client.NewAsyncOperation()}
 	var s = txnkv.New("test", b)
@@ -280,13 +282,26 @@ func TestReadCommittedWaitsOnlyForWhatItReads(t *testing.T) {
 	if v, err := readCommitted(s, "z", time.Second); v != "0" || err != nil {
 		t.Fatalf("a key the commit did not write: %q, %v", v, err)
 	}
-	var ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	var err = s.ReadCommitted(ctx, func(r runtime.Reader) error {
-		return r.Scan([]byte("x"), nil, func(_, _ []byte) bool { return true })
-	})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a scan with a commit in flight: %v; want it to wait", err)
+	var scan = func(start, end string) (rows []string, err error) {
+		var ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		var endKey []byte
+		if end != "" {
+			endKey = []byte(end)
+		}
+		err = s.ReadCommitted(ctx, func(r runtime.Reader) error {
+			rows = nil
+			return r.Scan([]byte(start), endKey, func(k, v []byte) bool { rows = append(rows, string(k)+"="+string(v)); return true })
+		})
+		return rows, err
+	}
+	if rows, err := scan("b", ""); err != nil || !slices.Equal(rows, []string{"z=0"}) {
+		t.Fatalf("a scan of a range the commit in flight did not write: %q, %v", rows, err)
+	}
+	for _, r := range [][2]string{{"", ""}, {"a", "b"}, {"", "z"}} {
+		if _, err := scan(r[0], r[1]); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a scan of [%q, %q), in which the commit in flight wrote: %v; want it to wait", r[0], r[1], err)
+		}
 	}
 	b.durable.Resolve(nil)
 	<-op.Done()

@@ -381,19 +381,25 @@ func (v *committedView) Get(key []byte) ([]byte, bool, error) {
 
 // Scan calls fn with the committed keys and values of [start, end), but
 // the reserved ones (unless the view reads all keys), unless a commit
-// handed to the Base is not yet durable.
+// handed to the Base, not yet durable, wrote within them.
 func (v *committedView) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 	if v.blocked != nil {
 		return errNotDurable
 	}
+	if !v.all {
+		start = unreserved(start)
+	}
 	for _, c := range v.written {
-		if !durable(c) {
+		if durable(c) {
+			continue
+		}
+		// A frozen overlay is only read from here on.
+		var wrote bool
+		c.writes.Ascend(start, end, func(Entry) bool { wrote = true; return false })
+		if wrote {
 			v.blocked = c
 			return errNotDurable
 		}
-	}
-	if !v.all {
-		start = unreserved(start)
 	}
 	return v.r.Scan(start, end, fn)
 }

@@ -30,7 +30,9 @@
 //     ledger is named). Each child's time to serve runs from the command's
 //     start until it is PRIMARY (the command's waits, -settle, included);
 //     the time from its spec's creation is printed too. Bytes each fork read,
-//     and its time, are those of the member's "shard forked" log lines. The
+//     and its time, are those of the member's "shard forked" log lines (a
+//     fork from the parent's store, as the one ledger member forks unless
+//     -fork-from-log, reads no log: its bytes are 0). The
 //     parent's live state is the greater, as the command starts, of its
 //     store's files and the live files of its newest hints. The rate during
 //     the split is the ledger's consumption from the command's start to its
@@ -88,6 +90,7 @@ type config struct {
 	lease     time.Duration // The members' --etcd.lease.
 	keep      bool          // Keep the work directory.
 	direct    bool          // The members open persisted fragments themselves (--broker.file-root).
+	fromLog   bool          // New shards play their parent's recovery log (--consumer.fork-from-log).
 }
 
 func main() {
@@ -104,6 +107,7 @@ func main() {
 	flag.DurationVar(&c.settle, "settle", time.Second, "--settle of gazconsumer rescale: its waits for members and producers to see each step")
 	flag.DurationVar(&c.lease, "lease", 2*time.Second, "--etcd.lease of the members")
 	flag.BoolVar(&c.direct, "direct", true, "members open the stack's persisted fragments themselves (--broker.file-root), recovery logs included; without, a member may retry a read of a persisted fragment forever (see docs/benchmarks.md)")
+	flag.BoolVar(&c.fromLog, "fork-from-log", false, "new shards always play their parent's recovery log (the members' --consumer.fork-from-log), rather than read the parent's store when its primary runs in their member, as the one ledger member here does")
 	flag.StringVar(&c.work, "dir", "", "directory of the runs' files (default: a temporary one, removed after)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the directory of the runs' files (members' logs, records)")
 	flag.Parse()
@@ -146,8 +150,8 @@ func run(ctx context.Context, c config) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("load: %d orders and %d payments of %d customers (%d accounts each), in transactions of %d; rescale --settle %s; member lease %s; members read fragments directly: %t\n",
-		c.messages/2, c.messages-c.messages/2, c.customers, c.accounts, c.txn, c.settle, c.lease, c.direct)
+	fmt.Printf("load: %d orders and %d payments of %d customers (%d accounts each), in transactions of %d; rescale --settle %s; member lease %s; members read fragments directly: %t; forks play the parent's log: %t\n",
+		c.messages/2, c.messages-c.messages/2, c.customers, c.accounts, c.txn, c.settle, c.lease, c.direct, c.fromLog)
 
 	var results []*result
 	for rep := range c.reps {

@@ -292,8 +292,10 @@ type logLine struct {
 // shardLog is what a member's logs say of a shard.
 type shardLog struct {
 	fenced   int64         // Bytes read by the recovery which fenced its log, if any.
-	forked   int64         // Bytes read by its fork, if any.
-	forkTook time.Duration // Time of its fork's playback and Fork.
+	forked   int64         // Bytes of the parent's log read by its fork, if any.
+	forkTook time.Duration // Time of its fork's playback and Fork, or read of its parent's store.
+	forkSeen bool          // It forked.
+	local    bool          // It forked from its parent's store, in its member.
 }
 
 // readLog reads the JSON logs of a member's process, by shard.
@@ -322,7 +324,10 @@ func readLog(file string) (map[string]*shardLog, error) {
 			of(path.Base(l.Journal)).fenced += l.BytesRead
 		case "shard forked":
 			var s = of(l.Shard)
-			s.forked, s.forkTook = l.BytesRead, time.Duration(l.Took)
+			s.forked, s.forkTook, s.forkSeen = l.BytesRead, time.Duration(l.Took), true
+		case "shard forked from the store of its parent's primary, in this member":
+			var s = of(l.Shard)
+			s.forkTook, s.forkSeen, s.local = time.Duration(l.Took), true, true
 		}
 	}
 	return out, sc.Err()

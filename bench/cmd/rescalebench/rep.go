@@ -48,7 +48,8 @@ type result struct {
 	serve       map[string]time.Duration // Child's, from the command's start until PRIMARY.
 	serveCreate map[string]time.Duration // Child's, from its spec's creation until PRIMARY.
 	forkRead    map[string]int64         // Bytes its fork played.
-	forkTook    map[string]time.Duration // Its fork's playback and Fork.
+	forkTook    map[string]time.Duration // Its fork's playback and Fork, or read of its parent's store.
+	forkLocal   map[string]bool          // It forked from its parent's store, in its member.
 	split       time.Duration            // The command's run.
 
 	rateBefore, rateDuring, rateAfter float64 // Events a second.
@@ -68,7 +69,7 @@ type result struct {
 func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, err error) {
 	var r = &result{recovery: map[string]time.Duration{}, recoveryRead: map[string]int64{}, live: map[string]int64{}, liveHints: map[string]int64{},
 		liveRecovery: map[string]int64{}, serve: map[string]time.Duration{}, serveCreate: map[string]time.Duration{},
-		forkRead: map[string]int64{}, forkTook: map[string]time.Duration{}, cpu: map[string]float64{}}
+		forkRead: map[string]int64{}, forkTook: map[string]time.Duration{}, forkLocal: map[string]bool{}, cpu: map[string]float64{}}
 	var dir = filepath.Join(c.work, fmt.Sprintf("rep-%d", rep+1))
 	if err = os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -86,6 +87,9 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	var common = []string{"--etcd.address", etcd, "--broker.address", broker, "--etcd.lease", c.lease.String()}
 	if c.direct {
 		common = append(common, "--broker.file-root", stack.FragmentsRoot())
+	}
+	if c.fromLog {
+		common = append(common, "--consumer.fork-from-log")
 	}
 
 	// The ledger's hold window is short, so that bankctl check sees the
@@ -259,10 +263,10 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		return nil, err
 	}
 	for _, q := range children {
-		if logs[q] == nil || logs[q].forked == 0 {
-			return nil, fmt.Errorf("%s logged no \"shard forked\" of %s", ledger.id, q)
+		if logs[q] == nil || !logs[q].forkSeen {
+			return nil, fmt.Errorf("%s logged no fork of %s", ledger.id, q)
 		}
-		r.forkRead[q], r.forkTook[q] = logs[q].forked, logs[q].forkTook
+		r.forkRead[q], r.forkTook[q], r.forkLocal[q] = logs[q].forked, logs[q].forkTook, logs[q].local
 	}
 	if err = sleep(ctx, c.before); err != nil {
 		return nil, err

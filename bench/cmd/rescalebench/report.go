@@ -27,8 +27,12 @@ func (r *result) print() {
 			p, r.recovery[p].Seconds(), mib(r.recoveryRead[p]), mib(r.liveRecovery[p]), mib(r.live[p]), mib(r.liveHints[p]))
 	}
 	for _, q := range children {
-		fmt.Printf("  child  %s: PRIMARY %6.2fs after the command's start (%.2fs after its spec's creation); its fork read %s in %.2fs\n",
-			q, r.serve[q].Seconds(), r.serveCreate[q].Seconds(), mib(r.forkRead[q]), r.forkTook[q].Seconds())
+		var how = fmt.Sprintf("its fork read %s of the parent's log in %.2fs", mib(r.forkRead[q]), r.forkTook[q].Seconds())
+		if r.forkLocal[q] {
+			how = fmt.Sprintf("it forked from its parent's store, in its member, in %.2fs (no log read)", r.forkTook[q].Seconds())
+		}
+		fmt.Printf("  child  %s: PRIMARY %6.2fs after the command's start (%.2fs after its spec's creation); %s\n",
+			q, r.serve[q].Seconds(), r.serveCreate[q].Seconds(), how)
 	}
 	fmt.Printf("  split: the command ran %.2fs; input yet to consume %s as it started\n", r.split.Seconds(), mib(r.lagSplit))
 	if r.ranOut {
@@ -69,7 +73,7 @@ func summarize(rs []*result) {
 	row("parent live state at the split (its newest hints)", col(worst(parents, func(r *result, p string) float64 { return float64(r.liveHints[p]) / (1 << 20) })), "MiB")
 	row("child: command start → PRIMARY", col(worst(children, func(r *result, q string) float64 { return r.serve[q].Seconds() })), "s")
 	row("child: spec created → PRIMARY", col(worst(children, func(r *result, q string) float64 { return r.serveCreate[q].Seconds() })), "s")
-	row("child: fork (playback of parent's log + Fork)", col(worst(children, func(r *result, q string) float64 { return r.forkTook[q].Seconds() })), "s")
+	row("child: fork (playback of parent's log + Fork, or its store read)", col(worst(children, func(r *result, q string) float64 { return r.forkTook[q].Seconds() })), "s")
 	row("child: fork bytes read", col(worst(children, func(r *result, q string) float64 { return float64(r.forkRead[q]) / (1 << 20) })), "MiB")
 	row("the command's run", col(func(r *result) float64 { return r.split.Seconds() }), "s")
 	row("consumption before the split", col(func(r *result) float64 { return r.rateBefore }), "events/s")
