@@ -628,7 +628,7 @@ func (h *Harness) start() (*shard, error) {
 		Store:     store,
 		App:       h.app,
 		Publisher: message.NewPublisher(s.ajc, nil),
-		Sequencer: txn.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), defaultRingBufferSize),
+		Sequencer: message.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), defaultRingBufferSize),
 		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
 			var r, err = h.journals.newReader(journal, begin, end, h.app.NewMessage)
 			if err != nil {

@@ -114,7 +114,7 @@ type Pipeline struct {
 	// client is the shard's.
 	Publisher *message.Publisher
 	// Sequencer, built from the checkpoint the store restored.
-	Sequencer *Sequencer
+	Sequencer *message.Sequencer
 	// Replay returns an iterator over read-uncommitted envelopes of journal
 	// in [begin, end), which the Sequencer needs to re-read a sequence that
 	// its ring no longer holds.
@@ -473,19 +473,19 @@ func (p *Pipeline) onRead(ctx context.Context, cur, prev *txn, r Read, ok bool) 
 		return p.begin(cur)
 	}
 	switch outcome := p.Sequencer.QueueUncommitted(r.Env); outcome {
-	case QueueAckCommitReplay:
+	case message.QueueAckCommitReplay:
 		var journal, begin, end = p.Sequencer.ReplayRange()
 		p.Sequencer.StartReplay(p.Replay(journal, begin, end))
 		fallthrough
-	case QueueAckCommitRing, QueueAckEmpty, QueueOutsideCommit:
+	case message.QueueAckCommitRing, message.QueueAckEmpty, message.QueueOutsideCommit:
 		// Committed messages are ready: dequeue the first of them.
 		if err := p.Sequencer.Step(); err != nil {
 			return fmt.Errorf("sequencing %s at offset %d: %w", r.Env.Journal.Name, r.Env.Begin, err)
 		}
-	case QueueContinueBeginSpan, QueueContinueExtendSpan:
+	case message.QueueContinueBeginSpan, message.QueueContinueExtendSpan:
 		// Uncommitted: its acknowledgement is yet to come.
-	case QueueAckRollback, QueueContinueAlreadyAcked,
-		QueueContinueTxnClockLarger, QueueOutsideAlreadyAcked:
+	case message.QueueAckRollback, message.QueueContinueAlreadyAcked,
+		message.QueueContinueTxnClockLarger, message.QueueOutsideAlreadyAcked:
 		// A duplicate or rolled-back message: nothing to consume. The
 		// sequencer's offsets move past it all the same.
 		p.readIdle(cur, prev, r.Env.Journal.Name, r.Env.End)

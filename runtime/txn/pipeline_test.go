@@ -174,7 +174,7 @@ func newHarness(t *testing.T, beginFinish bool) *harness {
 		Store:       h.store,
 		App:         app,
 		Publisher:   message.NewPublisher(nil, nil),
-		Sequencer:   NewSequencer(nil, nil, 16),
+		Sequencer:   message.NewSequencer(nil, nil, 16),
 		Replay:      func(pb.Journal, pb.Offset, pb.Offset) message.Iterator { panic("unexpected replay") },
 		Pending:     func() client.OpFutures { return nil },
 		Clock:       h.clock,
