@@ -73,6 +73,11 @@ func (p *Prefetch) Reset() { p.buf, p.ends = p.buf[:0], p.ends[:0] }
 // row cache). A prefetch is only a hint: reads return what they would have
 // without it.
 type KVPrefetcher interface {
+	// Prefetching reports whether the store reads ahead the keys of the
+	// next batch of messages, and counts the batch: a store which found
+	// the last keys it read ahead almost all at hand may pass on the
+	// next batches, whose keys then need not be collected.
+	Prefetching() bool
 	// Prefetch reads ahead the rows of the keys, as of the current
 	// transaction, so that their Gets find them at hand.
 	Prefetch(keys *Prefetch) error
@@ -115,7 +120,7 @@ var prefetches = sync.Pool{New: func() any { return new(Prefetch) }}
 // ReadsAhead name.
 func (a *Adapter[H, T]) Prefetch(shard Shard, store Store, msgs []message.Message) error {
 	var kp, ok = store.(KVPrefetcher)
-	if !ok || !a.prefetches() {
+	if !ok || !a.prefetches() || !kp.Prefetching() {
 		return nil
 	}
 	var p = prefetches.Get().(*Prefetch)

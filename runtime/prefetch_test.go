@@ -19,7 +19,10 @@ type prefetchingStore struct {
 	runtime.Store
 	keys []string
 	err  error
+	pass bool // Passes on batches.
 }
+
+func (s *prefetchingStore) Prefetching() bool { return !s.pass }
 
 func (s *prefetchingStore) Prefetch(p *runtime.Prefetch) error {
 	for i := range p.Len() {
@@ -55,6 +58,11 @@ func TestAdapterPrefetch(t *testing.T) {
 	store.err = errors.New("no reads today")
 	if err = a.Prefetch(nil, store, msgs[:1]); err == nil || !strings.Contains(err.Error(), "test.Counter: reading ahead the rows of 1 messages: no reads today") {
 		t.Errorf("a failed prefetch: %v", err)
+	}
+	// A store passing on a batch is asked nothing.
+	store = &prefetchingStore{pass: true}
+	if err = a.Prefetch(nil, store, msgs); err != nil || len(store.keys) != 0 {
+		t.Errorf("a store passing on the batch read ahead %q: %v", store.keys, err)
 	}
 	// Without a ReadsAhead, nothing is asked of the store.
 	if a, err = runtime.NewAdapter(counter, counterHandler(new(summer)), nil, lister); err != nil {

@@ -74,6 +74,34 @@ func TestPrefetchFillsTheRowCache(t *testing.T) {
 	}
 }
 
+// A store whose prefetch found almost every key at hand (in its row cache)
+// passes on the next 15 batches, then prefetches again.
+func TestPrefetchBacksOff(t *testing.T) {
+	var a = openRecorded(t, newLog(t), 0xA4, Options{})
+	var s = a.store
+	defer s.Destroy()
+	var p runtime.Prefetch
+	for i := range 100 {
+		var k = fmt.Appendf(nil, "k%03d", i)
+		_ = s.Put(k, k)
+		p.Add(append(p.Append(), k...))
+	}
+	await(t, s.StartCommit(nil, checkpointAt(1), nil))
+	if !s.Prefetching() {
+		t.Fatal("a new store passes on its first batch")
+	} else if err := s.Prefetch(&p); err != nil { // Settles the commit first: its rows are at hand.
+		t.Fatal(err)
+	}
+	for i := range 15 {
+		if s.Prefetching() {
+			t.Fatalf("batch %d after a prefetch of rows all at hand is prefetched", i)
+		}
+	}
+	if !s.Prefetching() {
+		t.Fatal("the 16th batch is passed on")
+	}
+}
+
 // BenchmarkPrefetch reads and writes rows as a consumer of a large key
 // space does (the workload large of bench/cmd/bench: a Get and a Put of the
 // row of a random key of 125,000 a message, in batches of 1,024 messages

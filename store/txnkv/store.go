@@ -456,9 +456,23 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 
 var _ runtime.KVPrefetcher = (*Store)(nil)
 
+// Prefetching reports whether the Store reads ahead the next batch of
+// keys: not if its Base is no PrefetchBase, nor while it backs off (see
+// prefetchUseful), counting the batch it passes on.
+func (s *Store) Prefetching() bool {
+	if s.prefetcher == nil {
+		return false
+	} else if s.pfSkip > 0 {
+		s.pfSkip--
+		return false
+	}
+	return true
+}
+
 // Prefetch reads ahead the committed values of the keys, if the Base is a
 // PrefetchBase, so that their Gets find them at hand. Prefetches of keys
-// which the Base almost all had at hand back off (see prefetchUseful).
+// which the Base almost all had at hand back off (see prefetchUseful and
+// Prefetching).
 //
 // It doesn't look the keys up in the overlays of the current transaction
 // and of a commit in flight first, as Get does: what it reads of a key they
@@ -468,9 +482,6 @@ var _ runtime.KVPrefetcher = (*Store)(nil)
 // too: those it wrote after reading them).
 func (s *Store) Prefetch(keys *runtime.Prefetch) error {
 	if s.prefetcher == nil || keys.Len() == 0 {
-		return nil
-	} else if s.pfSkip > 0 {
-		s.pfSkip--
 		return nil
 	}
 	if err := s.settle(); err != nil {
