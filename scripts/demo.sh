@@ -11,7 +11,7 @@
 #     shows their progress until they have caught up;
 #   - prints results, and checks them against the outcome the load recorded:
 #     among them, the holds of the orders never paid, which the ledger
-#     releases DEMO_HOLD_WINDOW (3 s) after each, the accounts fallen idle
+#     releases DEMO_HOLD_WINDOW (10 s) after each, the accounts fallen idle
 #     (5 s after their last change: RecentAccount's ttl in ledger.proto), and
 #     the DEMO_POISON (5) invalid payments, the ledger's dead letters.
 # It prints "demo: OK" and exits 0 if they match, or "demo: FAIL" and exits 1.
@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 ORDERS=${DEMO_ORDERS:-10000}
 PAYMENTS=${DEMO_PAYMENTS:-10000}
 RATE=${DEMO_RATE:-4000}
-HOLD_WINDOW=${DEMO_HOLD_WINDOW:-3s}
+HOLD_WINDOW=${DEMO_HOLD_WINDOW:-10s}
 POISON=${DEMO_POISON:-5}
 dir=$(mktemp -d)
 pids=() # Of every process started in the background, in order.

@@ -92,9 +92,12 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		common = append(common, "--consumer.fork-from-log")
 	}
 
-	// The ledger's hold window is short, so that bankctl check sees the
-	// holds of unpaid orders released (it waits for them).
-	ledger, err := newMember(c.bin, dir, "ledger", slices.Concat(common, []string{"--log.format", "json", "--log.level", "info", "--hold-window", "30s"})...)
+	// The ledger's hold window is longer than its backlog lasts here: the
+	// window is processing time, and a payment read more than a window
+	// after its order (its journal read behind the orders') would find the
+	// hold released (a run with 30s failed so). bankctl check waits for the
+	// holds of unpaid orders to be released.
+	ledger, err := newMember(c.bin, dir, "ledger", slices.Concat(common, []string{"--log.format", "json", "--log.level", "info", "--hold-window", "3m"})...)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +297,7 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	s.close()
 
 	var checkOut = filepath.Join(dir, "check.out")
-	r.cpu["bankctl check"], err = command(ctx, checkOut, filepath.Join(c.bin, "bankctl"), "check", "--record", record, "--wait", "2m",
+	r.cpu["bankctl check"], err = command(ctx, checkOut, filepath.Join(c.bin, "bankctl"), "check", "--record", record, "--wait", "5m",
 		"--broker.address", broker, "--etcd.address", etcd,
 		"--ledger.address", string(ledger.endpoint()), "--leaderboard.address", string(leaderboard.endpoint()))
 	var out, _ = os.ReadFile(checkOut)
