@@ -35,8 +35,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/gazconsumer/gazconsumer/internal/protoload"
 	"github.com/gazconsumer/gazconsumer/internal/protopos"
 	gcv1 "github.com/gazconsumer/gazconsumer/proto/gazconsumer/v1"
 )
@@ -150,7 +150,7 @@ func fieldNumber(m proto.Message, name protoreflect.Name) int32 {
 // protoc-gen-gazconsumer would refuse them): that the consumer can't be
 // rescaled is told by the result's Err.
 func Of(svc protoreflect.ServiceDescriptor, files Resolver) (*Consumer, error) {
-	opts, _ := extension(svc.Options(), &descriptorpb.ServiceOptions{}, gcv1.E_Consumer).(*gcv1.Consumer)
+	opts := protoload.ConsumerOptions(svc)
 	if opts == nil {
 		return nil, protopos.Errorf(protopos.Of(svc), "service %s is not a consumer: it has no (gazconsumer.v1.consumer) option", svc.FullName())
 	}
@@ -201,7 +201,7 @@ func (c *Consumer) inputs() error {
 	methods := c.Service.Methods()
 	for i := 0; i < methods.Len(); i++ {
 		m := methods.Get(i)
-		j, _ := extension(m.Input().Options(), &descriptorpb.MessageOptions{}, gcv1.E_Message).(*gcv1.MessageOptions)
+		j := protoload.MessageOptions(m.Input())
 		if j.GetTimer() != nil {
 			continue // It handles the firings of a timer, which no journal partitions.
 		} else if j.GetJournal() == nil {
@@ -254,7 +254,7 @@ func (c *Consumer) table(files Resolver, i int, name string, timer bool) (Table,
 	if m == nil {
 		return Table{}, protopos.Errorf(at, "%s %q of consumer %s is not a known message", noun, name, c.Service.Name())
 	}
-	opts, _ := extension(m.Options(), &descriptorpb.MessageOptions{}, gcv1.E_Message).(*gcv1.MessageOptions)
+	opts := protoload.MessageOptions(m)
 	var keys []*gcv1.KeyField
 	t := Table{Message: m, Timer: timer}
 	switch {
@@ -436,23 +436,4 @@ func imported(f protoreflect.FileDescriptor) messages {
 	}
 	walkFile(f)
 	return ms
-}
-
-// extension returns extension xt of opts, or nil if it is not set. opts
-// are decoded again into into, through the wire, so that the extension is
-// read as the type linked into this package whether opts came from protoc
-// (through protogen) or from a compiler, which may hold it as a dynamic
-// message or unknown fields.
-func extension(opts, into proto.Message, xt protoreflect.ExtensionType) any {
-	if opts == nil || !opts.ProtoReflect().IsValid() {
-		return nil
-	}
-	b, err := proto.MarshalOptions{AllowPartial: true}.Marshal(opts)
-	if err != nil {
-		return nil
-	}
-	if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(b, into); err != nil || !proto.HasExtension(into, xt) {
-		return nil
-	}
-	return proto.GetExtension(into, xt)
 }
