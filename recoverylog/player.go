@@ -247,7 +247,19 @@ func (p *Player) playHints(ctx context.Context, h *Hints) error {
 		// Hinted content is committed: reaching the write head before it is an error.
 		var err = p.playFrom(ctx, sources[i], r.FirstOffset, r.EndOffset)
 		sources[i].stop()
+		var head = sources[i].rr.Reader.Response.WriteHead
 		sources[i] = nil
+		if errors.Is(err, client.ErrOffsetNotYetAvailable) && head >= r.EndOffset {
+			// The log holds the range (its write head is past it), but the
+			// broker which served the read does not yet: a broker newly
+			// handed the journal blocks reads of a fragment still being
+			// persisted by another. Read the rest again, waiting for it.
+			slog.Warn("hinted log content is not yet served; waiting for it", "journal", p.journal,
+				"offset", p.fsm.NextOffset(), "segmentEnd", r.EndOffset, "writeHead", head)
+			var src = p.open(ctx, p.fsm.NextOffset(), r.EndOffset, true)
+			err = p.playFrom(ctx, src, p.fsm.NextOffset(), r.EndOffset)
+			src.stop()
+		}
 		if errors.Is(err, client.ErrOffsetNotYetAvailable) {
 			return fmt.Errorf("%w: journal %s offset %d: hinted segment [%d, %d) is beyond the write head",
 				ErrCorrupt, p.journal, p.fsm.NextOffset(), r.FirstOffset, r.EndOffset)
