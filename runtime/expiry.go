@@ -177,11 +177,11 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 // falls due: it does, unless it's split and still moving what it no longer
 // owns to its hand-off area, of which the entry is.
 func (a *Adapter[H, T]) ownsDue(shard Shard, store Store, key []byte) (bool, error) {
-	var v, ok = a.guards.Load(shard.Spec().Id)
-	if !ok || v.(*partitionGuard).store != store || v.(*partitionGuard).built.Moving == nil {
+	var g = a.guardOf(shard, store)
+	if g == nil || g.built.Moving == nil {
 		return true, nil
 	}
-	var own = v.(*partitionGuard).built.Owns
+	var own = g.built.Owns
 	var owner, err = a.ownerOf(key, own.Of, new([]byte))
 	if err != nil {
 		return false, fmt.Errorf("shard %s: the owner of %x: %w", shard.Spec().Id, key, err)

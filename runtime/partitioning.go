@@ -90,8 +90,8 @@ type partitionGuard struct {
 // assignment, has its own).
 func (a *Adapter[H, T]) guardPartitions(shard Shard, store Store, kv KV) (*partitionGuard, error) {
 	var id = shard.Spec().Id
-	if g, ok := a.guards.Load(id); ok && g.(*partitionGuard).store == store {
-		return g.(*partitionGuard), nil
+	if g := a.guardOf(shard, store); g != nil {
+		return g, nil
 	}
 	var g = &partitionGuard{store: store, lists: make(map[string]message.PartitionsFunc)}
 	var current = Partitioning{Families: make(map[string]int), Mapping: MappingVersion}
@@ -124,6 +124,15 @@ func (a *Adapter[H, T]) guardPartitions(shard Shard, store Store, kv KV) (*parti
 	}
 	a.guards.Store(id, g)
 	return g, nil
+}
+
+// guardOf returns the partitionGuard of the shard's store, if its first
+// transaction made one, or nil.
+func (a *Adapter[H, T]) guardOf(shard Shard, store Store) *partitionGuard {
+	if g, ok := a.guards.Load(shard.Spec().Id); ok && g.(*partitionGuard).store == store {
+		return g.(*partitionGuard)
+	}
+	return nil
 }
 
 // readPartitioning returns the partitioning recorded in r (a shard's state),

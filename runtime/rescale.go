@@ -473,11 +473,10 @@ func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error
 // split as its spec asks, to move what it no longer owns to its hand-off
 // area, or to drop the area. Its next transaction does it, due at once.
 func (a *Adapter[H, T]) handingOff(shard Shard, store Store) bool {
-	var v, ok = a.guards.Load(shard.Spec().Id)
-	if !ok || v.(*partitionGuard).store != store {
+	var g = a.guardOf(shard, store)
+	if g == nil {
 		return false
 	}
-	var g = v.(*partitionGuard)
 	var b = &g.built
 	var m, err = splitTo(shard.Spec())
 	switch {
