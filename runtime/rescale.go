@@ -25,22 +25,25 @@ import (
 // reads to M (a multiple of n), while it runs (`gazconsumer rescale`):
 //
 //  1. Its shards are labeled LabelSplitTo=M. At the end of its next
-//     transaction, each shard p splits its state: it moves the rows and
-//     timers it no longer owns (whose partition keys map elsewhere among M
-//     partitions), with their entries of the index of what falls due, to a
-//     hand-off area of its store, records that it owns
-//     index p of M, and marks its checkpoint (ForkCheckpointKey). From the
-//     next transaction on, it applies only the messages it owns.
+//     transaction, each shard p splits its state: it records that it owns
+//     index p of M and marks its checkpoint (ForkCheckpointKey). From the
+//     next transaction on, it applies and fires only what it owns, and
+//     moves the rows and timers it no longer owns (whose partition keys map
+//     elsewhere among M partitions), with their entries of the index of
+//     what falls due, to a hand-off area of its store, a batch a
+//     transaction.
 //  2. The families get their new journals; producers switch to them as
 //     they see them (partition.Watched).
 //  3. Each new shard q (LabelSplitFrom=p; its spec lists its own journals)
-//     starts from a copy of p's state played from p's recovery log: it
-//     keeps the hand-off rows it owns, and p's marked checkpoint, from which
-//     it reads p's journals again (inherited, as its state records), applying
-//     only the messages it owns. So every message is applied once, by the
-//     one shard owning its key.
+//     starts from p's committed state, read from p's store if p's primary
+//     runs in q's member, or else played from p's recovery log: it keeps
+//     the rows it owns, from the hand-off area and from where p has not
+//     moved them yet (unchanged since the split), and p's marked
+//     checkpoint, from which it reads p's journals again (inherited, as its
+//     state records), applying only the messages it owns. So every message
+//     is applied once, by the one shard owning its key.
 //  4. Once every new shard serves, LabelSplitTo is removed, and the shards
-//     split drop their hand-off areas.
+//     split drop their hand-off areas, and what they had still to move.
 
 // LabelSplitTo labels the shards of a consumer being rescaled: its value is
 // the count of partitions each family read is rescaled to.
@@ -100,7 +103,8 @@ type Forker interface {
 	// shard it's split from, a copy of whose files is in dir (played from
 	// its recovery log), and commits it. It returns ErrParentNotSplit
 	// (wrapped) if that state is not split yet: the caller plays the log
-	// again later.
+	// again later. The other shard need not have moved what it no longer
+	// owns to its hand-off area yet.
 	Fork(shard Shard, store Store, dir string) error
 	// ForkFrom is Fork, from the committed state of the shard it's split
 	// from, read from that shard's store.
@@ -307,7 +311,9 @@ func (a *Adapter[H, T]) rescalable() error {
 // goes on with the move, each transaction, until it's done.
 func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard) error {
 	var spec = shard.Spec()
-	if g.built.Moving != nil {
+	if g.built.Moving != nil && g.built.Dropping {
+		return nil // Its rescale ended: the transaction's beginning drops (dropHandoff).
+	} else if g.built.Moving != nil {
 		return a.moveHandoff(spec, kv, g)
 	}
 	var m, err = splitTo(spec)
@@ -366,18 +372,10 @@ func (a *Adapter[H, T]) moveHandoff(spec *pc.ShardSpec, kv KV, g *partitionGuard
 	var size int
 	var full bool
 	var buf []byte
-	for _, r := range a.splitRanges() {
-		var start = r[0]
-		if cur.After != nil {
-			if bytes.Compare(cur.After, r[1]) >= 0 {
-				continue // Moved already.
-			} else if bytes.Compare(cur.After, start) >= 0 {
-				start = append(bytes.Clone(cur.After), 0)
-			}
-		}
+	for _, r := range a.unmoved(cur) {
 		// Rows are collected, then moved: a scan's callback may not write.
 		var serr error
-		err = kv.Scan(start, r[1], func(key, value []byte) bool {
+		err = kv.Scan(r[0], r[1], func(key, value []byte) bool {
 			if size >= batch {
 				full = true
 				return false
@@ -401,7 +399,10 @@ func (a *Adapter[H, T]) moveHandoff(spec *pc.ShardSpec, kv KV, g *partitionGuard
 		}
 	}
 	for _, r := range moved {
-		var err = kv.Put(append([]byte(HandoffPrefix), r.key...), r.value)
+		var err error
+		if !g.built.Dropping {
+			err = kv.Put(append([]byte(HandoffPrefix), r.key...), r.value)
+		}
 		if err == nil {
 			err = kv.Delete(r.key)
 		}
@@ -413,13 +414,30 @@ func (a *Adapter[H, T]) moveHandoff(spec *pc.ShardSpec, kv KV, g *partitionGuard
 	if full {
 		cur.After = moved[len(moved)-1].key
 		g.built.Moving = &cur
-		slog.Debug("shard moved part of what it no longer owns to its hand-off area", "shard", id, "moved", cur.Moved)
+		slog.Debug("shard moved part of what it no longer owns to its hand-off area", "shard", id, "moved", cur.Moved, "dropping", g.built.Dropping)
 	} else {
 		g.built.Moving = nil
 		slog.Info("shard moved what it no longer owns to its hand-off area", "shard", id, "consumer", a.c.Name,
-			"owns", own.Index, "of", own.Of, "handedOff", cur.Moved)
+			"owns", own.Index, "of", own.Of, "handedOff", cur.Moved, "dropping", g.built.Dropping)
 	}
 	return g.putRecord(kv, id)
+}
+
+// unmoved returns the ranges of store keys a split's move has still to go
+// through from cur: splitRanges, from the first key after cur.After.
+func (a *Adapter[H, T]) unmoved(cur HandoffCursor) [][2][]byte {
+	var out [][2][]byte
+	for _, r := range a.splitRanges() {
+		if cur.After != nil {
+			if bytes.Compare(cur.After, r[1]) >= 0 {
+				continue // Moved already.
+			} else if bytes.Compare(cur.After, r[0]) >= 0 {
+				r[0] = append(bytes.Clone(cur.After), 0)
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // dropHandoff deletes the next part of the hand-off area of a shard whose
@@ -430,11 +448,15 @@ func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error
 	if !g.built.Handoff || !g.built.Dropping && shard.Spec().LabelSet.ValueOf(LabelSplitTo) != "" {
 		return nil
 	} else if g.built.Moving != nil {
-		// The rescale ended before the shard moved all it no longer owns
-		// (the shards to fork from it can't have forked): what moved goes
-		// back, and the shard owns what it owned before the split.
-		return fmt.Errorf("shard %s: its rescale ended (label %s removed) while it still moved rows to its hand-off area, before any shard could fork from it: "+
-			"label it %s=%d again to finish the split", id, LabelSplitTo, LabelSplitTo, g.built.Owns.Of)
+		// The rescale ended (its new shards serve: they forked from the
+		// state as of the split) before the shard moved all it no longer
+		// owns: what's left of it is dropped where it is, as the move goes
+		// on; then the hand-off area.
+		if !g.built.Dropping {
+			slog.Info("shard's rescale ended while it moved what it no longer owns: it drops the rest", "shard", id, "moved", g.built.Moving.Moved)
+		}
+		g.built.Dropping = true
+		return a.moveHandoff(shard.Spec(), kv, g)
 	}
 	var batch, err = handoffBatchOf(shard.Spec())
 	if err != nil {
@@ -506,9 +528,9 @@ func (a *Adapter[H, T]) NeedsFork(shard Shard, store Store) (bool, error) {
 
 // Fork builds the first state of the shard from that of the shard it is
 // split from, whose files (played from its recovery log) are in dir: the
-// rows it handed off which this shard owns, and its checkpoint as of its
-// split, from which this shard reads its journals again. It commits them
-// to store.
+// rows which this shard owns, handed off or still to be, and its
+// checkpoint as of its split, from which this shard reads its journals
+// again. It commits them to store.
 func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 	var spec = shard.Spec()
 	var opener, ok = a.stores.(ReadOnlyOpener)
@@ -580,8 +602,6 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
 	case parentRec.Owns == nil || parentRec.Owns.Of != m:
 		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
-	case parentRec.Moving != nil:
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w: shard %s still moves what it no longer owns to its hand-off area (%d moved)", spec.Id, ErrParentNotSplit, from, parentRec.Moving.Moved)
 	case !parentRec.Handoff || parentRec.Dropping:
 		return pc.Checkpoint{}, fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
@@ -609,25 +629,33 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 	}
 	// Rows, timers, entries of the index of what falls due and expiry
 	// records alike: an entry keeps its time, so what fell due during the
-	// fork fires as the shard serves.
-	var kept, buf = 0, []byte(nil)
-	var start = []byte(HandoffPrefix)
-	var serr error
-	if err = parent.Scan(start, keyenc.PrefixEnd(start), func(key, value []byte) bool {
-		var rowKey = key[len(HandoffPrefix):]
-		var owner int
-		if owner, serr = a.ownerOf(rowKey, m, &buf); serr != nil {
-			return false
-		} else if owner == index {
-			kept++
-			serr = kv.Put(rowKey, value)
-		}
-		return serr == nil
-	}); err == nil {
-		err = serr
+	// fork fires as the shard serves. What the parent has moved is in its
+	// hand-off area; while it moves, the rest is where it was, unchanged
+	// since the split (the parent writes only what it owns): each is in
+	// one or the other as of any commit, the move of a key being one.
+	var ranges = [][2][]byte{{[]byte(HandoffPrefix), keyenc.PrefixEnd([]byte(HandoffPrefix))}}
+	if parentRec.Moving != nil {
+		ranges = append(ranges, a.unmoved(*parentRec.Moving)...)
 	}
-	if err != nil {
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
+	var kept, buf = 0, []byte(nil)
+	for _, r := range ranges {
+		var serr error
+		if err = parent.Scan(r[0], r[1], func(key, value []byte) bool {
+			var rowKey = bytes.TrimPrefix(key, []byte(HandoffPrefix))
+			var owner int
+			if owner, serr = a.ownerOf(rowKey, m, &buf); serr != nil {
+				return false
+			} else if owner == index {
+				kept++
+				serr = kv.Put(rowKey, value)
+			}
+			return serr == nil
+		}); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return pc.Checkpoint{}, fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
+		}
 	}
 	// It reads again the journals the parent read: the parent's own (of
 	// its index, in each family) and those it inherited.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -245,13 +244,16 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	var log = newTimeLog(rng)
 	var now = time.Unix(1_000_000_000, 0)
 	var customers = 5 + rng.IntN(60)
-	// msgs returns count orders of keys mapping to partition p: of the
-	// customers, or of the first names after them if none of them maps
-	// there.
+	// routed is the count of partitions producers route by: the
+	// journals' count, until a rescale has its new shards serve.
+	var routed = n
+	// msgs returns count orders of keys mapping to partition p of routed:
+	// of the customers, or of the first names after them if none of them
+	// maps there.
 	var msgs = func(p, count int) []*order {
 		var keys []string
 		for i := 0; i < customers || len(keys) == 0; i++ {
-			if c := "c-" + strconv.Itoa(i); partition.Index([]byte(c), family.n) == p {
+			if c := "c-" + strconv.Itoa(i); partition.Index([]byte(c), routed) == p {
 				keys = append(keys, c)
 			}
 		}
@@ -330,10 +332,14 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		return found && at.IsZero()
 	}
 	// settle runs transactions of s, each with the next of msgs if any
-	// is left, until its hand-off work is done and msgs are applied.
-	var settle = func(s *forkShard, msgs []*order) {
+	// is left, until its hand-off work is done and msgs are applied; and
+	// then (a call before its transaction number at, if it runs that many).
+	var settle = func(s *forkShard, msgs []*order, at int, then func()) {
 		t.Helper()
 		for txns := 0; len(msgs) != 0 || handingOff(s); txns++ {
+			if txns == at && then != nil {
+				then()
+			}
 			if txns == 10000 {
 				t.Fatalf("shard %s still hands off after %d transactions", s.sh.spec.Id, txns)
 			}
@@ -371,41 +377,65 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			feed(s, p, 20)
 			log.owns[s.sh.spec.Id] = runtime.Ownership{Index: p, Of: m}
 			splitAt = append(splitAt, offset)
-			if handingOff(s) {
-				// Its new shards can't fork from it until its hand-off is
-				// done.
-				var early = open(n+p, family.journal(n+p), s)
-				early.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
-				early.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, s.sh.spec.Id.String())
-				if err := fork(early, s); !errors.Is(err, runtime.ErrParentNotSplit) {
-					t.Errorf("a fork of shard %s while it moves rows to its hand-off area: %v, want %v", s.sh.spec.Id, err, runtime.ErrParentNotSplit)
+		}
+		// The rescale's journals exist (producers still route by n).
+		family.n = m
+
+		var children = make([]*forkShard, m-n)
+		// forkChildren forks the new shards of parent p.
+		var forkChildren = func(p int) {
+			t.Helper()
+			var parent = shards[p]
+			for q := n + p; q < m; q += n {
+				var child = open(q, family.journal(q), parent)
+				child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
+				child.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.sh.spec.Id.String())
+				if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || !need {
+					t.Fatalf("NeedsFork: %t, %v", need, err)
+				}
+				if err := fork(child, parent); err != nil {
+					t.Fatalf("forking shard %s from %s (moving what it no longer owns: %t): %v", child.sh.spec.Id, parent.sh.spec.Id, handingOff(parent), err)
+				}
+				children[q-n] = child
+			}
+		}
+		for p, s := range shards {
+			// A parent's new shards fork as soon as its split is committed
+			// (while it moves what it no longer owns to its hand-off area,
+			// if a batch does not hold it all), or later.
+			var early, forked = rng.IntN(2) == 0, false
+			var end = rng.IntN(2) == 0
+			var then = func() {
+				forkChildren(p)
+				forked = true
+				if end {
+					// And its rescale may end before its move does: it
+					// drops the rest rather than move it.
+					s.sh.spec.LabelSet.Remove(runtime.LabelSplitTo)
 				}
 			}
 			// Then producers on the old count go on writing to the
 			// parent's journal: the parent applies those it owns, while
 			// it moves what it no longer owns to its hand-off area.
 			var tail = msgs(p, 30)
-			settle(s, tail)
+			if early {
+				settle(s, tail, rng.IntN(12), then)
+			} else {
+				settle(s, tail, -1, nil)
+			}
 			for _, o := range tail {
 				want[o.Customer] += o.Cents
 			}
 			tails = append(tails, tail)
+			if !forked {
+				forkChildren(p)
+			}
 		}
-		family.n = m
+		routed = m
 
-		var children []*forkShard
 		for q := n; q < m; q++ {
 			var p = q % n
-			var parent = shards[p]
-			var child = open(q, family.journal(q), parent)
-			child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
-			child.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.sh.spec.Id.String())
-			if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || !need {
-				t.Fatalf("NeedsFork: %t, %v", need, err)
-			}
-			if err := fork(child, parent); err != nil {
-				t.Fatal(err)
-			}
+			var parent, child = shards[p], children[q-n]
 			var cp, err = child.store.RestoreCheckpoint(child.sh)
 			if err != nil {
 				t.Fatal(err)
@@ -424,14 +454,13 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 				t.Errorf("shard %s inherits %v (%v), want %v", child.sh.spec.Id, got, err, want)
 			}
 			apply(child, parent.own, tails[p])
-			children = append(children, child)
 		}
 		for _, s := range slices.Concat(shards, children) {
 			// The rescale ends: shards drop their hand-off areas from
 			// their next transaction on.
 			s.sh.spec.LabelSet.Remove(runtime.LabelSplitTo)
 			apply(s, s.own, nil)
-			settle(s, nil)
+			settle(s, nil, 0, nil)
 			var handoff int
 			_ = s.db.Snapshot().Scan([]byte(runtime.HandoffPrefix), keyenc.PrefixEnd([]byte(runtime.HandoffPrefix)), func([]byte, []byte) bool { handoff++; return true })
 			if handoff != 0 {

@@ -56,12 +56,13 @@ while the consumer runs, applying each message exactly once:
      --handoff-batch bytes a transaction;
   2. the families' new journals, and the new shards' recovery logs, are created
      (producers switch to them as they see them);
-  3. the new shards are created, as the .proto files say: each starts from a
-     copy of its parent's state played from the parent's recovery log, keeps
-     the rows it owns, and reads its parent's journals again from the marked
+  3. the new shards are created, as the .proto files say: each starts from its
+     parent's committed state as of the split (read from the parent's store if
+     its primary is in the same member, or else played from the parent's
+     recovery log), keeps the rows it owns, and reads its parent's journals again from the marked
      checkpoint (recorded in its state as inherited), then its own;
   4. once every new shard is primary, the labels are removed and the shards
-     split drop the rows they handed off.
+     split drop the rows they handed off (or had still to).
 
 Every consumer reading one of the families grown must be rescaled with it:
 give each with --consumer (its full or short name, with the etcd prefix of

@@ -27,9 +27,9 @@ const forkRetry = 5 * time.Second
 // its store has a state already: from the other's store, if its primary
 // runs in this member, or else it plays the other's recovery log into a
 // directory beside dir, without fencing it, and hands it to the
-// application's Fork. Until the other shard has committed its split and
-// moved its hand-off, it plays the log again, every few seconds (and no
-// sooner than a play took).
+// application's Fork. Until the other shard has committed its split, it
+// reads the other's store again every quarter second, or plays the log
+// again, every few seconds (and no sooner than a play took).
 func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	var spec = s.Spec()
 	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
@@ -43,11 +43,14 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	if need, err := forker.NeedsFork(s, store); err != nil || !need {
 		return err
 	}
-	var wait = 250 * time.Millisecond
+	const localWait = 250 * time.Millisecond
+	var wait = localWait
 	for {
 		var began = time.Now()
 		var err error
+		var played = true // The parent's log, rather than its store, read.
 		if parent := s.localParent(from); parent != nil {
+			played = false
 			if err = forker.ForkFrom(s, store, parent); err == nil {
 				slog.Info("shard forked from the store of its parent's primary, in this member", "shard", spec.Id, "from", from,
 					"took", time.Since(began))
@@ -55,7 +58,7 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 			} else if !errors.Is(err, runtime.ErrParentNotSplit) {
 				slog.Warn("forking from the store of the parent's primary failed: playing its recovery log", "shard", spec.Id,
 					"from", from, "err", err)
-				err = s.fork(dir+"-fork", store, forker, from)
+				err, played = s.fork(dir+"-fork", store, forker, from), true
 			}
 		} else {
 			err = s.fork(dir+"-fork", store, forker, from)
@@ -65,17 +68,23 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 		} else if !errors.Is(err, runtime.ErrParentNotSplit) {
 			return err
 		}
-		// No sooner than a play took: a large state's playback, played
-		// again while its parent moves its hand-off, takes at most half
-		// of the shard's time.
-		wait = max(wait, time.Since(began))
+		// A read of a local parent's record is cheap. A play, no sooner
+		// than it took: a large state's playback, played again until its
+		// parent splits, takes at most half of the shard's time.
+		if !played {
+			wait = localWait
+		} else {
+			wait = max(wait, time.Since(began))
+		}
 		slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err, "retryIn", wait)
 		select {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, max(forkRetry, wait))
+		if played {
+			wait = min(2*wait, max(forkRetry, wait))
+		}
 	}
 }
 
