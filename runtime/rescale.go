@@ -121,15 +121,16 @@ type ReadOnlyOpener interface {
 	OpenReadOnly(dir string) (ReadCloser, error)
 }
 
-// StateReader is implemented by stores whose whole committed state, the
-// reserved keys too, may be read from any goroutine (txnkv.Store is one). A
-// new shard of a rescale forks so from its parent's store when the parent's
-// primary runs in its own member, rather than by playing the parent's
-// recovery log.
+// StateReader is implemented by stores whose whole state, the reserved keys
+// too, may be read from any goroutine (txnkv.Store is one). A new shard of a
+// rescale forks so from its parent's store when the parent's primary runs in
+// its own member, rather than by playing the parent's recovery log.
 type StateReader interface {
-	// ReadCommittedState is CommittedReader's ReadCommitted, of a view which
-	// reads the reserved keys too.
-	ReadCommittedState(ctx context.Context, fn func(Reader) error) error
+	// ReadState calls fn with a view of the store's state as of its last
+	// commits, once the commit which wrote key settled (if one did) is
+	// durable; the view may see the writes of later commits not yet
+	// durable, each whole, and of such a commit applied as fn runs.
+	ReadState(ctx context.Context, settled []byte, fn func(Reader) error) error
 }
 
 // ReadCloser is a Reader of a store's files opened read-only, whose Get
@@ -549,13 +550,15 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 	return a.commitFork(shard, store, cp)
 }
 
-// ForkFrom builds the first state of the shard from the committed state of
-// the shard it is split from, read from its store, as Fork does from a copy
-// of its files. Its reads hold off the other's commits; its own commit
+// ForkFrom builds the first state of the shard from the state of the shard
+// it is split from, read from its store once its split is durable, as Fork
+// does from a copy of its files. What it keeps, the other no longer writes:
+// the other's later commits, durable or not, only move it to the hand-off
+// area, unchanged. Its reads hold off the other's commits; its own commit
 // follows them.
 func (a *Adapter[H, T]) ForkFrom(shard Shard, store Store, parent StateReader) error {
 	var cp pc.Checkpoint
-	if err := parent.ReadCommittedState(shard.Context(), func(r Reader) (err error) {
+	if err := parent.ReadState(shard.Context(), []byte(ForkCheckpointKey), func(r Reader) (err error) {
 		cp, err = a.fork(shard, store, r)
 		return err
 	}); err != nil {
@@ -632,11 +635,15 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 	// fork fires as the shard serves. What the parent has moved is in its
 	// hand-off area; while it moves, the rest is where it was, unchanged
 	// since the split (the parent writes only what it owns): each is in
-	// one or the other as of any commit, the move of a key being one.
-	var ranges = [][2][]byte{{[]byte(HandoffPrefix), keyenc.PrefixEnd([]byte(HandoffPrefix))}}
+	// one or the other as of any commit, the move of a key being one. The
+	// parent's unmoved rows are read first: a move applied between the
+	// reads (see StateReader) then has its rows read twice, alike, rather
+	// than missed.
+	var ranges [][2][]byte
 	if parentRec.Moving != nil {
-		ranges = append(ranges, a.unmoved(*parentRec.Moving)...)
+		ranges = a.unmoved(*parentRec.Moving)
 	}
+	ranges = append(ranges, [2][]byte{[]byte(HandoffPrefix), keyenc.PrefixEnd([]byte(HandoffPrefix))})
 	var kept, buf = 0, []byte(nil)
 	for _, r := range ranges {
 		var serr error
@@ -656,6 +663,12 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 		if err != nil {
 			return pc.Checkpoint{}, fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
 		}
+	}
+	if rec, _, err := readPartitioning(parent); err != nil {
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, err)
+	} else if rec.Dropping {
+		return pc.Checkpoint{}, fmt.Errorf("shard %s: shard %s began to drop the rows it handed off as this shard read them (its rescale was ended, label %s removed, before this shard forked): "+
+			"this shard can't be built; delete it, and rescale again", spec.Id, from, LabelSplitTo)
 	}
 	// It reads again the journals the parent read: the parent's own (of
 	// its index, in each family) and those it inherited.

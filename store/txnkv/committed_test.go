@@ -306,3 +306,52 @@ func TestReadCommittedWaitsOnlyForWhatItReads(t *testing.T) {
 	b.durable.Resolve(nil)
 	<-op.Done()
 }
+
+// ReadState waits only for the commit which wrote its settled key to be
+// durable, and then sees the whole state, reserved keys too, with the
+// writes of later commits not yet durable; a failed commit fails it.
+func TestReadStateWaitsOnlyForItsSettledKey(t *testing.T) {
+	var settled = []byte("\x01split")
+	var b = &base{rows: map[string]string{"a": "0"}, durable: client.NewAsyncOperation()}
+	var s = txnkv.New("test", b)
+	defer s.Destroy()
+	var read = func(wait time.Duration) (string, error) {
+		var ctx, cancel = context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		var rows []string
+		var err = s.ReadState(ctx, settled, func(r runtime.Reader) error {
+			rows = nil
+			return r.Scan(nil, nil, func(k, v []byte) bool { rows = append(rows, fmt.Sprintf("%q=%s", k, v)); return true })
+		})
+		return strings.Join(rows, ","), err
+	}
+
+	_ = s.Put(settled, []byte("1"))
+	_ = s.Put([]byte("a"), []byte("1"))
+	var op = s.StartCommit(nil, checkpointAt(1), nil)
+	waitWritten(t, s)
+	if rows, err := read(50 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with the commit of the settled key not durable: %s, %v; want it to wait", rows, err)
+	}
+	b.durable.Resolve(nil)
+	<-op.Done()
+	var want = fmt.Sprintf("%q=1,%q=1", settled, "a")
+	if rows, err := read(time.Second); err != nil || !strings.Contains(rows, want) {
+		t.Fatalf("once durable: %s, %v; want %s among them", rows, err, want)
+	}
+
+	// A later commit, not durable, is seen at once.
+	b.durable = client.NewAsyncOperation()
+	_ = s.Put([]byte("a"), []byte("2"))
+	op = s.StartCommit(nil, checkpointAt(2), nil)
+	waitWritten(t, s)
+	want = fmt.Sprintf("%q=1,%q=2", settled, "a")
+	if rows, err := read(time.Second); err != nil || !strings.Contains(rows, want) {
+		t.Fatalf("with a later commit not durable: %s, %v; want %s among them", rows, err, want)
+	}
+	b.durable.Resolve(errors.New("log append failed"))
+	<-op.Done()
+	if rows, err := read(time.Second); err == nil || !strings.Contains(err.Error(), "log append failed") {
+		t.Fatalf("after a failed commit: %s, %v", rows, err)
+	}
+}

@@ -286,51 +286,92 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 // failed, or the store is destroyed. It may be called from any goroutine,
 // concurrently with every method of the store.
 func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
-	return s.readCommittedView(ctx, fn, false)
-}
-
-// ReadCommittedState is ReadCommitted, of a view which reads the reserved
-// keys too (runtime.StateReader): the whole committed state of a shard,
-// which a shard forked from it by a rescale reads.
-func (s *Store) ReadCommittedState(ctx context.Context, fn func(runtime.Reader) error) error {
-	return s.readCommittedView(ctx, fn, true)
-}
-
-// readCommittedView is ReadCommitted, of a view of the reserved keys too
-// if all is set.
-func (s *Store) readCommittedView(ctx context.Context, fn func(runtime.Reader) error, all bool) error {
 	for {
-		var blocked, err = s.readCommitted(ctx, fn, all)
+		var blocked, err = s.readCommitted(fn)
 		if blocked == nil {
 			return err
-		}
-		select {
-		case <-blocked.durable:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.closing:
-			return fmt.Errorf("store %s: %w", s.name, ErrClosed)
-		}
-		if blocked.durableErr != nil {
-			return fmt.Errorf("store %s: a commit failed: %w", s.name, blocked.durableErr)
+		} else if err = s.awaitDurable(ctx, blocked); err != nil {
+			return err
 		}
 	}
+}
+
+// ReadState calls fn with a view of the store's whole state, the reserved
+// keys too (runtime.StateReader), as of the commits handed to the Base,
+// once the commit which wrote key settled, if one did, is durable: unlike
+// ReadCommitted's, the view sees the writes of later commits not yet known
+// durable (which the Base may apply as fn runs, each whole; no other commit
+// is handed to it until fn returns). A shard
+// forked from this one by a rescale reads it so: settled is the key of its
+// split's checkpoint, and what it keeps is no longer written. It fails if a
+// commit failed, or the store is destroyed. It may be called from any
+// goroutine, concurrently with every method of the store.
+func (s *Store) ReadState(ctx context.Context, settled []byte, fn func(runtime.Reader) error) error {
+	for {
+		var blocked, err = s.readState(fn, settled)
+		if blocked == nil {
+			return err
+		} else if err = s.awaitDurable(ctx, blocked); err != nil {
+			return err
+		}
+	}
+}
+
+// readState runs fn once, unless a commit not yet durable wrote settled:
+// it returns that commit then.
+func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) (*commit, error) {
+	s.shared.RLock()
+	defer s.shared.RUnlock()
+	if err := s.failed(); err != nil {
+		return nil, err
+	}
+	for _, c := range s.written {
+		if _, ok := c.writes.Get(settled); ok && !durable(c) {
+			return c, nil
+		}
+	}
+	return nil, fn(s.base.Shared())
+}
+
+// awaitDurable waits until c is durable, and returns its error if it
+// failed.
+func (s *Store) awaitDurable(ctx context.Context, c *commit) error {
+	select {
+	case <-c.durable:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
+	}
+	if c.durableErr != nil {
+		return fmt.Errorf("store %s: a commit failed: %w", s.name, c.durableErr)
+	}
+	return nil
+}
+
+// failed returns an error if the store is closed, or a commit it handed to
+// the Base failed. The caller holds s.shared.
+func (s *Store) failed() error {
+	if s.closed {
+		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
+	}
+	for _, c := range s.written {
+		if durable(c) && c.durableErr != nil {
+			return fmt.Errorf("store %s: a commit failed: %w", s.name, c.durableErr)
+		}
+	}
+	return nil
 }
 
 // readCommitted runs fn once, holding off commits. It returns the commit
 // not yet durable that a read of fn met, if one did.
-func (s *Store) readCommitted(ctx context.Context, fn func(runtime.Reader) error, all bool) (*commit, error) {
+func (s *Store) readCommitted(fn func(runtime.Reader) error) (*commit, error) {
 	s.shared.RLock()
 	defer s.shared.RUnlock()
-	if s.closed {
-		return nil, fmt.Errorf("store %s: %w", s.name, ErrClosed)
+	if err := s.failed(); err != nil {
+		return nil, err
 	}
-	for _, c := range s.written {
-		if durable(c) && c.durableErr != nil {
-			return nil, fmt.Errorf("store %s: a commit failed: %w", s.name, c.durableErr)
-		}
-	}
-	var v = &committedView{r: s.base.Shared(), written: s.written, all: all}
+	var v = &committedView{r: s.base.Shared(), written: s.written}
 	var err = fn(v)
 	if v.blocked != nil {
 		return v.blocked, nil
@@ -353,18 +394,17 @@ func durable(c *commit) bool {
 var errNotDurable = errors.New("a commit read is not yet durable")
 
 // committedView is a Base's shared reader, within ReadCommitted, but for
-// the reserved keys unless all is set.
+// the reserved keys.
 type committedView struct {
 	r       runtime.Reader
 	written []*commit // Handed to the Base before the view, maybe not durable.
 	blocked *commit   // Not yet durable, met by a read.
-	all     bool      // The reserved keys are read too.
 }
 
-// Get returns the committed value of key, which may not be reserved (unless
-// the view reads all keys), unless a commit not yet durable wrote it.
+// Get returns the committed value of key, which may not be reserved, unless
+// a commit not yet durable wrote it.
 func (v *committedView) Get(key []byte) ([]byte, bool, error) {
-	if reserved(key) && !v.all {
+	if reserved(key) {
 		return nil, false, fmt.Errorf("get: key %q has the reserved prefix", key)
 	} else if v.blocked != nil {
 		return nil, false, errNotDurable
@@ -380,15 +420,13 @@ func (v *committedView) Get(key []byte) ([]byte, bool, error) {
 }
 
 // Scan calls fn with the committed keys and values of [start, end), but
-// the reserved ones (unless the view reads all keys), unless a commit
-// handed to the Base, not yet durable, wrote within them.
+// the reserved ones, unless a commit handed to the Base, not yet durable,
+// wrote within them.
 func (v *committedView) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 	if v.blocked != nil {
 		return errNotDurable
 	}
-	if !v.all {
-		start = unreserved(start)
-	}
+	start = unreserved(start)
 	for _, c := range v.written {
 		if durable(c) {
 			continue

@@ -3,6 +3,7 @@ package txnkv_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -108,7 +109,7 @@ func TestOverlay(t *testing.T) {
 // base is a Base of a map, whose Write fails with writeErr, or returns
 // durable as its future.
 type base struct {
-	mu       sync.Mutex // Gets may run as Write does.
+	mu       sync.Mutex // Gets and Scans may run as Write does.
 	rows     map[string]string
 	writeErr error
 	durable  *client.AsyncOperation
@@ -123,15 +124,17 @@ func (b *base) Get(key []byte) ([]byte, bool, error) {
 }
 
 func (b *base) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	var keys []string
-	for k := range b.rows {
+	// As of one moment, as a database's iterator: a Write may follow it.
+	b.mu.Lock()
+	var rows = make(map[string]string)
+	for k, v := range b.rows {
 		if k >= string(start) && (end == nil || k < string(end)) {
-			keys = append(keys, k)
+			rows[k] = v
 		}
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if !fn([]byte(k), []byte(b.rows[k])) {
+	b.mu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		if !fn([]byte(k), []byte(rows[k])) {
 			break
 		}
 	}

@@ -1,0 +1,59 @@
+package rocks
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime"
+)
+
+// BenchmarkForkCopy is the store's part of a local fork of a rescale: a
+// read of a parent store's whole committed state (200,000 rows), half of
+// whose rows are written to a new store and committed, as a new shard of a
+// split in two keeps what it owns.
+func BenchmarkForkCopy(b *testing.B) {
+	const rows = 200_000
+	var parent = openRecorded(b, newLog(b), 0xF1, Options{})
+	defer parent.store.Destroy()
+	var value = make([]byte, 80)
+	for i := range rows {
+		if err := parent.store.Put(fmt.Appendf(nil, "account/customer-%07d/%d", i/4, i%4), value); err != nil {
+			b.Fatal(err)
+		}
+	}
+	await(b, parent.store.StartCommit(nil, checkpointAt(1), nil))
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		var child = openRecorded(b, newLog(b), recoverylog.Author(0xF200+i), Options{})
+		b.StartTimer()
+		var kept int
+		if err := parent.store.ReadState(context.Background(), nil, func(r runtime.Reader) error {
+			var n int
+			var perr error
+			var err = r.Scan([]byte("account/"), []byte("account0"), func(key, value []byte) bool {
+				if n++; n%2 == 0 {
+					kept++
+					perr = child.store.Put(key, value)
+				}
+				return perr == nil
+			})
+			if err == nil {
+				err = perr
+			}
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		await(b, child.store.StartCommit(nil, checkpointAt(1), nil))
+		b.StopTimer()
+		child.store.Destroy()
+		b.StartTimer()
+		if kept != rows/2 {
+			b.Fatalf("kept %d rows, want %d", kept, rows/2)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows/2), "ns/row")
+}
