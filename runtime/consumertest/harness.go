@@ -4,9 +4,9 @@
 //
 // A Harness drives the runtime's own transaction code, runtime/txn's
 // Pipeline, over the consumer's generated Application: messages a test
-// feeds to the consumer's journals are read, sequenced by Gazette's
-// message.Sequencer (so that duplicates, transactions awaiting their
-// acknowledgements and messages of other partitions behave as in
+// feeds to the consumer's journals are read, sequenced by runtime/sequence's
+// Sequencer, as a member's are (so that duplicates, transactions awaiting
+// their acknowledgements and messages of other partitions behave as in
 // production), and consumed in transactions whose commits write the
 // store's checkpoint and acknowledge what they published. Commit runs one
 // transaction over every message fed since the last; Crash runs one up to
@@ -42,6 +42,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
+	"github.com/gazconsumer/gazconsumer/runtime/sequence"
 	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"github.com/gazconsumer/gazconsumer/store/mem"
@@ -628,7 +629,7 @@ func (h *Harness) start() (*shard, error) {
 		Store:     store,
 		App:       h.app,
 		Publisher: message.NewPublisher(s.ajc, nil),
-		Sequencer: message.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), defaultRingBufferSize),
+		Sequencer: sequence.New(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), defaultRingBufferSize),
 		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
 			var r, err = h.journals.newReader(journal, begin, end, h.app.NewMessage)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/sequence"
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -182,7 +183,7 @@ func (h *Harness) committed(journal pb.Journal, newMsg func() message.Message) (
 	if err != nil {
 		return nil, err
 	}
-	var seq = message.NewSequencer(nil, nil, defaultRingBufferSize)
+	var seq = sequence.New(nil, nil, defaultRingBufferSize)
 	var out []message.Envelope
 	for {
 		if err = seq.Step(); err == nil {

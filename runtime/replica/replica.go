@@ -23,6 +23,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/sequence"
 	"github.com/gazconsumer/gazconsumer/runtime/shardmetrics"
 	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
@@ -478,7 +479,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 		Store:     store,
 		App:       s.host.App,
 		Publisher: message.NewPublisher(s.ajc, nil),
-		Sequencer: message.NewSequencer(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), ringSize),
+		Sequencer: sequence.New(pc.FlattenReadThrough(cp), pc.FlattenProducerStates(cp), ringSize),
 		Replay: func(journal pb.Journal, begin, end pb.Offset) message.Iterator {
 			return source.NewAppIter(client.NewRetryReader(s.ctx, s.ajc, pb.ReadRequest{
 				Journal: journal, Offset: begin, EndOffset: end, Block: true,

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/sequence"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -114,7 +115,7 @@ type Pipeline struct {
 	// client is the shard's.
 	Publisher *message.Publisher
 	// Sequencer, built from the checkpoint the store restored.
-	Sequencer *message.Sequencer
+	Sequencer *sequence.Sequencer
 	// Replay returns an iterator over read-uncommitted envelopes of journal
 	// in [begin, end), which the Sequencer needs to re-read a sequence that
 	// its ring no longer holds.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/sequence"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -174,7 +175,7 @@ func newHarness(t *testing.T, beginFinish bool) *harness {
 		Store:       h.store,
 		App:         app,
 		Publisher:   message.NewPublisher(nil, nil),
-		Sequencer:   message.NewSequencer(nil, nil, 16),
+		Sequencer:   sequence.New(nil, nil, 16),
 		Replay:      func(pb.Journal, pb.Offset, pb.Offset) message.Iterator { panic("unexpected replay") },
 		Pending:     func() client.OpFutures { return nil },
 		Clock:       h.clock,
