@@ -183,30 +183,27 @@ func (h *Harness) committed(journal pb.Journal, newMsg func() message.Message) (
 	if err != nil {
 		return nil, err
 	}
-	var seq = sequence.New(nil, nil, defaultRingBufferSize)
-	var out []message.Envelope
-	for {
-		if err = seq.Step(); err == nil {
-			if env := *seq.Dequeued; message.GetFlags(env.Message.GetUUID()) != message.Flag_ACK_TXN {
-				out = append(out, env)
-			}
-			continue
-		} else if !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("sequencing: %w", err)
-		}
-		var env, err = r.next()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, err
-		}
-		if seq.QueueUncommitted(env) == message.QueueAckCommitReplay {
-			var journal, begin, end = seq.ReplayRange()
+	var it = &sequence.Committed{
+		Sequencer:   sequence.New(nil, nil, defaultRingBufferSize),
+		Uncommitted: message.IteratorFunc(r.next),
+		Replay: func(journal pb.Journal, begin, end pb.Offset) (message.Iterator, error) {
 			var rr, err = h.journals.newReader(journal, begin, end, newMessage)
 			if err != nil {
 				return nil, err
 			}
-			seq.StartReplay(message.IteratorFunc(rr.next))
+			return message.IteratorFunc(rr.next), nil
+		},
+	}
+	var out []message.Envelope
+	for {
+		var env, err = it.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("reading %s read-committed: %w", journal, err)
+		}
+		if message.GetFlags(env.Message.GetUUID()) != message.Flag_ACK_TXN {
+			out = append(out, env)
 		}
 	}
 }

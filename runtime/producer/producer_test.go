@@ -17,6 +17,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/producer"
+	"github.com/gazconsumer/gazconsumer/runtime/sequence"
 	"github.com/gazconsumer/gazconsumer/specs"
 )
 
@@ -63,8 +64,7 @@ func readCommitted[M any, PM interface {
 		t.Fatalf("write head of %s: %v", journal, err)
 	}
 	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: journal, EndOffset: head.Commit.End})
-	var it = message.NewReadCommittedIter(rr, func(*pb.JournalSpec) (message.Message, error) { return PM(new(M)), nil },
-		message.NewSequencer(nil, nil, 1024))
+	var it = sequence.ReadCommitted(rr, func(*pb.JournalSpec) (message.Message, error) { return PM(new(M)), nil }, 1024)
 	var out []PM
 	for {
 		var env, err = it.Next()

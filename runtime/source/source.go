@@ -23,6 +23,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/codec"
+	"github.com/gazconsumer/gazconsumer/runtime/sequence"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -147,8 +148,7 @@ func ListSkipped(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Jour
 		return nil, fmt.Errorf("write head of %s: %w", journal, err)
 	}
 	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: journal, EndOffset: head.Commit.End})
-	var it = message.NewReadCommittedIter(rr, func(*pb.JournalSpec) (message.Message, error) { return new(Skipped), nil },
-		message.NewSequencer(nil, nil, 1024))
+	var it = sequence.ReadCommitted(rr, func(*pb.JournalSpec) (message.Message, error) { return new(Skipped), nil }, 1024)
 	var out []Skipped
 	for {
 		var env, err = it.Next()

@@ -12,6 +12,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/devstack"
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/sequence"
 	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/gazconsumer/gazconsumer/store/rocks"
 	"go.gazette.dev/core/broker/client"
@@ -271,7 +272,7 @@ func (c *Cluster) OutputSums(ctx context.Context) (map[string]int64, int, error)
 		return nil, 0, err
 	}
 	var rr = client.NewRetryReader(ctx, jc, pb.ReadRequest{Journal: c.Output(), EndOffset: head})
-	var it = message.NewReadCommittedIter(rr, App{}.NewMessage, message.NewSequencer(nil, nil, 1024))
+	var it = sequence.ReadCommitted(rr, App{}.NewMessage, 1024)
 	var sums = make(map[string]int64)
 	var n int
 	for {
