@@ -65,6 +65,11 @@ func TestMetricsDescribeShards(t *testing.T) {
 	if got, ok := after.find("gazconsumer_shard_read_lag_bytes", source); !ok || got.GetGauge().GetValue() != 0 {
 		t.Errorf("read lag of a caught-up shard: %v", got)
 	}
+	// The shard's sequencer counted each message it read, by its outcome.
+	var input = map[string]string{"journal": c.Input(0).String()}
+	if got := after.sum("gazconsumer_sequencer_queued_total", input) - before.sum("gazconsumer_sequencer_queued_total", input); got < 300 {
+		t.Errorf("the sequencer queued %v messages of %s, want at least the 300 published", got, c.Input(0))
+	}
 
 	// Gazette's metrics say the same, under the shard's fully qualified name.
 	var fqn = map[string]string{"shard": c.Prefix + "/items/shard-0"}
@@ -157,26 +162,26 @@ func scrape(t *testing.T) metrics {
 
 // find returns the metric of name whose labels include labels.
 func (ms metrics) find(name string, labels map[string]string) (*dto.Metric, bool) {
-	var mf, ok = ms[name]
-	if !ok {
-		return nil, false
-	}
-next:
-	for _, m := range mf.Metric {
-		var n int
-		for _, lp := range m.Label {
-			if v, ok := labels[lp.GetName()]; ok {
-				if v != lp.GetValue() {
-					continue next
-				}
-				n++
-			}
-		}
-		if n == len(labels) {
+	for _, m := range ms[name].GetMetric() {
+		if hasLabels(m, labels) {
 			return m, true
 		}
 	}
 	return nil, false
+}
+
+// hasLabels reports whether the labels of m include labels.
+func hasLabels(m *dto.Metric, labels map[string]string) bool {
+	var n int
+	for _, lp := range m.Label {
+		if v, ok := labels[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(labels)
 }
 
 // value is the value of a counter or gauge, or the sum of a histogram; zero
@@ -194,6 +199,17 @@ func (ms metrics) value(name string, labels map[string]string) float64 {
 		return m.Histogram.GetSampleSum()
 	}
 	return 0
+}
+
+// sum is the sum of the counters of name whose labels include labels.
+func (ms metrics) sum(name string, labels map[string]string) float64 {
+	var total float64
+	for _, m := range ms[name].GetMetric() {
+		if hasLabels(m, labels) {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
 }
 
 // count is the number of observations of a histogram.
