@@ -59,6 +59,8 @@ const none = -1
 // StartReplay). Checkpoint snapshots the offsets read through and the state
 // of each producer, from which New resumes.
 //
+// It reads a message's UUID once, when it is queued: the caller may change a
+// dequeued message (publishing it sets a new UUID) without confusing it.
 // A Sequencer is not safe for concurrent use. After Step returns an error
 // other than io.EOF, it must not be used further.
 type Sequencer struct {
