@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
@@ -543,11 +544,11 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 		return fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	defer parent.Close()
-	var cp, err2 = a.fork(shard, store, parent)
+	var cp, rows, err2 = a.fork(shard, store, parent)
 	if err2 != nil {
 		return err2
 	}
-	return a.commitFork(shard, store, cp)
+	return a.commitFork(shard, store, cp, rows)
 }
 
 // ForkFrom builds the first state of the shard from the state of the shard
@@ -558,19 +559,32 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 // follows them.
 func (a *Adapter[H, T]) ForkFrom(shard Shard, store Store, parent StateReader) error {
 	var cp pc.Checkpoint
+	var rows *forkRows
 	if err := parent.ReadState(shard.Context(), []byte(ForkCheckpointKey), func(r Reader) (err error) {
-		cp, err = a.fork(shard, store, r)
+		cp, rows, err = a.fork(shard, store, r)
 		return err
 	}); err != nil {
 		return err
 	}
-	return a.commitFork(shard, store, cp)
+	return a.commitFork(shard, store, cp, rows)
 }
 
 // commitFork commits the state a fork built in store, with the checkpoint
-// of the split it forked from.
-func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint) error {
+// of the split it forked from, having loaded its rows first if the store
+// is a Loader (rows is nil if not: the fork wrote them to its transaction).
+func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint, rows *forkRows) error {
 	var spec = shard.Spec()
+	if rows != nil {
+		var began = time.Now()
+		if err := rows.sorted(); err != nil {
+			return fmt.Errorf("shard %s: the rows forked from shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
+		}
+		var n, err = store.(Loader).Load(rows.all())
+		if err != nil {
+			return fmt.Errorf("shard %s: loading the rows forked from shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
+		}
+		slog.Info("shard loaded the rows it forked", "shard", spec.Id, "rows", n, "bytes", len(rows.buf), "took", time.Since(began))
+	}
 	if err := store.StartCommit(shard, cp, nil).Err(); err != nil {
 		return fmt.Errorf("shard %s: committing the state forked from shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
 	}
@@ -578,45 +592,46 @@ func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint) e
 }
 
 // fork builds in store, uncommitted, the first state of the shard from
-// parent's, and returns the checkpoint of parent's split to commit it with.
-// Run again (a StateReader's fn may be), it writes the same.
-func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkpoint, error) {
+// parent's, and returns the checkpoint of parent's split to commit it with,
+// and, if store is a Loader, the rows it keeps, to load (else it writes
+// them to store's transaction). Run again, it writes the same.
+func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkpoint, *forkRows, error) {
 	var spec = shard.Spec()
 	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
 	var m, err = splitTo(spec)
 	if err != nil {
-		return pc.Checkpoint{}, err
+		return pc.Checkpoint{}, nil, err
 	} else if m == 0 {
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, from, LabelSplitTo)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, from, LabelSplitTo)
 	} else if err = a.rescalable(); err != nil {
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w", spec.Id, err)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	var kvs, ok = store.(KVStore)
 	if !ok {
-		return pc.Checkpoint{}, a.notKV(store)
+		return pc.Checkpoint{}, nil, a.notKV(store)
 	}
 	var kv = kvs.KV()
 
 	var parentRec, found, gerr = readPartitioning(parent)
 	switch {
 	case gerr != nil:
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, gerr)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, gerr)
 	case !found:
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
 	case parentRec.Owns == nil || parentRec.Owns.Of != m:
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
 	case !parentRec.Handoff || parentRec.Dropping:
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
 	}
 	cpb, found, gerr := parent.Get([]byte(ForkCheckpointKey))
 	var cp pc.Checkpoint
 	if gerr != nil {
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: reading the checkpoint of shard %s's split: %w", spec.Id, from, gerr)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: reading the checkpoint of shard %s's split: %w", spec.Id, from, gerr)
 	} else if !found {
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from", spec.Id, from)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from", spec.Id, from)
 	} else if err = cp.Unmarshal(cpb); err != nil {
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: decoding the checkpoint of shard %s's split: %w", spec.Id, from, err)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: decoding the checkpoint of shard %s's split: %w", spec.Id, from, err)
 	}
 	// The acknowledgements of the parent's transaction are its own to
 	// write.
@@ -628,7 +643,7 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 	}
 	index, err := g.ownIndex(spec)
 	if err != nil {
-		return pc.Checkpoint{}, err
+		return pc.Checkpoint{}, nil, err
 	}
 	// Rows, timers, entries of the index of what falls due and expiry
 	// records alike: an entry keeps its time, so what fell due during the
@@ -645,6 +660,10 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 	}
 	ranges = append(ranges, [2][]byte{[]byte(HandoffPrefix), keyenc.PrefixEnd([]byte(HandoffPrefix))})
 	var kept, buf = 0, []byte(nil)
+	var rows *forkRows
+	if _, ok := store.(Loader); ok {
+		rows = new(forkRows)
+	}
 	for _, r := range ranges {
 		var serr error
 		if err = parent.Scan(r[0], r[1], func(key, value []byte) bool {
@@ -654,20 +673,24 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 				return false
 			} else if owner == index {
 				kept++
-				serr = kv.Put(rowKey, value)
+				if rows != nil {
+					rows.add(rowKey, value)
+				} else {
+					serr = kv.Put(rowKey, value)
+				}
 			}
 			return serr == nil
 		}); err == nil {
 			err = serr
 		}
 		if err != nil {
-			return pc.Checkpoint{}, fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
+			return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
 		}
 	}
 	if rec, _, err := readPartitioning(parent); err != nil {
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, err)
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, err)
 	} else if rec.Dropping {
-		return pc.Checkpoint{}, fmt.Errorf("shard %s: shard %s began to drop the rows it handed off as this shard read them (its rescale was ended, label %s removed, before this shard forked): "+
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: shard %s began to drop the rows it handed off as this shard read them (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, LabelSplitTo)
 	}
 	// It reads again the journals the parent read: the parent's own (of
@@ -682,11 +705,11 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 	g.built = Partitioning{Families: maps.Clone(parentRec.Families), Mapping: MappingVersion, Owns: &Ownership{Index: index, Of: m},
 		Inherited: slices.Compact(inherited)}
 	if err = g.putRecord(kv, spec.Id); err != nil {
-		return pc.Checkpoint{}, err
+		return pc.Checkpoint{}, nil, err
 	}
 	slog.Info("shard forked from another's state", "shard", spec.Id, "from", from, "rows", kept,
 		"owns", index, "of", m, "readThrough", pc.FlattenReadThrough(cp))
-	return cp, nil
+	return cp, rows, nil
 }
 
 // ownedOf returns the count of partitions the shard's ownership is of: that

@@ -227,6 +227,17 @@ func FuzzSplitAndFork(f *testing.F) {
 	})
 }
 
+// putOnly is a mem.Store but not a runtime.Loader: its Load is hidden by
+// noLoad's, of the same depth.
+type putOnly struct {
+	*mem.Store
+	noLoad
+}
+
+type noLoad struct{}
+
+func (noLoad) Load() {}
+
 // forkShard is a shard of splitAndFork.
 type forkShard struct {
 	sh    *rescaleShard
@@ -311,6 +322,14 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			t.Fatal(err)
 		}
 		s.app, s.store = a, mem.Open(s.db)
+		if parent != nil && rng.IntN(2) == 0 {
+			// A store that can't load rows: the fork writes them to its
+			// transaction.
+			s.store = putOnly{Store: mem.Open(s.db)}
+			if _, ok := s.store.(runtime.Loader); ok {
+				t.Fatal("putOnly is a runtime.Loader")
+			}
+		}
 		return s
 	}
 	// fork forks child from parent: from a copy of its files, or from its

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"sync/atomic"
 
@@ -66,12 +67,14 @@ func (db *DB) version() version { return version{db.rows.Load()} }
 // transaction; the DB keeps what was committed.
 type Store struct {
 	*txnkv.Store
+	b *base
 }
 
 var (
 	_ runtime.KVStore         = (*Store)(nil)
 	_ runtime.KV              = (*Store)(nil)
 	_ runtime.CommittedReader = (*Store)(nil)
+	_ runtime.Loader          = (*Store)(nil)
 )
 
 // Open returns a Store of db, which resumes from its last commit. Commits of
@@ -81,11 +84,37 @@ func Open(db *DB) *Store {
 	db.epoch++
 	var b = &base{db: db, epoch: db.epoch}
 	db.mu.Unlock()
-	return &Store{txnkv.New(fmt.Sprintf("in memory (open #%d)", b.epoch), b)}
+	return &Store{txnkv.New(b.name(), b), b}
 }
 
 // KV returns s: its view of the current transaction.
 func (s *Store) KV() runtime.KV { return s }
+
+// Load writes rows, of strictly increasing keys, to the DB of a store which
+// has committed nothing yet, past its transactions (runtime.Loader). Loaded
+// again, the same rows replace those before.
+func (s *Store) Load(rows iter.Seq2[[]byte, []byte]) (int, error) {
+	var b = s.b
+	b.db.mu.Lock()
+	defer b.db.mu.Unlock()
+	if b.epoch != b.db.epoch {
+		return 0, ErrFenced
+	} else if cp, _ := b.db.version().Checkpoint(); cp != nil {
+		return 0, fmt.Errorf("store %s: can't load rows into a store which has committed", s.b.name())
+	}
+	var next = b.db.rows.Load().Clone()
+	var n int
+	var last []byte
+	for key, value := range rows {
+		if n != 0 && bytes.Compare(key, last) <= 0 {
+			return 0, fmt.Errorf("store %s: rows to load out of order: %q after %q", s.b.name(), key, last)
+		}
+		next.ReplaceOrInsert(row{key: bytes.Clone(key), value: bytes.Clone(value)})
+		last, n = key, n+1
+	}
+	b.db.rows.Store(next)
+	return n, nil
+}
 
 // base is the txnkv.Base of a Store: the rows of its DB.
 type base struct {
@@ -94,6 +123,9 @@ type base struct {
 }
 
 var _ txnkv.Base = (*base)(nil)
+
+// name names the store of b in errors.
+func (b *base) name() string { return fmt.Sprintf("in memory (open #%d)", b.epoch) }
 
 // Get returns the committed value of key.
 func (b *base) Get(key []byte) ([]byte, bool, error) { return b.db.version().Get(key) }
