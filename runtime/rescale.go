@@ -130,7 +130,8 @@ type StateReader interface {
 	// ReadState calls fn with a view of the store's state as of its last
 	// commits, once the commit which wrote key settled (if one did) is
 	// durable; the view may see the writes of later commits not yet
-	// durable, each whole, and of such a commit applied as fn runs.
+	// durable, and of those applied as fn runs, which it doesn't hold off
+	// (perhaps some of a commit's writes and not others).
 	ReadState(ctx context.Context, settled []byte, fn func(Reader) error) error
 }
 
@@ -555,8 +556,7 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 // it is split from, read from its store once its split is durable, as Fork
 // does from a copy of its files. What it keeps, the other no longer writes:
 // the other's later commits, durable or not, only move it to the hand-off
-// area, unchanged. Its reads hold off the other's commits; its own commit
-// follows them.
+// area, unchanged (so its reads don't hold off the other's commits).
 func (a *Adapter[H, T]) ForkFrom(shard Shard, store Store, parent StateReader) error {
 	var cp pc.Checkpoint
 	var rows *forkRows

@@ -129,7 +129,10 @@ type Store struct {
 	// the Base and by Destroy.
 	shared  sync.RWMutex
 	written []*commit // Handed to the Base, and perhaps not yet durable.
-	closed  bool      // Set by Destroy.
+	closed  bool      // Set by Destroy, holding shared and reading.
+	// reading is held by ReadState's reads of the Base, which don't hold
+	// off commits, and exclusively by Destroy.
+	reading sync.RWMutex
 
 	forkKey []byte // Set by ForkAtCommit; cleared by StartCommit.
 
@@ -297,15 +300,16 @@ func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error
 }
 
 // ReadState calls fn with a view of the store's whole state, the reserved
-// keys too (runtime.StateReader), as of the commits handed to the Base,
-// once the commit which wrote key settled, if one did, is durable: unlike
-// ReadCommitted's, the view sees the writes of later commits not yet known
-// durable (which the Base may apply as fn runs, each whole; no other commit
-// is handed to it until fn returns). A shard
-// forked from this one by a rescale reads it so: settled is the key of its
-// split's checkpoint, and what it keeps is no longer written. It fails if a
-// commit failed, or the store is destroyed. It may be called from any
-// goroutine, concurrently with every method of the store.
+// keys too (runtime.StateReader): the Base, once the commit which wrote key
+// settled, if one did, is durable. Unlike ReadCommitted's, the view sees the
+// writes of later commits not yet known durable, and fn's reads don't hold
+// off commits: the Base applies them as fn runs, and fn's reads may see
+// some of a commit's writes and not others. A shard forked from
+// this one by a rescale reads it so: settled is the key of its split's
+// checkpoint, and what it keeps is no longer written, only moved. It fails
+// if a commit failed, or the store is destroyed, which waits for fn. It may
+// be called from any goroutine, concurrently with every method of the
+// store.
 func (s *Store) ReadState(ctx context.Context, settled []byte, fn func(runtime.Reader) error) error {
 	for {
 		var blocked, err = s.readState(fn, settled)
@@ -321,14 +325,21 @@ func (s *Store) ReadState(ctx context.Context, settled []byte, fn func(runtime.R
 // it returns that commit then.
 func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) (*commit, error) {
 	s.shared.RLock()
-	defer s.shared.RUnlock()
-	if err := s.failed(); err != nil {
-		return nil, err
-	}
+	var err = s.failed()
 	for _, c := range s.written {
-		if _, ok := c.writes.Get(settled); ok && !durable(c) {
+		if _, ok := c.writes.Get(settled); ok && !durable(c) && err == nil {
+			s.shared.RUnlock()
 			return c, nil
 		}
+	}
+	s.shared.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	s.reading.RLock()
+	defer s.reading.RUnlock()
+	if s.closed {
+		return nil, fmt.Errorf("store %s: %w", s.name, ErrClosed)
 	}
 	return nil, fn(s.base.Shared())
 }
@@ -634,9 +645,11 @@ func (s *Store) writesIn(start, end []byte) []Entry {
 // once Destroy returns, and the store is not used once Destroy is called.
 func (s *Store) Destroy() {
 	close(s.closing)
-	s.shared.Lock() // Wait out the readers of the Base.
+	s.reading.Lock() // Wait out the readers of the Base.
+	s.shared.Lock()
 	s.closed = true
 	s.shared.Unlock()
+	s.reading.Unlock()
 	s.commits.Wait()
 	if s.pending != nil {
 		s.pending.writes.Release()
