@@ -349,6 +349,27 @@ func TestReadStateWaitsOnlyForItsSettledKey(t *testing.T) {
 	if rows, err := read(time.Second); err != nil || !strings.Contains(rows, want) {
 		t.Fatalf("with a later commit not durable: %s, %v; want %s among them", rows, err, want)
 	}
+	b.durable.Resolve(nil)
+	<-op.Done()
+
+	// Its reads don't hold off commits.
+	b.durable = client.NewAsyncOperation()
+	if err := s.ReadState(context.Background(), settled, func(r runtime.Reader) error {
+		_ = s.Put([]byte("b"), []byte("during"))
+		op = s.StartCommit(nil, checkpointAt(3), nil)
+		for deadline := time.Now().Add(5 * time.Second); !txnkv.Written(s); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				return errors.New("a commit begun during ReadState's read was not written")
+			}
+		}
+		var v, _, err = r.Get([]byte("b"))
+		if string(v) != "during" {
+			return fmt.Errorf("the read does not see the commit written as it ran: %q, %v", v, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	b.durable.Resolve(errors.New("log append failed"))
 	<-op.Done()
 	if rows, err := read(time.Second); err == nil || !strings.Contains(err.Error(), "log append failed") {
