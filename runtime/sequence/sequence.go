@@ -192,9 +192,9 @@ func (s *Sequencer) QueueUncommitted(env message.Envelope) message.QueueOutcome 
 	var sp *span
 	var own = clock // The clock the message's slot keeps.
 	if clock == 0 {
-		// A message without a clock (without a UUID, or not a v1 UUID)
-		// commits by itself, whatever its flags, as if the first clock of a
-		// producer never seen.
+		// A message of clock zero (a message that does not track its UUID
+		// has the zero UUID) commits alone, whatever its flags, and leaves
+		// the state of its producer as it was.
 		s.oneOff = span{
 			journal:  s.journalOf(env.Journal.Name),
 			producer: message.GetProducerID(uuid),
