@@ -666,6 +666,9 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 	}
 	for _, r := range ranges {
 		var serr error
+		if rows != nil {
+			rows.run()
+		}
 		if err = parent.Scan(r[0], r[1], func(key, value []byte) bool {
 			var rowKey = bytes.TrimPrefix(key, []byte(HandoffPrefix))
 			var owner int
