@@ -36,13 +36,14 @@ import (
 //  2. The families get their new journals; producers switch to them as
 //     they see them (partition.Watched).
 //  3. Each new shard q (LabelSplitFrom=p; its spec lists its own journals)
-//     starts from p's committed state, read from p's store if p's primary
-//     runs in q's member, or else played from p's recovery log: it keeps
-//     the rows it owns, from the hand-off area and from where p has not
-//     moved them yet (unchanged since the split), and p's marked
-//     checkpoint, from which it reads p's journals again (inherited, as its
-//     state records), applying only the messages it owns. So every message
-//     is applied once, by the one shard owning its key.
+//     starts from p's committed state: read from p's store if p's primary
+//     runs in q's member, as soon as p's split is durable (keeping the rows
+//     it owns from the hand-off area and from where p has not moved them
+//     yet, unchanged since the split; it serves once p's move is done), or
+//     else played from p's recovery log once p's move is done. It keeps p's
+//     marked checkpoint, from which it reads p's journals again (inherited,
+//     as its state records), applying only the messages it owns. So every
+//     message is applied once, by the one shard owning its key.
 //  4. Once every new shard serves, LabelSplitTo is removed, and the shards
 //     split drop their hand-off areas, and what they had still to move.
 
@@ -104,12 +105,18 @@ type Forker interface {
 	// shard it's split from, a copy of whose files is in dir (played from
 	// its recovery log), and commits it. It returns ErrParentNotSplit
 	// (wrapped) if that state is not split yet: the caller plays the log
-	// again later. The other shard need not have moved what it no longer
-	// owns to its hand-off area yet.
+	// again later, and while that shard still moves what it no longer owns
+	// to its hand-off area.
 	Fork(shard Shard, store Store, dir string) error
-	// ForkFrom is Fork, from the committed state of the shard it's split
-	// from, read from that shard's store.
+	// ForkFrom is Fork, from the state of the shard it's split from, read
+	// from that shard's store: once that shard's split is committed, while
+	// it still moves what it no longer owns, if it does.
 	ForkFrom(shard Shard, store Store, parent StateReader) error
+	// ParentMoved tells whether the shard split from parent has moved, its
+	// durable state says, what it no longer owns: until then its tables and
+	// queries see rows of the shard's, and the shard, forked from it by
+	// ForkFrom, does not serve yet.
+	ParentMoved(shard Shard, parent StateReader) (bool, error)
 	// Inherited returns the journals the shard reads beside its spec's
 	// sources, as inherited from the shards it was split from: its state
 	// records them when it's forked.
@@ -545,7 +552,7 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 		return fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	defer parent.Close()
-	var cp, rows, err2 = a.fork(shard, store, parent)
+	var cp, rows, err2 = a.fork(shard, store, parent, false)
 	if err2 != nil {
 		return err2
 	}
@@ -554,19 +561,36 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 
 // ForkFrom builds the first state of the shard from the state of the shard
 // it is split from, read from its store once its split is durable, as Fork
-// does from a copy of its files. What it keeps, the other no longer writes:
+// does from a copy of its files, but without waiting for the other's move
+// of what it no longer owns (see ParentMoved). What it keeps, the other no
+// longer writes:
 // the other's later commits, durable or not, only move it to the hand-off
 // area, unchanged (so its reads don't hold off the other's commits).
 func (a *Adapter[H, T]) ForkFrom(shard Shard, store Store, parent StateReader) error {
 	var cp pc.Checkpoint
 	var rows *forkRows
 	if err := parent.ReadState(shard.Context(), []byte(ForkCheckpointKey), func(r Reader) (err error) {
-		cp, rows, err = a.fork(shard, store, r)
+		cp, rows, err = a.fork(shard, store, r, true)
 		return err
 	}); err != nil {
 		return err
 	}
 	return a.commitFork(shard, store, cp, rows)
+}
+
+// ParentMoved tells whether the shard split from parent has moved what it
+// no longer owns to its hand-off area, as its durable state says.
+func (a *Adapter[H, T]) ParentMoved(shard Shard, parent StateReader) (bool, error) {
+	var spec = shard.Spec()
+	var moved bool
+	if err := parent.ReadState(shard.Context(), []byte(PartitioningKey), func(r Reader) error {
+		var rec, found, err = readPartitioning(r)
+		moved = found && rec.Moving == nil
+		return err
+	}); err != nil {
+		return false, fmt.Errorf("shard %s: reading the partitioning of shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
+	}
+	return moved, nil
 }
 
 // commitFork commits the state a fork built in store, with the checkpoint
@@ -594,8 +618,10 @@ func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint, r
 // fork builds in store, uncommitted, the first state of the shard from
 // parent's, and returns the checkpoint of parent's split to commit it with,
 // and, if store is a Loader, the rows it keeps, to load (else it writes
-// them to store's transaction). Run again, it writes the same.
-func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkpoint, *forkRows, error) {
+// them to store's transaction). Run again, it writes the same. Unless
+// moving, it returns ErrParentNotSplit while parent moves what it no longer
+// owns.
+func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader, moving bool) (pc.Checkpoint, *forkRows, error) {
 	var spec = shard.Spec()
 	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
 	var m, err = splitTo(spec)
@@ -620,6 +646,8 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
 	case parentRec.Owns == nil || parentRec.Owns.Of != m:
 		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
+	case parentRec.Moving != nil && !parentRec.Dropping && !moving:
+		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s still moves what it no longer owns to its hand-off area (%d moved)", spec.Id, ErrParentNotSplit, from, parentRec.Moving.Moved)
 	case !parentRec.Handoff || parentRec.Dropping:
 		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -401,10 +402,19 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		family.n = m
 
 		var children = make([]*forkShard, m-n)
-		// forkChildren forks the new shards of parent p.
+		// forkChildren forks the new shards of parent p: from a copy of
+		// its files, or its store, unless it still moves what it no longer
+		// owns (from its store, then).
 		var forkChildren = func(p int) {
 			t.Helper()
 			var parent = shards[p]
+			var forker = parent.app.(runtime.Forker)
+			var moved, err = forker.ParentMoved(parent.sh, parent.store.(runtime.StateReader))
+			if err != nil {
+				t.Fatal(err)
+			} else if moved == handingOff(parent) && parent.sh.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
+				t.Fatalf("shard %s has moved what it no longer owns: %t, but hands off: %t", parent.sh.spec.Id, moved, handingOff(parent))
+			}
 			for q := n + p; q < m; q += n {
 				var child = open(q, family.journal(q), parent)
 				child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
@@ -412,8 +422,17 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 				if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || !need {
 					t.Fatalf("NeedsFork: %t, %v", need, err)
 				}
-				if err := fork(child, parent); err != nil {
-					t.Fatalf("forking shard %s from %s (moving what it no longer owns: %t): %v", child.sh.spec.Id, parent.sh.spec.Id, handingOff(parent), err)
+				if !moved {
+					// A copy of its files: not until it has moved.
+					if err := child.app.(runtime.Forker).Fork(child.sh, child.store, ""); !errors.Is(err, runtime.ErrParentNotSplit) {
+						t.Fatalf("a fork of shard %s from files of %s while it moves: %v, want %v", child.sh.spec.Id, parent.sh.spec.Id, err, runtime.ErrParentNotSplit)
+					}
+					err = child.app.(runtime.Forker).ForkFrom(child.sh, child.store, parent.store.(runtime.StateReader))
+				} else {
+					err = fork(child, parent)
+				}
+				if err != nil {
+					t.Fatalf("forking shard %s from %s (moved what it no longer owns: %t): %v", child.sh.spec.Id, parent.sh.spec.Id, moved, err)
 				}
 				children[q-n] = child
 			}
