@@ -138,7 +138,8 @@ type StateReader interface {
 	// commits, once the commit which wrote key settled (if one did) is
 	// durable; the view may see the writes of later commits not yet
 	// durable, and of those applied as fn runs, which it doesn't hold off
-	// (perhaps some of a commit's writes and not others).
+	// (perhaps some of a commit's writes and not others, and a row being
+	// written half-written): fn relies only on rows no commit writes.
 	ReadState(ctx context.Context, settled []byte, fn func(Reader) error) error
 }
 

@@ -304,7 +304,9 @@ func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error
 // settled, if one did, is durable. Unlike ReadCommitted's, the view sees the
 // writes of later commits not yet known durable, and fn's reads don't hold
 // off commits: the Base applies them as fn runs, and fn's reads may see
-// some of a commit's writes and not others. A shard forked from
+// some of a commit's writes and not others, and a row being written as
+// it's read half-written (RocksDB updates rows in place): fn may rely only
+// on rows no commit writes meanwhile. A shard forked from
 // this one by a rescale reads it so: settled is the key of its split's
 // checkpoint, and what it keeps is no longer written, only moved. It fails
 // if a commit failed, or the store is destroyed, which waits for fn. It may
