@@ -317,9 +317,9 @@ func (a *Adapter[H, T]) rescalable() error {
 
 // split splits the state of the shard, at the end of its transaction, if
 // its spec asks for a rescale its state was not yet split for: it records
-// the ownership, marks the transaction's checkpoint for the new shards, and
-// begins to move what it won't own to the hand-off area. Once split, it
-// goes on with the move, each transaction, until it's done.
+// the ownership and marks the transaction's checkpoint for the new shards.
+// Once split, it moves what it won't own to the hand-off area, a batch each
+// next transaction, until it's done.
 func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard) error {
 	var spec = shard.Spec()
 	if g.built.Moving != nil && g.built.Dropping {
@@ -360,11 +360,13 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 	}
 	// From the next transaction on, the shard applies only the messages it
 	// owns, and fires only what it owns: what it won't own is no longer
-	// written, and moves to the hand-off area at its pace.
+	// written, and moves to the hand-off area at its pace, from the next
+	// transaction on too (begun at once), so that this one commits, and its
+	// new shards may fork, soon.
 	g.built.Owns, g.built.Handoff, g.built.Moving = &Ownership{Index: index, Of: m}, true, &HandoffCursor{}
 	forker.ForkAtCommit([]byte(ForkCheckpointKey))
 	slog.Info("shard split its state for a rescale", "shard", spec.Id, "consumer", a.c.Name, "owns", index, "of", m)
-	return a.moveHandoff(spec, kv, g)
+	return g.putRecord(kv, spec.Id)
 }
 
 // moveHandoff moves to the hand-off area the next of what the shard, split,
