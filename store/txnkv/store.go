@@ -289,14 +289,7 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 // failed, or the store is destroyed. It may be called from any goroutine,
 // concurrently with every method of the store.
 func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
-	for {
-		var blocked, err = s.readCommitted(fn)
-		if blocked == nil {
-			return err
-		} else if err = s.awaitDurable(ctx, blocked); err != nil {
-			return err
-		}
-	}
+	return s.untilRead(ctx, func() (*commit, error) { return s.readCommitted(fn) })
 }
 
 // ReadState calls fn with a view of the store's whole state, the reserved
@@ -313,8 +306,14 @@ func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error
 // be called from any goroutine, concurrently with every method of the
 // store.
 func (s *Store) ReadState(ctx context.Context, settled []byte, fn func(runtime.Reader) error) error {
+	return s.untilRead(ctx, func() (*commit, error) { return s.readState(fn, settled) })
+}
+
+// untilRead calls read until it returns no commit to wait for, waiting
+// after each call for the commit it returned to be durable.
+func (s *Store) untilRead(ctx context.Context, read func() (*commit, error)) error {
 	for {
-		var blocked, err = s.readState(fn, settled)
+		var blocked, err = read()
 		if blocked == nil {
 			return err
 		} else if err = s.awaitDurable(ctx, blocked); err != nil {
@@ -326,17 +325,8 @@ func (s *Store) ReadState(ctx context.Context, settled []byte, fn func(runtime.R
 // readState runs fn once, unless a commit not yet durable wrote settled:
 // it returns that commit then.
 func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) (*commit, error) {
-	s.shared.RLock()
-	var err = s.failed()
-	for _, c := range s.written {
-		if _, ok := c.writes.Get(settled); ok && !durable(c) && err == nil {
-			s.shared.RUnlock()
-			return c, nil
-		}
-	}
-	s.shared.RUnlock()
-	if err != nil {
-		return nil, err
+	if blocked, err := s.settling(settled); blocked != nil || err != nil {
+		return blocked, err
 	}
 	s.reading.RLock()
 	defer s.reading.RUnlock()
@@ -344,6 +334,23 @@ func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) (*commi
 		return nil, fmt.Errorf("store %s: %w", s.name, ErrClosed)
 	}
 	return nil, fn(s.base.Shared())
+}
+
+// settling returns the commit handed to the Base but not yet durable which
+// wrote key, if one did, or the error of a failed commit or of the store's
+// close.
+func (s *Store) settling(key []byte) (*commit, error) {
+	s.shared.RLock()
+	defer s.shared.RUnlock()
+	if err := s.failed(); err != nil {
+		return nil, err
+	}
+	for _, c := range s.written {
+		if _, ok := c.writes.Get(key); ok && !durable(c) {
+			return c, nil
+		}
+	}
+	return nil, nil
 }
 
 // awaitDurable waits until c is durable, and returns its error if it
