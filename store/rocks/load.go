@@ -40,24 +40,25 @@ func (s *Store) Load(rows iter.Seq2[[]byte, []byte]) (int, error) {
 	if err := w.Open(path); err != nil {
 		return 0, fmt.Errorf("store %s: creating a table file to load: %w", s.dir, err)
 	}
+	var ingested bool
+	defer func() {
+		if !ingested {
+			_ = w.Finish() // Closes the file, if not finished yet, before it's removed.
+			s.removeLoadFile(path)
+		}
+	}()
 	var n int
 	var last []byte
 	for key, value := range rows {
 		if n != 0 && bytes.Compare(key, last) <= 0 {
-			_ = w.Finish() // Closes the file, before it's removed.
-			s.removeLoadFile(path)
 			return 0, fmt.Errorf("store %s: rows to load out of order: %q after %q", s.dir, key, last)
 		} else if err := w.Put(key, value); err != nil {
-			_ = w.Finish()
-			s.removeLoadFile(path)
 			return 0, fmt.Errorf("store %s: writing row %q to load: %w", s.dir, key, err)
 		}
 		last = append(last[:0], key...)
 		n++
 	}
 	if n == 0 {
-		_ = w.Finish() // Fails, of no rows, but closes the file.
-		s.removeLoadFile(path)
 		return 0, nil // RocksDB can't write an empty table file.
 	}
 	if err := w.Finish(); err != nil {
@@ -74,13 +75,14 @@ func (s *Store) Load(rows iter.Seq2[[]byte, []byte]) (int, error) {
 		}
 		return 0, fmt.Errorf("store %s: ingesting the table file of %d rows: %w", s.dir, n, err)
 	}
+	ingested = true
 	// A row cached before (present or absent) gives way to what's loaded.
 	s.DropRowCache()
 	return n, nil
 }
 
-// removeLoadFile removes the table file of a load not ingested, from the
-// directory and from the recovery log's files.
+// removeLoadFile removes the table file of a load not ingested (if it's
+// still there), from the directory and from the recovery log's files.
 func (s *Store) removeLoadFile(path string) {
 	if err := s.rec.Delete(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		slog.Warn("recording the removal of a table file not loaded", "path", path, "err", err)
