@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -40,8 +41,11 @@ import (
 // (both frameworks answer so; Gazette once its acknowledgements are written
 // too), and the driver asks again at once. A message's latency is the first
 // observation of its shard committed through its append's end, less its
-// acknowledgement. Then the sums of the run's messages are checked, as a
-// throughput run's are.
+// acknowledgement. Each run's line also tells the shards' transactions
+// (count, messages each, mean phases), from the metrics both sides serve
+// under Gazette's names; with -profile, the last repetition's metrics and
+// CPU profiles are kept. Then the sums of the run's messages are checked,
+// as a throughput run's are.
 
 // latencyConfig is the latency measure's flags.
 type latencyConfig struct {
@@ -76,6 +80,7 @@ type latencySample struct {
 	published      float64 // Messages a second the driver achieved.
 	messages       int
 	cpuSeconds     float64 // Of the consumer's process, its check taken out.
+	txns           txnMetrics
 }
 
 // latencyRow summarizes a side at a fraction of the anchor's maximum rate.
@@ -138,8 +143,8 @@ func latency(ctx context.Context, c config, env stackEnv) error {
 				if s, heads, err = liveRun(ctx, c, env, w, r, f*maxRate.median); err != nil {
 					return fmt.Errorf("%s at %.0f%% of the anchor's maximum rate, repetition %d: %w", side, f*100, rep, err)
 				}
-				fmt.Printf("  rep %d %3.0f%% %-8s p50 %8.2fms  p99 %8.2fms  p99.9 %8.2fms  max %8.2fms  published %9.0f msgs/s  cpu %6.2fs\n",
-					rep, f*100, side, s.p50*1e3, s.p99*1e3, s.p999*1e3, s.max*1e3, s.published, s.cpuSeconds)
+				fmt.Printf("  rep %d %3.0f%% %-8s p50 %8.2fms  p99 %8.2fms  p99.9 %8.2fms  max %8.2fms  published %9.0f msgs/s  cpu %6.2fs\n           %s\n",
+					rep, f*100, side, s.p50*1e3, s.p99*1e3, s.p999*1e3, s.max*1e3, s.published, s.cpuSeconds, s.txns)
 				got[r.Tag+" "+side] = append(got[r.Tag+" "+side], s)
 			}
 		}
@@ -217,7 +222,8 @@ func fmtSpread(s spread, verb string) string {
 // second for c.latency.duration, from its MinOffsets, and returns its
 // latencies and the partitions' write heads after.
 func liveRun(ctx context.Context, c config, env stackEnv, w workloadSpec, r workload.Run, rate float64) (_ latencySample, heads []int64, err error) {
-	m, err := startMember(ctx, c, env, r, "")
+	var prof = c.profile(r.Rep, w.name+"-"+r.Tag+"-"+r.Side+"-live.pprof")
+	m, err := startMember(ctx, c, env, r, prof)
 	if err != nil {
 		return latencySample{}, nil, err
 	}
@@ -275,6 +281,20 @@ func liveRun(ctx context.Context, c config, env stackEnv, w workloadSpec, r work
 	if err = errors.Join(watchErrs...); err != nil {
 		return latencySample{}, nil, err
 	}
+	// The shards' transactions, all committed by now: how long they ran.
+	text, err := fetchMetrics(ctx, metricsURL(r.Side, m.port))
+	if err != nil {
+		return latencySample{}, nil, fmt.Errorf("%s: %w", r, err)
+	}
+	txns, err := parseTxnMetrics(string(text))
+	if err != nil {
+		return latencySample{}, nil, fmt.Errorf("%s: %w", r, err)
+	}
+	if prof != "" {
+		if err = os.WriteFile(strings.TrimSuffix(prof, ".pprof")+".metrics", text, 0o644); err != nil {
+			return latencySample{}, nil, err
+		}
+	}
 
 	var lat = make([]weighted, 0, len(acked))
 	for _, a := range acked {
@@ -297,7 +317,7 @@ func liveRun(ctx context.Context, c config, env stackEnv, w workloadSpec, r work
 	}
 	var s = latencySample{
 		p50: percentile(lat, 0.5), p99: percentile(lat, 0.99), p999: percentile(lat, 0.999), max: percentile(lat, 1),
-		published: published, messages: messages,
+		published: published, messages: messages, txns: txns,
 	}
 	var checkCPU float64
 	if _, _, checkCPU, err = m.check(ctx, w.name+" (live, "+r.Tag+")", w.partitions, want); err != nil {
