@@ -325,6 +325,7 @@ type Adapter[H any, T Txner] struct {
 	families families        // Listings of the families read.
 	guards   sync.Map        // Of each shard id, its *partitionGuard.
 	firedAt  sync.Map        // Of each shard id, the firedMark of its store.
+	views    ownedViews      // Of OwnedView.
 }
 
 var (
@@ -446,22 +447,30 @@ func (a *Adapter[H, T]) MessageConstructor(spec *pb.JournalSpec) (func() message
 	return a.types.Constructor(spec)
 }
 
-// newTxn returns a new transaction of store.
-func (a *Adapter[H, T]) newTxn(shard Shard, store Store, env message.Envelope, pub *message.Publisher) (T, error) {
+// newTxn returns a new transaction of store, whose state was built under
+// g's partitioning (if g isn't nil).
+func (a *Adapter[H, T]) newTxn(shard Shard, store Store, env message.Envelope, pub *message.Publisher, g *partitionGuard) (T, error) {
 	var tx T
 	if a.c.NewTxn == nil {
 		tx = reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
 	} else if kvs, ok := store.(KVStore); !ok {
 		return tx, a.notKV(store)
-	} else if a.keepsTime() {
-		// The tables' KV tells the time of the transaction's Txn.
-		var tkv = &timedKV{KV: kvs.KV()}
-		tx = a.c.NewTxn(tkv)
-		tkv.tx = tx.txn()
 	} else {
-		tx = a.c.NewTxn(kvs.KV())
+		var kv = kvs.KV()
+		if g != nil && g.built.hides() {
+			// Split: its tables don't see what it no longer owns.
+			kv = &ownedKV{KV: kv, owned: ownedReader{r: kv, h: a.hiderOf(*g.built.Owns)}}
+		}
+		if a.keepsTime() {
+			// The tables' KV tells the time of the transaction's Txn.
+			var tkv = &timedKV{KV: kv}
+			tx = a.c.NewTxn(tkv)
+			tkv.tx = tx.txn()
+		} else {
+			tx = a.c.NewTxn(kv)
+		}
 	}
-	*tx.txn() = Txn{Shard: shard, Store: store, Envelope: env, pub: pub, outputs: a.outputs, name: a.c.Name}
+	*tx.txn() = Txn{Shard: shard, Store: store, Envelope: env, pub: pub, outputs: a.outputs, name: a.c.Name, guard: g}
 	return tx, nil
 }
 
@@ -475,7 +484,7 @@ func (a *Adapter[H, T]) txnOf(shard Shard, store Store, env message.Envelope, pu
 		return tx, nil
 	}
 	// Called outside of BeginTxn and FinishTxn, as a test may.
-	return a.newTxn(shard, store, env, pub)
+	return a.newTxn(shard, store, env, pub, nil)
 }
 
 // ConsumeMessage hands the message of env to its handler method.
@@ -515,16 +524,12 @@ func (a *Adapter[H, T]) ConsumeMessage(shard Shard, store Store, env message.Env
 // BeginTxn begins the transaction of store, in which handlers are called,
 // and calls the handler's BeginTxn, if the handler is a BeginFinisher.
 func (a *Adapter[H, T]) BeginTxn(shard Shard, store Store) error {
-	var tx, err = a.newTxn(shard, store, message.Envelope{}, nil)
-	if err != nil {
-		return err
-	}
-	a.txns.Store(store, tx)
+	var g *partitionGuard
 	if kvs, ok := store.(KVStore); ok && a.c.NewTxn != nil && a.journals != nil {
 		// The state of a consumer with tables is built under a partitioning
 		// of its sources, checked at each transaction's beginning.
-		var g, err = a.guardPartitions(shard, store, kvs.KV())
-		if err != nil {
+		var err error
+		if g, err = a.guardPartitions(shard, store, kvs.KV()); err != nil {
 			return err
 		} else if err = g.check(shard, a.c.Name); err != nil {
 			return err
@@ -532,8 +537,12 @@ func (a *Adapter[H, T]) BeginTxn(shard Shard, store Store) error {
 			return err
 		}
 		g.filter = g.built.Owns
-		tx.txn().guard = g
 	}
+	var tx, err = a.newTxn(shard, store, message.Envelope{}, nil, g)
+	if err != nil {
+		return err
+	}
+	a.txns.Store(store, tx)
 	if bf, ok := any(a.handler).(BeginFinisher); ok {
 		return bf.BeginTxn(shard, store)
 	}

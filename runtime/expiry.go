@@ -160,7 +160,7 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 			if owned, oerr := a.ownsDue(shard, store, key); oerr != nil {
 				return fired, oerr
 			} else if !owned {
-				continue // Moves to the hand-off area, for the shard owning it.
+				continue // Hidden, for the shard owning it.
 			} else if err = a.fire(tx, kv, key); err != nil {
 				return fired, err
 			}
@@ -174,11 +174,11 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 }
 
 // ownsDue reports whether the shard owns the entry key of the index of what
-// falls due: it does, unless it's split and still moving what it no longer
-// owns to its hand-off area, of which the entry is.
+// falls due: it does, unless it's split and keeps, hidden until its rescale
+// ends, what it no longer owns, of which the entry is.
 func (a *Adapter[H, T]) ownsDue(shard Shard, store Store, key []byte) (bool, error) {
 	var g = a.guardOf(shard, store)
-	if g == nil || g.built.Moving == nil {
+	if g == nil || !g.built.hides() {
 		return true, nil
 	}
 	var own = g.built.Owns

@@ -37,19 +37,29 @@ type Partitioning struct {
 	// the keys it owns: it applies only their messages. Nil for a shard
 	// never split, which applies every message of its journals.
 	Owns *Ownership `json:"owns,omitempty"`
-	// Handoff tells that the shard's store keeps, under HandoffPrefix, the
-	// rows it handed off when it split, until its rescale ends.
+	// Handoff tells that the shard split and its rescale has not ended:
+	// its store may keep rows it no longer owns (Hidden), or, split by an
+	// earlier version, under HandoffPrefix, until the rescale ends.
 	Handoff bool `json:"handoff,omitempty"`
-	// Moving is, from a shard's split until the last of what it no longer
-	// owns is in its hand-off area, where that move goes on: a split moves
-	// a bounded part of the state each transaction (handoffBatch), so that
-	// no transaction holds a large state's half in memory. Nil once the
-	// move is done. Shards forked from it wait until then.
+	// Hidden tells that the shard, split, keeps what it no longer owns
+	// where it was, unchanged, for the shards forked from it: hidden from
+	// its tables, its queries and what falls due, until its rescale ends,
+	// when it drops it (Moving).
+	Hidden bool `json:"hidden,omitempty"`
+	// Moving is, once a split shard's rescale ended, where its drop of what
+	// it no longer owns goes on, a bounded part each transaction (see
+	// handoffBatch); nil once done. (A split of an earlier version moved
+	// what it no longer owned to its hand-off area, and recorded here where
+	// the move went on: such a shard hides the rest, as Hidden.)
 	Moving *HandoffCursor `json:"moving,omitempty"`
-	// Dropping tells that the shard, its rescale ended, is deleting its
-	// hand-off area, a bounded part each transaction; Handoff stays set
-	// until the last is gone.
+	// Dropping tells that the shard, its rescale ended, is deleting what it
+	// no longer owns, and then its hand-off area, a bounded part each
+	// transaction; Handoff stays set until the last is gone.
 	Dropping bool `json:"dropping,omitempty"`
+	// Batch is the bytes of keys and values the shard drops in one
+	// transaction once its rescale ended, as its spec's LabelSplitBatch
+	// said when it split (0: handoffBatch).
+	Batch int `json:"batch,omitempty"`
 	// Inherited are the journals a shard made by a rescale reads beside
 	// those of its spec: those of the shards it was split from, in which
 	// producers not yet switched to the new partitions may still write
@@ -133,6 +143,13 @@ func (a *Adapter[H, T]) guardOf(shard Shard, store Store) *partitionGuard {
 		return g.(*partitionGuard)
 	}
 	return nil
+}
+
+// hides reports whether the shard's store may keep rows of its tables, timers
+// and what falls due that it no longer owns, where its own are: rows
+// hidden from its tables, its queries and what it fires.
+func (p *Partitioning) hides() bool {
+	return p.Owns != nil && (p.Hidden || p.Moving != nil)
 }
 
 // readPartitioning returns the partitioning recorded in r (a shard's state),

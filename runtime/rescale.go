@@ -29,23 +29,22 @@ import (
 //     transaction, each shard p splits its state: it records that it owns
 //     index p of M and marks its checkpoint (ForkCheckpointKey). From the
 //     next transaction on, it applies and fires only what it owns, and
-//     moves the rows and timers it no longer owns (whose partition keys map
-//     elsewhere among M partitions), with their entries of the index of
-//     what falls due, to a hand-off area of its store, a batch a
-//     transaction.
+//     hides what it no longer owns (rows and timers whose partition keys
+//     map elsewhere among M partitions, with their entries of the index of
+//     what falls due) from its tables and queries: it keeps them where they
+//     are, unchanged, for its new shards, writing nothing for them.
 //  2. The families get their new journals; producers switch to them as
 //     they see them (partition.Watched).
 //  3. Each new shard q (LabelSplitFrom=p; its spec lists its own journals)
-//     starts from p's committed state: read from p's store if p's primary
-//     runs in q's member, as soon as p's split is durable (keeping the rows
-//     it owns from the hand-off area and from where p has not moved them
-//     yet, unchanged since the split; it serves once p's move is done), or
-//     else played from p's recovery log once p's move is done. It keeps p's
+//     starts from p's state as of its split, keeping the rows it owns: read
+//     from p's store if p's primary runs in q's member, as soon as p's
+//     split is durable, or else played from p's recovery log. It keeps p's
 //     marked checkpoint, from which it reads p's journals again (inherited,
 //     as its state records), applying only the messages it owns. So every
-//     message is applied once, by the one shard owning its key.
+//     message is applied once, by the one shard owning its key, and every
+//     row is seen by one shard's tables and queries.
 //  4. Once every new shard serves, LabelSplitTo is removed, and the shards
-//     split drop their hand-off areas, and what they had still to move.
+//     split drop what they no longer own, a batch a transaction.
 
 // LabelSplitTo labels the shards of a consumer being rescaled: its value is
 // the count of partitions each family read is rescaled to.
@@ -57,13 +56,16 @@ const LabelSplitFrom = "gazconsumer.dev/split-from"
 
 // LabelSplitBatch labels, if an operator wants other than the default
 // (handoffBatch), the shards of a consumer being rescaled: its value is the
-// bytes of keys and values each moves to its hand-off area, or drops from
-// it, in one transaction.
+// bytes of keys and values each drops in one transaction once its rescale
+// ends. A shard records it as it splits; labeled again while it drops, it
+// drops by the label's.
 const LabelSplitBatch = "gazconsumer.dev/split-batch"
 
-// HandoffPrefix begins the keys of the rows which a shard split no longer
-// owns, kept (under HandoffPrefix and their own key) for the new shards
-// forked from it until the rescale ends. Tables never see them.
+// HandoffPrefix begins the keys of the rows which a shard split by an
+// earlier version no longer owned, moved there (under HandoffPrefix and
+// their own key) for the new shards forked from it until the rescale ended.
+// Tables never see them. Forks still read them, and the end of a rescale
+// drops them.
 const HandoffPrefix = "\x01gazconsumer/handoff/"
 
 // ForkCheckpointKey is the key of the checkpoint of a shard's split
@@ -77,22 +79,23 @@ type Ownership struct {
 	Of    int `json:"of"`
 }
 
-// HandoffCursor is where a split's move of what its shard no longer owns to
-// the hand-off area goes on: at the first store key after After (at the
-// first key of the state, if After is nil). Moved counts what moved so far.
+// HandoffCursor is where the drop of what a split shard no longer owns goes
+// on, once its rescale ended: at the first store key after After (at the
+// first key of the state, if After is nil). Moved counts what was dropped
+// so far (or, of an earlier version's split, moved to the hand-off area).
 type HandoffCursor struct {
 	After []byte `json:"after,omitempty"`
 	Moved int    `json:"moved"`
 }
 
-// handoffBatch bounds the bytes of keys and values a shard moves to its
-// hand-off area, or drops from it, in one transaction: the split of a large
-// state takes as many transactions as it needs (each begun at once, as
-// something due), and none holds more than this much of it.
+// handoffBatch bounds the bytes of keys and values a shard drops in one
+// transaction, once its rescale ended: the drop of a large state's half
+// takes as many transactions as it needs (each begun at once, as something
+// due), and none holds more than this much of it.
 var handoffBatch = 16 << 20
 
-// ErrParentNotSplit is returned by Forker.Fork while the shard a new shard
-// is forked from has not yet committed its split.
+// ErrParentNotSplit is returned by Forker.Fork and Forker.ForkFrom while
+// the shard a new shard is forked from has not yet committed its split.
 var ErrParentNotSplit = errors.New("the shard to fork from has not split its state yet")
 
 // Forker is implemented by Applications whose shards may be forked from
@@ -105,18 +108,11 @@ type Forker interface {
 	// shard it's split from, a copy of whose files is in dir (played from
 	// its recovery log), and commits it. It returns ErrParentNotSplit
 	// (wrapped) if that state is not split yet: the caller plays the log
-	// again later, and while that shard still moves what it no longer owns
-	// to its hand-off area.
+	// again later.
 	Fork(shard Shard, store Store, dir string) error
 	// ForkFrom is Fork, from the state of the shard it's split from, read
-	// from that shard's store: once that shard's split is committed, while
-	// it still moves what it no longer owns, if it does.
+	// from that shard's store once that shard's split is durable.
 	ForkFrom(shard Shard, store Store, parent StateReader) error
-	// ParentMoved tells whether the shard split from parent has moved, its
-	// durable state says, what it no longer owns: until then its tables and
-	// queries see rows of the shard's, and the shard, forked from it by
-	// ForkFrom, does not serve yet.
-	ParentMoved(shard Shard, parent StateReader) (bool, error)
 	// Inherited returns the journals the shard reads beside its spec's
 	// sources, as inherited from the shards it was split from: its state
 	// records them when it's forked.
@@ -152,12 +148,14 @@ type ReadCloser interface {
 
 var _ Forker = (*Adapter[any, *Txn])(nil)
 
-// handoffBatchOf returns the bytes the shard moves to its hand-off area, or
-// drops from it, in one transaction: as its spec's LabelSplitBatch says, or
-// handoffBatch.
-func handoffBatchOf(spec *pc.ShardSpec) (int, error) {
+// handoffBatchOf returns the bytes the shard drops in one transaction once
+// its rescale ended: as its spec's LabelSplitBatch says, or else as rec's
+// Batch, or else handoffBatch.
+func handoffBatchOf(spec *pc.ShardSpec, rec *Partitioning) (int, error) {
 	var v = spec.LabelSet.ValueOf(LabelSplitBatch)
-	if v == "" {
+	if v == "" && rec.Batch != 0 {
+		return rec.Batch, nil
+	} else if v == "" {
 		return handoffBatch, nil
 	}
 	var n, err = strconv.Atoi(v)
@@ -318,14 +316,14 @@ func (a *Adapter[H, T]) rescalable() error {
 // split splits the state of the shard, at the end of its transaction, if
 // its spec asks for a rescale its state was not yet split for: it records
 // the ownership and marks the transaction's checkpoint for the new shards.
-// Once split, it moves what it won't own to the hand-off area, a batch each
-// next transaction, until it's done.
+// It writes nothing else: what it won't own stays where it is, hidden.
 func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard) error {
 	var spec = shard.Spec()
-	if g.built.Moving != nil && g.built.Dropping {
-		return nil // Its rescale ended: the transaction's beginning drops (dropHandoff).
-	} else if g.built.Moving != nil {
-		return a.moveHandoff(spec, kv, g)
+	if g.built.Moving != nil {
+		// Its rescale ended and it drops what it no longer owns, at the
+		// transaction's beginning (dropHandoff); or it was split by an
+		// earlier version, which moved it: what's left stays, hidden.
+		return nil
 	}
 	var m, err = splitTo(spec)
 	if err != nil || m == 0 {
@@ -337,7 +335,7 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 	} else if m%of != 0 {
 		return fmt.Errorf("shard %s: label %s=%d is not a multiple of the %d partitions its state was built under", spec.Id, LabelSplitTo, m, of)
 	} else if g.built.Handoff && g.built.Dropping {
-		return nil // Its last rescale's hand-off area goes first: it splits once that's dropped.
+		return nil // Its last rescale's leftovers go first: it splits once they're dropped.
 	} else if g.built.Handoff {
 		return fmt.Errorf("shard %s: can't split to %d partitions: the rescale to %d has not finished (the shard still keeps rows for the shards split from it)", spec.Id, m, of)
 	} else if err = a.rescalable(); err != nil {
@@ -346,6 +344,12 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 	var forker, ok = store.(interface{ ForkAtCommit(key []byte) })
 	if !ok {
 		return fmt.Errorf("shard %s: consumer %s can't be rescaled: store %T can't mark a checkpoint to fork from", spec.Id, a.c.Name, store)
+	}
+	var batch int
+	if spec.LabelSet.ValueOf(LabelSplitBatch) != "" {
+		if batch, err = handoffBatchOf(spec, &g.built); err != nil {
+			return err
+		}
 	}
 	var index = 0
 	if g.built.Owns != nil {
@@ -359,34 +363,31 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 		g.built.Families[family] = of
 	}
 	// From the next transaction on, the shard applies only the messages it
-	// owns, and fires only what it owns: what it won't own is no longer
-	// written, and moves to the hand-off area at its pace, from the next
-	// transaction on too (begun at once), so that this one commits, and its
-	// new shards may fork, soon.
-	g.built.Owns, g.built.Handoff, g.built.Moving = &Ownership{Index: index, Of: m}, true, &HandoffCursor{}
+	// owns, fires only what it owns, and its tables and queries see only
+	// what it owns: what it won't own is no longer written, so its new
+	// shards may fork from its state as of any commit from this one on.
+	g.built.Owns, g.built.Handoff, g.built.Hidden, g.built.Batch = &Ownership{Index: index, Of: m}, true, true, batch
 	forker.ForkAtCommit([]byte(ForkCheckpointKey))
 	slog.Info("shard split its state for a rescale", "shard", spec.Id, "consumer", a.c.Name, "owns", index, "of", m)
 	return g.putRecord(kv, spec.Id)
 }
 
-// moveHandoff moves to the hand-off area the next of what the shard, split,
-// no longer owns (rows and timers, with their entries of the index of what
-// falls due and their expiry records: each falls due on the shard owning
-// its key), up to its batch of bytes (handoffBatchOf), from where the move
-// is, and records where it goes on, or that it's done.
-func (a *Adapter[H, T]) moveHandoff(spec *pc.ShardSpec, kv KV, g *partitionGuard) error {
-	type row struct{ key, value []byte }
+// dropUnowned deletes the next of what the shard, split, no longer owns
+// (rows and timers, with their entries of the index of what falls due and
+// their expiry records), up to its batch of bytes (handoffBatchOf), from
+// where the drop is, and records where it goes on, or that it's done.
+func (a *Adapter[H, T]) dropUnowned(spec *pc.ShardSpec, kv KV, g *partitionGuard) error {
 	var id, own, cur = spec.Id, *g.built.Owns, *g.built.Moving
-	var batch, err = handoffBatchOf(spec)
+	var batch, err = handoffBatchOf(spec, &g.built)
 	if err != nil {
 		return err
 	}
-	var moved []row
+	var keys [][]byte
 	var size int
 	var full bool
 	var buf []byte
 	for _, r := range a.unmoved(cur) {
-		// Rows are collected, then moved: a scan's callback may not write.
+		// Keys are collected, then deleted: a scan's callback may not write.
 		var serr error
 		err = kv.Scan(r[0], r[1], func(key, value []byte) bool {
 			if size >= batch {
@@ -397,7 +398,7 @@ func (a *Adapter[H, T]) moveHandoff(spec *pc.ShardSpec, kv KV, g *partitionGuard
 			if owner, serr = a.ownerOf(key, own.Of, &buf); serr != nil {
 				return false
 			} else if owner != own.Index {
-				moved = append(moved, row{bytes.Clone(key), bytes.Clone(value)})
+				keys = append(keys, bytes.Clone(key))
 				size += len(key) + len(value)
 			}
 			return true
@@ -406,44 +407,38 @@ func (a *Adapter[H, T]) moveHandoff(spec *pc.ShardSpec, kv KV, g *partitionGuard
 			err = serr
 		}
 		if err != nil {
-			return fmt.Errorf("shard %s: splitting its state: %w", id, err)
+			return fmt.Errorf("shard %s: dropping what it no longer owns: %w", id, err)
 		} else if full {
 			break
 		}
 	}
-	for _, r := range moved {
-		var err error
-		if !g.built.Dropping {
-			err = kv.Put(append([]byte(HandoffPrefix), r.key...), r.value)
-		}
-		if err == nil {
-			err = kv.Delete(r.key)
-		}
-		if err != nil {
-			return fmt.Errorf("shard %s: moving %x to the hand-off area: %w", id, r.key, err)
+	for _, k := range keys {
+		if err := kv.Delete(k); err != nil {
+			return fmt.Errorf("shard %s: dropping %x, which it no longer owns: %w", id, k, err)
 		}
 	}
-	cur.Moved += len(moved)
+	cur.Moved += len(keys)
 	if full {
-		cur.After = moved[len(moved)-1].key
+		cur.After = keys[len(keys)-1]
 		g.built.Moving = &cur
-		slog.Debug("shard moved part of what it no longer owns to its hand-off area", "shard", id, "moved", cur.Moved, "dropping", g.built.Dropping)
+		slog.Debug("shard dropped part of what it no longer owns", "shard", id, "dropped", cur.Moved)
 	} else {
 		g.built.Moving = nil
-		slog.Info("shard moved what it no longer owns to its hand-off area", "shard", id, "consumer", a.c.Name,
-			"owns", own.Index, "of", own.Of, "handedOff", cur.Moved, "dropping", g.built.Dropping)
+		slog.Info("shard dropped what it no longer owns", "shard", id, "consumer", a.c.Name,
+			"owns", own.Index, "of", own.Of, "dropped", cur.Moved)
 	}
 	return g.putRecord(kv, id)
 }
 
-// unmoved returns the ranges of store keys a split's move has still to go
-// through from cur: splitRanges, from the first key after cur.After.
+// unmoved returns the ranges of store keys a drop (or an earlier version's
+// move) has still to go through from cur: splitRanges, from the first key
+// after cur.After.
 func (a *Adapter[H, T]) unmoved(cur HandoffCursor) [][2][]byte {
 	var out [][2][]byte
 	for _, r := range a.splitRanges() {
 		if cur.After != nil {
 			if bytes.Compare(cur.After, r[1]) >= 0 {
-				continue // Moved already.
+				continue // Gone through already.
 			} else if bytes.Compare(cur.After, r[0]) >= 0 {
 				r[0] = append(bytes.Clone(cur.After), 0)
 			}
@@ -453,25 +448,27 @@ func (a *Adapter[H, T]) unmoved(cur HandoffCursor) [][2][]byte {
 	return out
 }
 
-// dropHandoff deletes the next part of the hand-off area of a shard whose
-// rescale has ended (its spec has no LabelSplitTo), up to its batch of
-// bytes, if it has one; with the last, the record says it has none.
+// dropHandoff deletes the next part of what a split shard whose rescale has
+// ended (its spec has no LabelSplitTo) no longer owns, up to its batch of
+// bytes, and then of its hand-off area, if it has one; with the last, the
+// record says the rescale's end is done.
 func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error {
 	var id = shard.Spec().Id
 	if !g.built.Handoff || !g.built.Dropping && shard.Spec().LabelSet.ValueOf(LabelSplitTo) != "" {
 		return nil
-	} else if g.built.Moving != nil {
-		// The rescale ended (its new shards serve: they forked from the
-		// state as of the split) before the shard moved all it no longer
-		// owns: what's left of it is dropped where it is, as the move goes
-		// on; then the hand-off area.
-		if !g.built.Dropping {
-			slog.Info("shard's rescale ended while it moved what it no longer owns: it drops the rest", "shard", id, "moved", g.built.Moving.Moved)
-		}
-		g.built.Dropping = true
-		return a.moveHandoff(shard.Spec(), kv, g)
+	} else if g.built.Hidden {
+		// The rescale ended: its new shards serve (they forked from the
+		// state as of the split), and what the shard kept for them is
+		// dropped where it is, a batch a transaction.
+		slog.Info("shard's rescale ended: it drops what it no longer owns", "shard", id)
+		g.built.Hidden, g.built.Moving, g.built.Dropping = false, &HandoffCursor{}, true
 	}
-	var batch, err = handoffBatchOf(shard.Spec())
+	if g.built.Moving != nil {
+		// (Or an earlier version's split stopped moving it there, ended.)
+		g.built.Dropping = true
+		return a.dropUnowned(shard.Spec(), kv, g)
+	}
+	var batch, err = handoffBatchOf(shard.Spec(), &g.built)
 	if err != nil {
 		return err
 	}
@@ -491,7 +488,7 @@ func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error
 	}
 	if !full {
 		keys = append(keys, []byte(ForkCheckpointKey))
-		g.built.Handoff, g.built.Dropping = false, false
+		g.built.Handoff, g.built.Dropping, g.built.Batch = false, false, 0
 	}
 	for _, k := range keys {
 		if err := kv.Delete(k); err != nil {
@@ -499,14 +496,14 @@ func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error
 		}
 	}
 	if !full {
-		slog.Info("shard dropped the rows it handed off in a rescale", "shard", id)
+		slog.Info("shard ended its rescale", "shard", id)
 	}
 	return g.putRecord(kv, id)
 }
 
 // handingOff reports whether the shard has work of a rescale to do: to
-// split as its spec asks, to move what it no longer owns to its hand-off
-// area, or to drop the area. Its next transaction does it, due at once.
+// split as its spec asks, or, its rescale ended, to drop what it no longer
+// owns. Its next transaction does it, due at once.
 func (a *Adapter[H, T]) handingOff(shard Shard, store Store) bool {
 	var g = a.guardOf(shard, store)
 	if g == nil {
@@ -514,15 +511,11 @@ func (a *Adapter[H, T]) handingOff(shard Shard, store Store) bool {
 	}
 	var b = &g.built
 	var m, err = splitTo(shard.Spec())
-	switch {
-	case b.Moving != nil:
-		return true
-	case b.Handoff:
+	if b.Handoff {
 		return b.Dropping || m == 0
-	default:
-		// A split asked, which the next transaction does (or fails on).
-		return err != nil || m != 0 && m != g.ownedOf()
 	}
+	// A split asked, which the next transaction does (or fails on).
+	return err != nil || m != 0 && m != g.ownedOf()
 }
 
 // NeedsFork tells whether the shard, labeled LabelSplitFrom, is still to be
@@ -541,7 +534,7 @@ func (a *Adapter[H, T]) NeedsFork(shard Shard, store Store) (bool, error) {
 
 // Fork builds the first state of the shard from that of the shard it is
 // split from, whose files (played from its recovery log) are in dir: the
-// rows which this shard owns, handed off or still to be, and its
+// rows which this shard owns, which the other keeps hidden, and its
 // checkpoint as of its split, from which this shard reads its journals
 // again. It commits them to store.
 func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
@@ -555,7 +548,7 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 		return fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	defer parent.Close()
-	var cp, rows, err2 = a.fork(shard, store, parent, false)
+	var cp, rows, err2 = a.fork(shard, store, parent)
 	if err2 != nil {
 		return err2
 	}
@@ -564,36 +557,19 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 
 // ForkFrom builds the first state of the shard from the state of the shard
 // it is split from, read from its store once its split is durable, as Fork
-// does from a copy of its files, but without waiting for the other's move
-// of what it no longer owns (see ParentMoved). What it keeps, the other no
-// longer writes:
-// the other's later commits, durable or not, only move it to the hand-off
-// area, unchanged (so its reads don't hold off the other's commits).
+// does from a copy of its files. What it keeps, the other no longer
+// writes: the other's later commits, durable or not, don't change it (so
+// its reads don't hold off the other's commits).
 func (a *Adapter[H, T]) ForkFrom(shard Shard, store Store, parent StateReader) error {
 	var cp pc.Checkpoint
 	var rows *forkRows
 	if err := parent.ReadState(shard.Context(), []byte(ForkCheckpointKey), func(r Reader) (err error) {
-		cp, rows, err = a.fork(shard, store, r, true)
+		cp, rows, err = a.fork(shard, store, r)
 		return err
 	}); err != nil {
 		return err
 	}
 	return a.commitFork(shard, store, cp, rows)
-}
-
-// ParentMoved tells whether the shard split from parent has moved what it
-// no longer owns to its hand-off area, as its durable state says.
-func (a *Adapter[H, T]) ParentMoved(shard Shard, parent StateReader) (bool, error) {
-	var spec = shard.Spec()
-	var moved bool
-	if err := parent.ReadState(shard.Context(), []byte(PartitioningKey), func(r Reader) error {
-		var rec, found, err = readPartitioning(r)
-		moved = found && rec.Moving == nil
-		return err
-	}); err != nil {
-		return false, fmt.Errorf("shard %s: reading the partitioning of shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
-	}
-	return moved, nil
 }
 
 // commitFork commits the state a fork built in store, with the checkpoint
@@ -621,10 +597,8 @@ func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint, r
 // fork builds in store, uncommitted, the first state of the shard from
 // parent's, and returns the checkpoint of parent's split to commit it with,
 // and, if store is a Loader, the rows it keeps, to load (else it writes
-// them to store's transaction). Run again, it writes the same. Unless
-// moving, it returns ErrParentNotSplit while parent moves what it no longer
-// owns.
-func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader, moving bool) (pc.Checkpoint, *forkRows, error) {
+// them to store's transaction). Run again, it writes the same.
+func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkpoint, *forkRows, error) {
 	var spec = shard.Spec()
 	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
 	var m, err = splitTo(spec)
@@ -649,8 +623,6 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader, moving boo
 		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
 	case parentRec.Owns == nil || parentRec.Owns.Of != m:
 		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
-	case parentRec.Moving != nil && !parentRec.Dropping && !moving:
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s still moves what it no longer owns to its hand-off area (%d moved)", spec.Id, ErrParentNotSplit, from, parentRec.Moving.Moved)
 	case !parentRec.Handoff || parentRec.Dropping:
 		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
@@ -678,16 +650,17 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader, moving boo
 	}
 	// Rows, timers, entries of the index of what falls due and expiry
 	// records alike: an entry keeps its time, so what fell due during the
-	// fork fires as the shard serves. What the parent has moved is in its
-	// hand-off area; while it moves, the rest is where it was, unchanged
-	// since the split (the parent writes only what it owns): each is in
-	// one or the other as of any commit, the move of a key being one. The
-	// parent's unmoved rows are read first: a move applied between the
-	// reads (see StateReader) then has its rows read twice, alike, rather
-	// than missed.
+	// fork fires as the shard serves. They are where they were, unchanged
+	// since the split (the parent writes only what it owns, and hides the
+	// rest); of a parent split by an earlier version, which moved them,
+	// those it moved are in its hand-off area. Its unmoved rows are read
+	// first: were a move applied between the reads (see StateReader), its
+	// rows would be read twice, alike, rather than missed.
 	var ranges [][2][]byte
 	if parentRec.Moving != nil {
 		ranges = a.unmoved(*parentRec.Moving)
+	} else if parentRec.Hidden {
+		ranges = a.splitRanges()
 	}
 	ranges = append(ranges, [2][]byte{[]byte(HandoffPrefix), keyenc.PrefixEnd([]byte(HandoffPrefix))})
 	var kept, buf = 0, []byte(nil)

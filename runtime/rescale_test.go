@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -72,6 +71,27 @@ func (h tallyHandler) OnOrder(tx *counterTxn, msg *order) error {
 	}
 	if err = tx.kv.Put([]byte(msg.Customer), binary.BigEndian.AppendUint64(nil, uint64(sum))); err != nil || h.log == nil {
 		return err
+	}
+	// Its tables see only the rows its shard owns, though a shard split
+	// keeps those it no longer owns until its rescale ends.
+	var own = h.log.owns[tx.Shard.Spec().Id]
+	for _, table := range [][2]string{{"c", "d"}, {"s", "u"}} {
+		var serr error
+		if err = tx.kv.Scan([]byte(table[0]), []byte(table[1]), func(key, _ []byte) bool {
+			var pk = key
+			if table[0] != "c" {
+				pk = key[1:]
+			}
+			if p := partition.Index(pk, own.Of); p != own.Index {
+				serr = fmt.Errorf("shard %s (owning %d of %d) sees %q, of partition %d", tx.Shard.Spec().Id, own.Index, own.Of, key, p)
+			}
+			return serr == nil
+		}); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	var id = uint64(tx.Envelope.End)
 	h.log.set[id] = msg.Customer
@@ -248,8 +268,60 @@ type forkShard struct {
 	own   pb.Journal
 }
 
+// checkHidden checks that s, split to own index p of m partitions, hides from
+// its queries (runtime.OwnedViewer) the rows it no longer owns, which its
+// store keeps for the shards forked from it until its rescale ends.
+func checkHidden(t *testing.T, s *forkShard, m, p int) {
+	t.Helper()
+	var raw = s.db.Snapshot()
+	var view, err = s.app.(runtime.OwnedViewer).OwnedView(s.sh.spec.Id, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range [][2]string{{"c", "d"}, {"s", "u"}} {
+		var owner = func(key []byte) int {
+			if table[0] == "c" {
+				return partition.Index(key, m)
+			}
+			return partition.Index(key[1:], m)
+		}
+		var visible int
+		if err = view.Scan([]byte(table[0]), []byte(table[1]), func(key, _ []byte) bool {
+			if o := owner(key); o != p {
+				t.Errorf("shard %s (owning %d of %d): a query sees %q, of partition %d", s.sh.spec.Id, p, m, key, o)
+			}
+			visible++
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var keys [][]byte
+		if err = raw.Scan([]byte(table[0]), []byte(table[1]), func(key, _ []byte) bool {
+			keys = append(keys, bytes.Clone(key))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var owned int
+		for _, key := range keys {
+			var _, found, err = view.Get(key)
+			if err != nil {
+				t.Fatal(err)
+			} else if mine := owner(key) == p; found != mine {
+				t.Errorf("shard %s (owning %d of %d): a query of %q (partition %d) finds it: %t", s.sh.spec.Id, p, m, key, owner(key), found)
+			} else if mine {
+				owned++
+			}
+		}
+		if owned != visible {
+			t.Errorf("shard %s: a query's scan of %s sees %d rows, its gets %d", s.sh.spec.Id, table[0], visible, owned)
+		}
+	}
+}
+
 func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
-	// A split moves its hand-off in one transaction, or in many.
+	// The end of a rescale drops what a shard split no longer owns in one
+	// transaction, or in many.
 	var batch = []string{"", "1", "60", "500"}[rng.IntN(4)]
 	var family = &orderFamily{n: n}
 	var want = map[string]int64{}
@@ -402,19 +474,12 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		family.n = m
 
 		var children = make([]*forkShard, m-n)
-		// forkChildren forks the new shards of parent p: from a copy of
-		// its files, or its store, unless it still moves what it no longer
-		// owns (from its store, then).
+		// forkChildren forks the new shards of parent p, from a copy of
+		// its files or from its store, once its split is committed.
 		var forkChildren = func(p int) {
 			t.Helper()
 			var parent = shards[p]
-			var forker = parent.app.(runtime.Forker)
-			var moved, err = forker.ParentMoved(parent.sh, parent.store.(runtime.StateReader))
-			if err != nil {
-				t.Fatal(err)
-			} else if moved == handingOff(parent) && parent.sh.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
-				t.Fatalf("shard %s has moved what it no longer owns: %t, but hands off: %t", parent.sh.spec.Id, moved, handingOff(parent))
-			}
+			checkHidden(t, parent, m, p)
 			for q := n + p; q < m; q += n {
 				var child = open(q, family.journal(q), parent)
 				child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(m))
@@ -422,39 +487,30 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 				if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || !need {
 					t.Fatalf("NeedsFork: %t, %v", need, err)
 				}
-				if !moved {
-					// A copy of its files: not until it has moved.
-					if err := child.app.(runtime.Forker).Fork(child.sh, child.store, ""); !errors.Is(err, runtime.ErrParentNotSplit) {
-						t.Fatalf("a fork of shard %s from files of %s while it moves: %v, want %v", child.sh.spec.Id, parent.sh.spec.Id, err, runtime.ErrParentNotSplit)
-					}
-					err = child.app.(runtime.Forker).ForkFrom(child.sh, child.store, parent.store.(runtime.StateReader))
-				} else {
-					err = fork(child, parent)
-				}
-				if err != nil {
-					t.Fatalf("forking shard %s from %s (moved what it no longer owns: %t): %v", child.sh.spec.Id, parent.sh.spec.Id, moved, err)
+				if err := fork(child, parent); err != nil {
+					t.Fatalf("forking shard %s from %s: %v", child.sh.spec.Id, parent.sh.spec.Id, err)
 				}
 				children[q-n] = child
 			}
 		}
 		for p, s := range shards {
-			// A parent's new shards fork as soon as its split is committed
-			// (while it moves what it no longer owns to its hand-off area,
-			// if a batch does not hold it all), or later.
+			// A parent's new shards fork as soon as its split is committed,
+			// or later, as it goes on.
 			var early, forked = rng.IntN(2) == 0, false
 			var end = rng.IntN(2) == 0
 			var then = func() {
 				forkChildren(p)
 				forked = true
 				if end {
-					// And its rescale may end before its move does: it
-					// drops the rest rather than move it.
+					// And its rescale may end then: it drops what it no
+					// longer owns, as it goes on.
 					s.sh.spec.LabelSet.Remove(runtime.LabelSplitTo)
+					s.sh.spec.LabelSet.Remove(runtime.LabelSplitBatch) // As the command does: the shard recorded it.
 				}
 			}
 			// Then producers on the old count go on writing to the
-			// parent's journal: the parent applies those it owns, while
-			// it moves what it no longer owns to its hand-off area.
+			// parent's journal: the parent applies those it owns, and
+			// hides what it no longer owns.
 			var tail = msgs(p, 30)
 			if early {
 				settle(s, tail, rng.IntN(12), then)
@@ -497,6 +553,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			// The rescale ends: shards drop their hand-off areas from
 			// their next transaction on.
 			s.sh.spec.LabelSet.Remove(runtime.LabelSplitTo)
+			s.sh.spec.LabelSet.Remove(runtime.LabelSplitBatch) // As the command does: the shard recorded it.
 			apply(s, s.own, nil)
 			settle(s, nil, 0, nil)
 			var handoff int

@@ -51,9 +51,9 @@ those the .proto files now say (family.partitions, a multiple of today's count),
 while the consumer runs, applying each message exactly once:
 
   1. each shard of the consumers is labeled ` + runtime.LabelSplitTo + `=M; at the end
-     of its next transaction, it marks its checkpoint and begins to hand off the
-     rows it won't own (their partition keys map to another of the M partitions),
-     --handoff-batch bytes a transaction;
+     of its next transaction, it marks its checkpoint and from then on hides the
+     rows it won't own (their partition keys map to another of the M partitions)
+     from its tables and queries, keeping them, unchanged, for its new shards;
   2. the families' new journals, and the new shards' recovery logs, are created
      (producers switch to them as they see them);
   3. the new shards are created, as the .proto files say: each starts from its
@@ -62,7 +62,8 @@ while the consumer runs, applying each message exactly once:
      recovery log), keeps the rows it owns, and reads its parent's journals again from the marked
      checkpoint (recorded in its state as inherited), then its own;
   4. once every new shard is primary, the labels are removed and the shards
-     split drop the rows they handed off (or had still to).
+     split drop the rows they no longer own, --handoff-batch bytes a
+     transaction.
 
 Every consumer reading one of the families grown must be rescaled with it:
 give each with --consumer (its full or short name, with the etcd prefix of
@@ -84,7 +85,7 @@ members, run it again to finish. --dry-run prints the plan only.`,
 	fl.IntVar(&f.partitions, "partitions", 0, "the count of partitions the .proto files must say (a check; default: what they say)")
 	fl.DurationVar(&f.settle, "settle", 5*time.Second, "time for members and producers to see each step before the next")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long to wait for the new shards to serve")
-	fl.IntVar(&f.handoffBatch, "handoff-batch", 0, "bytes each shard hands off in one transaction as it splits (a large state splits over many; default: the members' 16 MiB)")
+	fl.IntVar(&f.handoffBatch, "handoff-batch", 0, "bytes each shard split drops in one transaction once the rescale ends (a large state's half over many; default: the members' 16 MiB)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan, change nothing")
 	return cmd
 }
@@ -548,7 +549,7 @@ func (c *rescaleConsumer) awaitPrimaries(ctx context.Context, etcd *clientv3.Cli
 }
 
 // finish removes the labels of the rescale from the consumer's shards: those
-// split drop the rows they handed off.
+// split drop the rows they no longer own.
 func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) error {
 	// Read again: the new shards were created since.
 	if err := c.read(ctx, etcd); err != nil {

@@ -54,7 +54,7 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 			if err = forker.ForkFrom(s, store, parent); err == nil {
 				slog.Info("shard forked from the store of its parent's primary, in this member", "shard", spec.Id, "from", from,
 					"took", time.Since(began))
-				return s.awaitParentMoved(forker, parent, from)
+				return nil
 			} else if !errors.Is(err, runtime.ErrParentNotSplit) {
 				slog.Warn("forking from the store of the parent's primary failed: playing its recovery log", "shard", spec.Id,
 					"from", from, "err", err)
@@ -84,33 +84,6 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 		}
 		if played {
 			wait = min(2*wait, max(forkRetry, wait))
-		}
-	}
-}
-
-// awaitParentMoved waits until shard from, forked from before its move of
-// what it no longer owns was done, has done it: until then its tables and
-// queries see rows this shard owns too, and this one does not serve.
-func (s *Replica) awaitParentMoved(forker runtime.Forker, parent runtime.StateReader, from pc.ShardID) error {
-	var began = time.Now()
-	for logged := false; ; logged = true {
-		if moved, err := forker.ParentMoved(s, parent); err != nil {
-			// Its state is forked and committed: the wait only keeps queries
-			// from seeing a row on both shards for a while.
-			slog.Warn("shard can't tell whether its parent has moved what it no longer owns: it serves", "shard", s.Spec().Id, "from", from, "err", err)
-			return nil
-		} else if moved {
-			if logged {
-				slog.Info("shard's parent has moved what it no longer owns", "shard", s.Spec().Id, "from", from, "waited", time.Since(began))
-			}
-			return nil
-		} else if !logged {
-			slog.Info("shard waits for its parent to move what it no longer owns before it serves", "shard", s.Spec().Id, "from", from)
-		}
-		select {
-		case <-s.ctx.Done():
-			return s.ctx.Err()
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

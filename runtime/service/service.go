@@ -328,8 +328,30 @@ func (s *Service) Replica(ctx context.Context, id pc.ShardID) (runtime.Committed
 	var store = sh.AwaitServing(ctx)
 	if store == nil {
 		return nil, nil, false
+	} else if v, ok := s.cfg.App.(runtime.OwnedViewer); ok {
+		return ownedStore{CommittedReader: store, id: id, viewer: v}, sh.Context(), true
 	}
 	return store, sh.Context(), true
+}
+
+// ownedStore is the committed state of shard id as queries read it: without
+// what the shard, split by a rescale, keeps hidden (runtime.OwnedViewer).
+type ownedStore struct {
+	runtime.CommittedReader
+	id     pc.ShardID
+	viewer runtime.OwnedViewer
+}
+
+// ReadCommitted calls fn with the owned view of what the store's commits
+// made durable.
+func (o ownedStore) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error) error {
+	return o.CommittedReader.ReadCommitted(ctx, func(r runtime.Reader) error {
+		var v, err = o.viewer.OwnedView(o.id, r)
+		if err != nil {
+			return err
+		}
+		return fn(v)
+	})
 }
 
 // localReplica returns the member's replica of shard id, or nil.
