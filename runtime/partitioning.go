@@ -1,12 +1,15 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	pb "go.gazette.dev/core/broker/protocol"
 	"go.gazette.dev/core/labels"
@@ -177,7 +180,7 @@ func (g *partitionGuard) check(shard Shard, consumer string) error {
 			continue // Not listed (yet), or as built.
 		} else if g.built.Owns != nil && n == g.built.Owns.Of {
 			continue // Split since, for a rescale to n.
-		} else if m, err := splitTo(shard.Spec()); err != nil {
+		} else if m, err := g.splitToAsOf(shard, family); err != nil {
 			return err
 		} else if n == m {
 			continue // The shard splits its state for a rescale to n at the end of this transaction.
@@ -190,6 +193,32 @@ func (g *partitionGuard) check(shard Shard, consumer string) error {
 	}
 	return nil
 }
+
+// splitToAsOf returns the count of partitions the shard's spec asks its
+// consumer to be rescaled to (see splitTo), as of the etcd revision of the
+// listing of family's journals, or later, if the shard's spec is read from
+// the same etcd: a rescale labels the shards before it creates the
+// journals, so a member seeing the journals before the label waits for it.
+func (g *partitionGuard) splitToAsOf(shard Shard, family string) (int, error) {
+	var m, err = splitTo(shard.Spec())
+	var hdr = g.lists[family]().Header.Etcd
+	var awaiter, ok = shard.(RevisionAwaiter)
+	if err != nil || !ok || hdr.ClusterId == 0 {
+		return m, err
+	}
+	var ctx, cancel = context.WithTimeout(shard.Context(), specWait)
+	defer cancel()
+	if err = awaiter.AwaitRevision(ctx, hdr); err != nil {
+		slog.Warn("shard can't read its spec as of the listing of its family's journals", "shard", shard.Spec().Id,
+			"family", family, "revision", hdr.Revision, "err", err)
+		return m, nil
+	}
+	return splitTo(shard.Spec())
+}
+
+// specWait bounds how long a shard waits for its spec to be as of the etcd
+// revision its families' journals were listed at.
+const specWait = 10 * time.Second
 
 // checkJournal fails, as check does, if the family of the journal of env
 // has other than the partitions the shard's state was built under: checked

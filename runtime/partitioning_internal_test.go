@@ -200,3 +200,71 @@ func FuzzPartitionGuard(f *testing.F) {
 		}
 	})
 }
+
+// laggingShard is a testShard whose spec lags its etcd: AwaitRevision
+// applies the labels written up to the revision asked, as a member's
+// KeySpace catches up.
+type laggingShard struct {
+	testShard
+	cluster uint64
+	labeled map[int64]string // LabelSplitTo's value written at each revision.
+	awaited []int64
+}
+
+func (s *laggingShard) AwaitRevision(_ context.Context, hdr pb.Header_Etcd) error {
+	s.awaited = append(s.awaited, hdr.Revision)
+	if hdr.ClusterId != s.cluster {
+		return fmt.Errorf("etcd cluster %x, not %x", s.cluster, hdr.ClusterId)
+	}
+	for rev, v := range s.labeled {
+		if rev <= hdr.Revision {
+			s.spec.LabelSet.SetValue(LabelSplitTo, v)
+		}
+	}
+	return nil
+}
+
+// A shard that lists its family's new journals before its spec shows the
+// rescale's label, written before them, reads its spec as of the listing's
+// revision, and splits; one whose family grew without a label, or whose
+// listing is of another etcd, still fails.
+func TestPartitionGuardReadsSpecAsOfListing(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		labeledAt int64  // Revision of the label, 0 if none.
+		cluster   uint64 // Of the listing.
+		wantErr   bool
+	}{
+		{"labeled before the journals", 5, 1, false},
+		{"grown by hand", 0, 1, true},
+		{"labeled after the listing", 9, 1, true},
+		{"listed from another etcd", 5, 2, true},
+		{"listing of no known etcd", 5, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fam = &family{typ: "test.M", n: 2}
+			var g, shard, err = guardOf(t, fam, 1, mapKV{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lagging = &laggingShard{testShard: *shard, cluster: 1, labeled: map[int64]string{}}
+			if tc.labeledAt != 0 {
+				lagging.labeled[tc.labeledAt] = "4"
+			}
+			var list = g.lists["test.M"]
+			g.lists["test.M"] = func() *pb.ListResponse {
+				var l = list()
+				l.Header.Etcd = pb.Header_Etcd{ClusterId: tc.cluster, Revision: 7}
+				return l
+			}
+			fam.n = 4 // Created at revision 6, listed at 7.
+			err = g.check(lagging, "test.Consumer")
+			if tc.wantErr != (err != nil) || err != nil && !errors.Is(err, ErrRepartitioned) {
+				t.Fatalf("check: %v (want an error: %t)", err, tc.wantErr)
+			}
+			if tc.cluster != 0 && (len(lagging.awaited) != 1 || lagging.awaited[0] != 7) {
+				t.Errorf("awaited revisions %v, want [7]", lagging.awaited)
+			}
+		})
+	}
+}

@@ -61,6 +61,28 @@ const LabelSplitFrom = "gazconsumer.dev/split-from"
 // drops by the label's.
 const LabelSplitBatch = "gazconsumer.dev/split-batch"
 
+// LabelSplitSettle labels the new shards of a rescale in progress: its
+// value is how long producers are given to switch to the rescale's new
+// journals (a Go duration), which were created before the shards were. A
+// new shard reads its parent's journals again first, through their write
+// heads as of then, so it takes them no sooner than this after its primary
+// began: a key's messages written before its producer switched are applied
+// before those written after.
+const LabelSplitSettle = "gazconsumer.dev/split-settle"
+
+// SplitSettleOf returns the duration of spec's LabelSplitSettle, or 0.
+func SplitSettleOf(spec *pc.ShardSpec) (time.Duration, error) {
+	var v = spec.LabelSet.ValueOf(LabelSplitSettle)
+	if v == "" {
+		return 0, nil
+	}
+	var d, err = time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("shard %s: label %s=%q is not a duration (such as 5s)", spec.Id, LabelSplitSettle, v)
+	}
+	return d, nil
+}
+
 // HandoffPrefix begins the keys of the rows which a shard split by an
 // earlier version no longer owned, moved there (under HandoffPrefix and
 // their own key) for the new shards forked from it until the rescale ended.

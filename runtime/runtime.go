@@ -67,6 +67,15 @@ type Shard interface {
 	JournalClient() client.AsyncJournalClient
 }
 
+// RevisionAwaiter is implemented by Shards whose spec is read from etcd
+// (the service's are): a spec may be read as of a revision of its etcd.
+type RevisionAwaiter interface {
+	// AwaitRevision waits until the shard's spec is as of revision
+	// hdr.Revision of etcd cluster hdr.ClusterId, or later. It fails if the
+	// spec is read from another cluster, or ctx ends first.
+	AwaitRevision(ctx context.Context, hdr pb.Header_Etcd) error
+}
+
 // Store is a shard's durable, transactional state. It commits the
 // application's writes of a transaction atomically with the transaction's
 // checkpoint (read offsets and producer states), which is what makes effects

@@ -55,12 +55,13 @@ while the consumer runs, applying each message exactly once:
      rows it won't own (their partition keys map to another of the M partitions)
      from its tables and queries, keeping them, unchanged, for its new shards;
   2. the families' new journals, and the new shards' recovery logs, are created
-     (producers switch to them as they see them);
+     (producers switch to them as they see them, within --settle);
   3. the new shards are created, as the .proto files say: each starts from its
      parent's committed state as of the split (read from the parent's store if
      its primary is in the same member, or else played from the parent's
-     recovery log), keeps the rows it owns, and reads its parent's journals again from the marked
-     checkpoint (recorded in its state as inherited), then its own;
+     recovery log), keeps the rows it owns, serves, and reads its parent's journals
+     again from the marked checkpoint (recorded in its state as inherited) through
+     their heads as of --settle after it began, then its own;
   4. once every new shard is primary, the labels are removed and the shards
      split drop the rows they no longer own, --handoff-batch bytes a
      transaction.
@@ -83,7 +84,7 @@ members, run it again to finish. --dry-run prints the plan only.`,
 	fl.StringVar(&f.descriptorSet, "descriptor-set", "", "read a FileDescriptorSet, with imports, rather than compile PATHs")
 	fl.StringArrayVar(&f.consumers, "consumer", nil, "consumer to rescale: NAME or NAME=ETCD_PREFIX (repeatable)")
 	fl.IntVar(&f.partitions, "partitions", 0, "the count of partitions the .proto files must say (a check; default: what they say)")
-	fl.DurationVar(&f.settle, "settle", 5*time.Second, "time for members and producers to see each step before the next")
+	fl.DurationVar(&f.settle, "settle", 5*time.Second, "time producers are given to switch to the new journals before the new shards read their parents' journals' heads (and members to see the labels, if the brokers keep their journals in another etcd)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long to wait for the new shards to serve")
 	fl.IntVar(&f.handoffBatch, "handoff-batch", 0, "bytes each shard split drops in one transaction once the rescale ends (a large state's half over many; default: the members' 16 MiB)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan, change nothing")
@@ -99,7 +100,8 @@ type rescaleConsumer struct {
 	to     int                     // Partitions after.
 	live   map[pc.ShardID]liveSpec // Shards in etcd.
 
-	handoffBatch int // Bytes each shard hands off a transaction, if not the default.
+	handoffBatch int           // Bytes each shard hands off a transaction, if not the default.
+	settle       time.Duration // Given producers to switch to new journals.
 }
 
 // liveSpec is a shard spec in etcd.
@@ -147,12 +149,14 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 	defer conn.Close()
 
 	// What exists.
+	var brokersEtcd pb.Header_Etcd // Of the brokers' listings.
 	for _, fam := range families {
 		var sel = pb.LabelSelector{Include: pb.MustLabelSet(labels.MessageType, fam.name)}
 		var list, err = client.ListAllJournals(ctx, jc, pb.ListRequest{Selector: sel})
 		if err != nil {
 			return fmt.Errorf("listing the journals of family %s: %w", fam.name, err)
 		}
+		brokersEtcd = list.Header.Etcd
 		fam.live = make(map[pb.Journal]bool)
 		for _, j := range list.Journals {
 			fam.live[j.Spec.Name] = true
@@ -207,9 +211,20 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 		changed = changed || ch
 	}
 	if changed {
-		fmt.Fprintf(out, "shards labeled %s; waiting %s for members to see it\n", runtime.LabelSplitTo, f.settle)
-		if err = sleepCtx(ctx, f.settle); err != nil {
-			return err
+		// A member that lists the new journals reads its shards' specs as of
+		// the listing's revision, later than the labels', if the brokers
+		// keep their journals in the members' etcd: else, it is given time.
+		var resp, err = etcd.Get(ctx, consumers[0].prefix, clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("reading etcd's cluster: %w", err)
+		} else if resp.Header.ClusterId == brokersEtcd.ClusterId {
+			fmt.Fprintf(out, "shards labeled %s\n", runtime.LabelSplitTo)
+		} else {
+			fmt.Fprintf(out, "shards labeled %s; waiting %s for members to see it (the brokers keep their journals in etcd cluster %x, the members in %x)\n",
+				runtime.LabelSplitTo, f.settle, brokersEtcd.ClusterId, resp.Header.ClusterId)
+			if err = sleepCtx(ctx, f.settle); err != nil {
+				return err
+			}
 		}
 	}
 	// 2. The journals: families' and recovery logs.
@@ -229,10 +244,9 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 	if created, err := applyJournals(ctx, jc, create); err != nil {
 		return err
 	} else if created != 0 {
-		fmt.Fprintf(out, "created %d journals; waiting %s for producers to see them\n", created, f.settle)
-		if err = sleepCtx(ctx, f.settle); err != nil {
-			return err
-		}
+		// The new shards, created next, give producers --settle to switch
+		// to them before they read their parents' journals' heads.
+		fmt.Fprintf(out, "created %d journals; the new shards give producers %s to switch to them\n", created, f.settle)
 	}
 	// 3. The new shards.
 	for _, c := range consumers {
@@ -288,7 +302,7 @@ func rescalePlan(files []protoreflect.FileDescriptor, specs *specgen.Specs, f re
 			prefix = "/gazette/consumers/" + strings.ToLower(full[strings.LastIndex(full, ".")+1:])
 		}
 		chosen[full] = true
-		consumers = append(consumers, &rescaleConsumer{name: full, prefix: prefix, specs: specs.Consumers[full], handoffBatch: f.handoffBatch})
+		consumers = append(consumers, &rescaleConsumer{name: full, prefix: prefix, specs: specs.Consumers[full], handoffBatch: f.handoffBatch, settle: f.settle})
 	}
 
 	var families = map[string]*rescaleFamily{}
@@ -438,6 +452,7 @@ func (c *rescaleConsumer) childSpec(q int) *pc.ShardSpec {
 	spec.LabelSet.SetValue(runtime.LabelSplitTo, strconv.Itoa(c.to))
 	spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.Id.String())
 	spec.LabelSet.SetValue(labelSplitNew, "true")
+	spec.LabelSet.SetValue(runtime.LabelSplitSettle, c.settle.String())
 	return &spec
 }
 
@@ -559,7 +574,7 @@ func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) err
 		var live = c.live[id]
 		var labels = live.spec.LabelSet
 		if labels.ValueOf(runtime.LabelSplitTo) == "" && labels.ValueOf(labelSplitNew) == "" && labels.ValueOf(runtime.LabelSplitFrom) == "" &&
-			labels.ValueOf(runtime.LabelSplitBatch) == "" {
+			labels.ValueOf(runtime.LabelSplitBatch) == "" && labels.ValueOf(runtime.LabelSplitSettle) == "" {
 			continue
 		}
 		var spec = *live.spec
@@ -568,6 +583,7 @@ func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) err
 		spec.LabelSet.Remove(runtime.LabelSplitFrom) // Forked: its state records what it inherited.
 		spec.LabelSet.Remove(labelSplitNew)
 		spec.LabelSet.Remove(runtime.LabelSplitBatch)
+		spec.LabelSet.Remove(runtime.LabelSplitSettle)
 		if err := putSpec(ctx, etcd, live.key, live.modRevision, &spec); err != nil {
 			return err
 		}

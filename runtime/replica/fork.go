@@ -152,6 +152,20 @@ func (s *Replica) fork(dir string, store runtime.Store, forker runtime.Forker, f
 	return nil
 }
 
+// AwaitRevision waits until the member's KeySpace, and so the shard's spec,
+// is as of revision hdr.Revision of etcd cluster hdr.ClusterId, or later
+// (a runtime.RevisionAwaiter). It fails at once if the KeySpace is read from
+// another cluster.
+func (s *Replica) AwaitRevision(ctx context.Context, hdr pb.Header_Etcd) error {
+	var ks = s.host.KeySpace
+	ks.Mu.RLock()
+	defer ks.Mu.RUnlock()
+	if ks.Header.ClusterId != hdr.ClusterId {
+		return fmt.Errorf("shard %s: its spec is read from etcd cluster %x, not %x", s.Spec().Id, ks.Header.ClusterId, hdr.ClusterId)
+	}
+	return ks.WaitForRevision(ctx, hdr.Revision)
+}
+
 // shardSpec returns the spec of shard id in ks, or nil if there is none.
 func shardSpec(ks *keyspace.KeySpace, id pc.ShardID) *pc.ShardSpec {
 	ks.Mu.RLock()
@@ -166,8 +180,12 @@ func shardSpec(ks *keyspace.KeySpace, id pc.ShardID) *pc.ShardSpec {
 // inherited from the shards it was split from (its state records them), with
 // the write heads they have now. It reads them before its own journals,
 // through these heads: a key's messages written before producers switched
-// to its new partition are applied before those written after.
-func (s *Replica) inheritedSources(ctx context.Context, spec *pc.ShardSpec, store runtime.Store) ([]pc.ShardSpec_Source, map[pb.Journal]pb.Offset, error) {
+// to its new partition are applied before those written after. While its
+// rescale goes on, the heads are taken no sooner than the spec's
+// runtime.LabelSplitSettle after the primary began (at began), which was
+// after the rescale's journals were created: producers have switched by
+// then.
+func (s *Replica) inheritedSources(ctx context.Context, spec *pc.ShardSpec, store runtime.Store, began time.Time) ([]pc.ShardSpec_Source, map[pb.Journal]pb.Offset, error) {
 	var forker, ok = s.host.App.(runtime.Forker)
 	if !ok {
 		return nil, nil, nil
@@ -175,6 +193,21 @@ func (s *Replica) inheritedSources(ctx context.Context, spec *pc.ShardSpec, stor
 	var journals, err = forker.Inherited(s, store)
 	if err != nil {
 		return nil, nil, err
+	}
+	if len(journals) != 0 && spec.LabelSet.ValueOf(runtime.LabelSplitFrom) != "" {
+		var settle, err = runtime.SplitSettleOf(spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		if wait := time.Until(began.Add(settle)); wait > 0 {
+			slog.Info("shard waits for producers to switch to the rescale's journals before it reads its inherited journals' heads",
+				"shard", spec.Id, "wait", wait)
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
 	}
 	var sources []pc.ShardSpec_Source
 	var heads = make(map[pb.Journal]pb.Offset)
@@ -190,3 +223,5 @@ func (s *Replica) inheritedSources(ctx context.Context, spec *pc.ShardSpec, stor
 	}
 	return sources, heads, nil
 }
+
+var _ runtime.RevisionAwaiter = (*Replica)(nil)

@@ -394,6 +394,7 @@ func (s *Replica) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*r
 // servePrimary opens the store, restores its checkpoint and runs
 // transactions from it until the shard is lost or fails.
 func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.FSM) error {
+	var began = time.Now()
 	var spec = s.Spec()
 	if _, err := source.PolicyOf(spec); err != nil {
 		return err
@@ -450,7 +451,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 	var readers sync.WaitGroup
 	var readCtx, stopReading = context.WithCancel(s.ctx)
 	defer func() { stopReading(); readers.Wait() }()
-	inherited, heads, err := s.inheritedSources(readCtx, spec, store)
+	inherited, heads, err := s.inheritedSources(readCtx, spec, store, began)
 	if err != nil {
 		return err
 	}
