@@ -569,7 +569,9 @@ func (s *Replica) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc
 				} else {
 					r = policy.ToRead(env, undecodable, err)
 				}
-				r.Behind = err == nil && rr.Reader.Response.WriteHead > env.End
+				if err == nil {
+					r.Lag = max(0, rr.Reader.Response.WriteHead-env.End)
+				}
 				if reads.Put(ctx, r) != nil {
 					return // Cancelled.
 				}

@@ -6,8 +6,9 @@
 //
 // A transaction begins with the first committed message to consume. It
 // stays open at least MinDuration, and past it for as long as messages are
-// ready or a reader behind its journal's write head delivers them (or a
-// message sequence started in it awaits its acknowledgement), up to
+// ready, or a reader behind its journal's write head delivers them until
+// the transaction has consumed as many bytes as the largest backlog it saw
+// (or a message sequence started in it awaits its acknowledgement), up to
 // MaxDuration. It then finalizes and starts to commit. Its successor may
 // begin consuming at once, but may not finalize until its predecessor's
 // commit and acknowledgements are done; if its own MaxDuration passes first,
@@ -41,9 +42,10 @@ type Read struct {
 	// Message is nil. The pipeline hands it to Pipeline.Skip within a
 	// transaction, whose checkpoint then reads past Env.End.
 	Skip error
-	// Behind tells that Env's journal was written past Env.End when it was
-	// read: its reader has more to deliver without waiting on writers.
-	Behind bool
+	// Lag is how many bytes Env's journal was written past Env.End when it
+	// was read: its reader has that much more to deliver without waiting on
+	// writers. It is zero for a read at the journal's write head.
+	Lag int64
 	// Nudge, if set, holds no message: it begins a transaction if none has
 	// begun, so that the application's BeginTxn and FinalizeTxn run on a
 	// shard with nothing to read (a change of its spec asks it to act, as
@@ -181,6 +183,10 @@ type txn struct {
 	// backlogIdle is set once a reader behind its journal's head delivered
 	// nothing for backlogIdle: the transaction no longer waits for it.
 	backlogIdle bool
+	// backlog is the largest Lag of its reads seen since it was created:
+	// it waits for readers behind their heads until it has consumed as
+	// many bytes (see backlogAhead).
+	backlog int64
 
 	// Predecessor barrier: the next of its commit or acks not yet resolved.
 	barrier <-chan struct{}
@@ -304,27 +310,29 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				continue
 			default:
 			}
-			if cur.began && cur.reads != nil && cur.yields < maxYields {
-				// Reads ran dry for the moment: let their goroutines,
-				// which may just be waiting for a processor, or be
-				// decoding the next message, refill them before ending
-				// the transaction on it. A reader catching up on a backlog
-				// delivers again within a few yields; one at the head of
-				// its journal does not, and the transaction ends.
-				cur.yields++
-				goruntime.Gosched()
-				continue
-			}
-			if cur.began && cur.reads != nil && !cur.maxDone && !cur.backlogIdle && cur.reads.Behind() {
-				// A reader is behind its journal's write head: its reads
-				// keep arriving, and the transaction stays open for them
-				// (up to MaxDuration) rather than writing its rows now,
-				// and again for its successor's reads. It waits no more
-				// than backlogIdle for the next.
-				if err := p.awaitBacklog(ctx, cur, prev, readCh); err != nil {
-					return err
+			if cur.began && cur.reads != nil && backlogAhead(cur) {
+				if cur.yields < maxYields {
+					// Reads ran dry for the moment, but a reader has
+					// more: let the readers' goroutines, which may just
+					// be waiting for a processor, or be decoding the
+					// next message, refill them before waiting on a
+					// timer. A reader catching up on a backlog delivers
+					// again within a few yields.
+					cur.yields++
+					goruntime.Gosched()
+					continue
 				}
-				continue
+				if !cur.maxDone && !cur.backlogIdle {
+					// The reader's reads keep arriving, and the
+					// transaction stays open for them rather than
+					// writing its rows now, and again for its
+					// successor's reads. It waits no more than
+					// backlogIdle for the next.
+					if err := p.awaitBacklog(ctx, cur, prev, readCh); err != nil {
+						return err
+					}
+					continue
+				}
 			}
 			if !cur.began {
 				// Reads closed, and drained: but for what is due now,
@@ -371,9 +379,31 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 	}
 }
 
-// maxYields is how many times in a row a transaction which may finish
-// yields its processor for reads to arrive before it finishes.
+// maxYields is how many times in a row a transaction which may finish,
+// and waits for a backlog (see backlogAhead), yields its processor for
+// reads to arrive before it waits on a timer.
 const maxYields = 8
+
+// backlogAhead reports whether cur, which may finish and has nothing to
+// take, waits for its readers rather than finishing: a reader is behind its
+// journal's write head, and cur has consumed fewer bytes than the largest
+// backlog it has seen (cur.backlog, the readers' Lag when reads were taken).
+//
+// Waiting delays the commit of every message cur has consumed. It pays
+// for a shard reading through a backlog, which fills its transactions up
+// to MaxDuration, and commits (and writes each row) the fewer times. A
+// shard a little behind a steady stream, as one slower for a moment than
+// its journals' writers is, finishes a transaction once it has consumed
+// as much as it was behind: a message waits for its commit about as long
+// as the shard was behind, rather than for as long as writers keep its
+// readers behind, up to MaxDuration. A shard at the heads of its journals
+// finishes at once, as Gazette's consumers do, and its next transaction
+// takes what arrives meanwhile.
+func backlogAhead(cur *txn) bool {
+	var lag = cur.reads.Lag()
+	cur.backlog = max(cur.backlog, lag)
+	return lag > 0 && cur.stats.Bytes < cur.backlog
+}
 
 // backlogIdle is the longest a transaction which may finish waits for the
 // next read of a reader behind its journal's write head. A reader that
@@ -426,6 +456,7 @@ func (p *Pipeline) take(ctx context.Context, cur, prev *txn) error {
 	if closed {
 		return p.onRead(ctx, cur, prev, Read{}, false)
 	}
+	cur.backlog = max(cur.backlog, cur.reads.Lag())
 	cur.yields = 0
 	return p.prefetch()
 }

@@ -202,14 +202,14 @@ func (h *harness) put(r Read) {
 }
 
 // send reads a message with flags into the pipeline.
-func (h *harness) send(key string, flags message.Flags) { h.sendRead(key, flags, false) }
+func (h *harness) send(key string, flags message.Flags) { h.sendRead(key, flags, 0) }
 
-// sendRead reads a message with flags into the pipeline, Behind its
-// journal's write head if behind.
-func (h *harness) sendRead(key string, flags message.Flags, behind bool) {
+// sendRead reads a message of 10 bytes with flags into the pipeline, lag
+// bytes behind its journal's write head.
+func (h *harness) sendRead(key string, flags message.Flags, lag int64) {
 	h.seq += 16
 	var msg = &testMsg{uuid: message.BuildUUID(h.producer, h.seq, flags), Key: key}
-	h.put(Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + 10, Message: msg}, Behind: behind})
+	h.put(Read{Env: message.Envelope{Journal: journal, Begin: h.offset, End: h.offset + 10, Message: msg}, Lag: lag})
 	h.offset += 10
 }
 
@@ -304,17 +304,114 @@ func TestTransactionWaitsForABacklog(t *testing.T) {
 	var h = newHarness(t, false)
 	h.run()
 
-	h.sendRead("a", message.Flag_OUTSIDE_TXN, true)
+	h.sendRead("a", message.Flag_OUTSIDE_TXN, 1000)
 	h.expect("consume a")
 	h.clock.Advance(minDur)
 	h.expectNone() // MinDuration passed and reads ran dry, but more are coming.
 
-	h.sendRead("b", message.Flag_OUTSIDE_TXN, false) // At the head.
+	h.sendRead("b", message.Flag_OUTSIDE_TXN, 0) // At the head.
 	h.expect("consume b", "finalize")
 	var op, cp = h.commit()
 	if got := cp.Sources[journal.Name].ReadThrough; got != 20 {
 		t.Fatalf("checkpoint reads through %d, want 20", got)
 	}
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A transaction that may finish, under a steady stream of reads a little
+// behind their journal's write head, finishes once it has consumed as many
+// bytes as its reader was behind: it does not wait for the stream, which
+// never runs dry, until MaxDuration.
+func TestTransactionUnderASteadyStreamFinishesOnceItConsumedItsBacklog(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+
+	// Each read is 50 bytes, five messages, behind the head: its reader
+	// always has more, and the transaction's clock stays short of
+	// MaxDuration.
+	const lag = 50
+	h.sendRead("m0", message.Flag_OUTSIDE_TXN, lag)
+	h.expect("consume m0")
+	h.clock.Advance(minDur)
+	var consumed = 1
+	for i := 1; ; i++ {
+		if i == 100 {
+			t.Fatalf("the transaction consumed %d messages of a stream %d bytes behind, and goes on", consumed, lag)
+		}
+		h.sendRead(fmt.Sprintf("m%d", i), message.Flag_OUTSIDE_TXN, lag)
+		var got string
+		select {
+		case got = <-h.app.events:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("timed out after %d messages", consumed)
+		}
+		if got == "finalize" {
+			break
+		} else if got != fmt.Sprintf("consume m%d", i) {
+			t.Fatalf("got event %q", got)
+		}
+		consumed++
+	}
+	// It finishes once it has consumed lag bytes, the fifth message, or
+	// (the message after is read as it finalizes) the sixth.
+	if consumed < lag/10 || consumed > lag/10+1 {
+		t.Fatalf("the transaction finished after %d messages of 10 bytes, %d bytes behind", consumed, lag)
+	}
+	var op, cp = h.commit()
+	if got, want := cp.Sources[journal.Name].ReadThrough, pb.Offset(consumed*10); got != want {
+		t.Fatalf("checkpoint reads through %d, want %d", got, want)
+	}
+	op.Resolve(nil)
+	// The last message sent begins the next transaction, which waits for
+	// the stream; it finishes once its MinDuration passes and reads close.
+	h.expect(fmt.Sprintf("consume m%d", consumed))
+	h.clock.Advance(minDur)
+	h.reads.Close()
+	h.expect("finalize")
+	op, _ = h.commit()
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Consume != minDur || s.Messages != consumed {
+		t.Fatalf("stats = %+v; want %d messages consumed in MinDuration", s, consumed)
+	}
+}
+
+// A transaction reading through a backlog waits for its reader until it
+// has read as many bytes as the largest backlog it saw, though what is left
+// of the backlog shrinks below what it has read: a backlog is read in as
+// few transactions as it can be.
+func TestTransactionReadsAsMuchAsTheLargestBacklogItSaw(t *testing.T) {
+	var h = newHarness(t, false)
+	h.run()
+
+	h.sendRead("a", message.Flag_OUTSIDE_TXN, 40) // 40 bytes ahead.
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expectNone()
+	h.sendRead("b", message.Flag_OUTSIDE_TXN, 30)
+	h.expect("consume b")
+	h.expectNone()
+	h.sendRead("c", message.Flag_OUTSIDE_TXN, 20) // 20 left, 30 consumed: not yet 40.
+	h.expect("consume c")
+	h.expectNone()
+	h.sendRead("d", message.Flag_OUTSIDE_TXN, 10) // 40 consumed.
+	h.expect("consume d", "finalize")
+	var op, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 40 {
+		t.Fatalf("checkpoint reads through %d, want 40", got)
+	}
+	op.Resolve(nil)
+	// The rest of the backlog is the next transaction's.
+	h.sendRead("e", message.Flag_OUTSIDE_TXN, 0)
+	h.expect("consume e")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	op, _ = h.commit()
 	op.Resolve(nil)
 	if err := h.finish(); err != nil {
 		t.Fatal(err)
@@ -327,7 +424,7 @@ func TestTransactionStopsWaitingForAStalledBacklog(t *testing.T) {
 	var h = newHarness(t, false)
 	h.run()
 
-	h.sendRead("a", message.Flag_OUTSIDE_TXN, true)
+	h.sendRead("a", message.Flag_OUTSIDE_TXN, 1000)
 	h.expect("consume a")
 	h.clock.Advance(minDur)
 	h.expectNone()

@@ -24,8 +24,8 @@ type Queue struct {
 	// space, when non-nil, is closed when Take empties a full queue; Puts
 	// waiting on a full queue wait on it.
 	space chan struct{}
-	// behind holds the journals whose last read put was Behind.
-	behind map[pb.Journal]bool
+	// lags holds, by journal, the Lag of its last read put, if not zero.
+	lags map[pb.Journal]int64
 }
 
 // ErrQueueClosed is returned by Put on a closed Queue.
@@ -33,7 +33,7 @@ var ErrQueueClosed = errors.New("txn: put on a closed read queue")
 
 // NewQueue returns a Queue that holds up to limit reads before Put waits.
 func NewQueue(limit int) *Queue {
-	return &Queue{limit: max(limit, 1), ready: make(chan struct{}, 1), behind: make(map[pb.Journal]bool)}
+	return &Queue{limit: max(limit, 1), ready: make(chan struct{}, 1), lags: make(map[pb.Journal]int64)}
 }
 
 // Put queues r, waiting while the queue is full. It returns ctx's error if
@@ -59,10 +59,10 @@ func (q *Queue) Put(ctx context.Context, r Read) error {
 	}
 	q.reads = append(q.reads, r)
 	if r.Env.Journal != nil {
-		if r.Behind {
-			q.behind[r.Env.Journal.Name] = true
+		if r.Lag > 0 {
+			q.lags[r.Env.Journal.Name] = r.Lag
 		} else {
-			delete(q.behind, r.Env.Journal.Name)
+			delete(q.lags, r.Env.Journal.Name)
 		}
 	}
 	if len(q.reads) == 1 {
@@ -91,12 +91,18 @@ func (q *Queue) Close() {
 	}
 }
 
-// Behind reports whether the last read put of some journal was Behind:
-// its reader has more to deliver, without waiting on the journal's writers.
-func (q *Queue) Behind() bool {
+// Lag returns the sum, over the journals read, of the Lag of each one's
+// last read put: how many bytes its readers have yet to deliver without
+// waiting on the journals' writers, beyond the reads put. It is zero once
+// every reader has read at its journal's write head.
+func (q *Queue) Lag() int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.behind) != 0
+	var sum int64
+	for _, lag := range q.lags {
+		sum += lag
+	}
+	return sum
 }
 
 // Ready returns a channel which receives when reads may be taken, and

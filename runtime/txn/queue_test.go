@@ -110,37 +110,37 @@ func TestQueuePutWaitsWhileFull(t *testing.T) {
 	}
 }
 
-// Behind reports the journals whose last read put was behind its write
-// head, whether or not the reads were taken.
-func TestQueueBehind(t *testing.T) {
+// Lag sums the lags of the journals' last reads put, whether or not the
+// reads were taken.
+func TestQueueLag(t *testing.T) {
 	var q = NewQueue(10)
 	var a, b = &pb.JournalSpec{Name: "a"}, &pb.JournalSpec{Name: "b"}
-	var put = func(j *pb.JournalSpec, behind bool) {
-		if err := q.Put(context.Background(), Read{Env: message.Envelope{Journal: j}, Behind: behind}); err != nil {
+	var put = func(j *pb.JournalSpec, lag int64) {
+		if err := q.Put(context.Background(), Read{Env: message.Envelope{Journal: j}, Lag: lag}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if q.Behind() {
-		t.Fatal("an empty queue is behind")
+	var expect = func(want int64) {
+		t.Helper()
+		if got := q.Lag(); got != want {
+			t.Fatalf("lag %d, want %d", got, want)
+		}
 	}
-	put(a, true)
-	put(b, false)
+	expect(0) // An empty queue.
+	put(a, 100)
+	put(b, 0)
 	q.Take(nil)
-	if !q.Behind() {
-		t.Fatal("a's last read was behind")
-	}
-	put(b, true)
-	put(a, false)
-	if !q.Behind() {
-		t.Fatal("b's last read was behind")
-	}
-	put(b, false)
-	if q.Behind() {
-		t.Fatal("no journal's last read was behind")
-	}
+	expect(100) // a's last read.
+	put(b, 30)
+	expect(130)
+	put(a, 0)
+	expect(30)
+	put(b, 0)
+	expect(0)
 	// A read error (of no journal) changes nothing.
-	put(a, true)
-	if err := q.Put(context.Background(), Read{Err: errors.New("x")}); err != nil || !q.Behind() {
-		t.Fatalf("after an error read: %v, behind %v", err, q.Behind())
+	put(a, 7)
+	if err := q.Put(context.Background(), Read{Err: errors.New("x")}); err != nil {
+		t.Fatal(err)
 	}
+	expect(7)
 }
