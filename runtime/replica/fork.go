@@ -49,9 +49,14 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 		var began = time.Now()
 		var err error
 		var played = true // The parent's log, rather than its store, read.
-		if parent := s.localParent(from); parent != nil {
+		if parent, sr := s.localParent(from); sr != nil {
 			played = false
-			if err = forker.ForkFrom(s, store, parent); err == nil {
+			// The parent yields its processors while this shard reads its
+			// state and loads its share.
+			var yielding = &yieldingParent{StateReader: sr, parent: parent}
+			err = forker.ForkFrom(s, store, yielding)
+			yielding.done()
+			if err == nil {
 				slog.Info("shard forked from the store of its parent's primary, in this member", "shard", spec.Id, "from", from,
 					"took", time.Since(began))
 				return nil
@@ -88,17 +93,43 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	}
 }
 
-// localParent returns the store of the primary of shard from, if it runs
+// localParent returns the primary of shard from and its store, if it runs
 // in this member, serves, and its state may be read whole, unless forks
 // always play the recovery log (Config.ForkFromLog).
-func (s *Replica) localParent(from pc.ShardID) runtime.StateReader {
+func (s *Replica) localParent(from pc.ShardID) (*Replica, runtime.StateReader) {
 	if s.host.ForkFromLog || s.host.Local == nil {
-		return nil
+		return nil, nil
 	} else if parent := s.host.Local(from); parent != nil {
 		var sr, _ = parent.servingStore().(runtime.StateReader)
-		return sr
+		return parent, sr
 	}
-	return nil
+	return nil, nil
+}
+
+// yieldingParent is the store of a parent whose primary runs in this
+// member: from the read of its state on, until done, its readers hold
+// their reads (at most forkYield).
+type yieldingParent struct {
+	runtime.StateReader
+	parent  *Replica
+	release func()
+}
+
+// ReadState holds the parent's reads, and calls the store's ReadState.
+func (y *yieldingParent) ReadState(ctx context.Context, settled []byte, fn func(runtime.Reader) error) error {
+	return y.StateReader.ReadState(ctx, settled, func(r runtime.Reader) error {
+		if y.release == nil {
+			y.release = y.parent.gate.hold(forkYield)
+		}
+		return fn(r)
+	})
+}
+
+// done releases the parent's reads.
+func (y *yieldingParent) done() {
+	if y.release != nil {
+		y.release()
+	}
 }
 
 // fork plays the recovery log of shard from into dir, and forks store from

@@ -110,6 +110,11 @@ type Replica struct {
 	nudge chan struct{}
 	// hintsNow asks for hints to be stored now, not at the next tick.
 	hintsNow chan struct{}
+	// gate holds the primary's readers while it yields its processors to
+	// a rescale: split holds it from the spec's asking for a split until
+	// the split commits, and new shards forking from its store hold it.
+	gate  readGate
+	split splitHold
 
 	// fqn is the shard's fully qualified name, the etcd key of its spec:
 	// the label of Gazette's metrics of its transactions.
@@ -239,7 +244,10 @@ func (s *Replica) Progress() (readThrough, publishAt pb.Offsets, changed <-chan 
 func (s *Replica) Update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != spec.LabelSet.ValueOf(runtime.LabelSplitTo) {
+	if to := spec.LabelSet.ValueOf(runtime.LabelSplitTo); s.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != to {
+		if to != "" && s.promoted {
+			s.split.take(&s.gate, spec.Id)
+		}
 		s.nudgeTxn()
 	}
 	s.spec, s.asn = spec, asn
@@ -572,7 +580,7 @@ func (s *Replica) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc
 				if err == nil {
 					r.Lag = max(0, rr.Reader.Response.WriteHead-env.End)
 				}
-				if reads.Put(ctx, r) != nil {
+				if s.gate.wait(ctx) != nil || reads.Put(ctx, r) != nil {
 					return // Cancelled.
 				}
 				if r.Err != nil {
@@ -628,6 +636,7 @@ func (s *Replica) committed(st txn.Stats) {
 		notRunning = max(0, st.Began.Sub(s.preparedAt))
 	}
 	s.preparedAt = st.Began.Add(st.Consume + st.Finalize)
+	s.split.committed(s.preparedAt)
 	shardmetrics.Committed(s.Spec().Id, s.fqn, notRunning, st)
 	s.progress.Lock()
 	for j, src := range st.Checkpoint.Sources {

@@ -1,0 +1,110 @@
+package replica
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pc "go.gazette.dev/core/consumer/protocol"
+)
+
+// A primary splitting its state for a rescale yields its processors: its
+// readers hold their reads, so that its open transaction finishes, and
+// splits, at once rather than after its longest duration, and so that the
+// new shards forking from its store in this member, while they do, have the
+// processors its consumption would take. Holds are short and bounded (a
+// fork of a large state takes as long as it takes, but its parent goes on
+// after forkYield).
+
+// splitYield bounds how long a primary's readers hold their reads once its
+// spec asks it to split, until a transaction finalized since commits.
+const splitYield = 2 * time.Second
+
+// forkYield bounds how long a primary's readers hold their reads while a
+// new shard of this member forks from its store.
+const forkYield = 5 * time.Second
+
+// readGate holds a primary's readers while any hold is taken.
+type readGate struct {
+	held atomic.Int32 // Holds taken and not released.
+
+	mu   sync.Mutex
+	open chan struct{} // Closed when held falls to zero; replaced when it rises.
+}
+
+// hold takes a hold, released by the returned function (once: later calls
+// do nothing) or after at most d, whichever is first.
+func (g *readGate) hold(d time.Duration) (release func()) {
+	g.mu.Lock()
+	if g.held.Add(1) == 1 || g.open == nil {
+		g.open = make(chan struct{})
+	}
+	g.mu.Unlock()
+
+	var once sync.Once
+	var done = func() {
+		once.Do(func() {
+			g.mu.Lock()
+			if g.held.Add(-1) == 0 {
+				close(g.open)
+			}
+			g.mu.Unlock()
+		})
+	}
+	var timer = time.AfterFunc(d, done)
+	return func() { timer.Stop(); done() }
+}
+
+// wait returns at once unless a hold is taken, and else once none is, or
+// ctx's error once it's done.
+func (g *readGate) wait(ctx context.Context) error {
+	if g.held.Load() == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	var open = g.open
+	var held = g.held.Load() != 0
+	g.mu.Unlock()
+	if !held {
+		return nil
+	}
+	select {
+	case <-open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// splitHold is the hold a primary takes when its spec asks it to split, and
+// releases once a transaction finalized after it commits.
+type splitHold struct {
+	mu      sync.Mutex
+	since   time.Time // When taken; zero if none is.
+	release func()
+}
+
+// take takes the hold of the primary of shard id on g, unless one is
+// taken.
+func (h *splitHold) take(g *readGate, id pc.ShardID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.since.IsZero() {
+		return
+	}
+	h.since, h.release = time.Now(), g.hold(splitYield)
+	slog.Debug("primary holds its reads until it splits its state", "shard", id)
+}
+
+// committed releases the hold if the transaction committed, which finalized
+// at finalized, did so after the hold was taken: it split.
+func (h *splitHold) committed(finalized time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.since.IsZero() && finalized.After(h.since) {
+		h.release()
+		h.since, h.release = time.Time{}, nil
+	}
+}
