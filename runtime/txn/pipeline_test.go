@@ -49,6 +49,19 @@ func (c *fakeClock) Timer(d time.Duration) (<-chan time.Time, func()) {
 	}
 }
 
+// pending reports whether a timer set for d from now is neither stopped
+// nor fired.
+func (c *fakeClock) pending(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.timers {
+		if !t.stopped && t.at.Equal(c.now.Add(d)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Advance moves time forward by d and fires the timers due by then.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
@@ -331,47 +344,29 @@ func TestTransactionUnderASteadyStreamFinishesOnceItConsumedItsBacklog(t *testin
 
 	// Each read is 50 bytes, five messages, behind the head: its reader
 	// always has more, and the transaction's clock stays short of
-	// MaxDuration.
+	// MaxDuration. The next read is sent once the pipeline waits for it.
 	const lag = 50
 	h.sendRead("m0", message.Flag_OUTSIDE_TXN, lag)
 	h.expect("consume m0")
 	h.clock.Advance(minDur)
 	var consumed = 1
-	for i := 1; ; i++ {
-		if i == 100 {
+	for ; ; consumed++ {
+		if consumed == 100 {
 			t.Fatalf("the transaction consumed %d messages of a stream %d bytes behind, and goes on", consumed, lag)
 		}
-		h.sendRead(fmt.Sprintf("m%d", i), message.Flag_OUTSIDE_TXN, lag)
-		var got string
-		select {
-		case got = <-h.app.events:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("timed out after %d messages", consumed)
-		}
-		if got == "finalize" {
+		if h.awaitIdleOrEvent() == "finalize" {
 			break
-		} else if got != fmt.Sprintf("consume m%d", i) {
-			t.Fatalf("got event %q", got)
 		}
-		consumed++
+		h.sendRead(fmt.Sprintf("m%d", consumed), message.Flag_OUTSIDE_TXN, lag)
+		h.expect(fmt.Sprintf("consume m%d", consumed))
 	}
-	// It finishes once it has consumed lag bytes, the fifth message, or
-	// (the message after is read as it finalizes) the sixth.
-	if consumed < lag/10 || consumed > lag/10+1 {
-		t.Fatalf("the transaction finished after %d messages of 10 bytes, %d bytes behind", consumed, lag)
+	if consumed != lag/10 {
+		t.Fatalf("the transaction finished after %d messages of 10 bytes, %d bytes behind; want %d", consumed, lag, lag/10)
 	}
 	var op, cp = h.commit()
 	if got, want := cp.Sources[journal.Name].ReadThrough, pb.Offset(consumed*10); got != want {
 		t.Fatalf("checkpoint reads through %d, want %d", got, want)
 	}
-	op.Resolve(nil)
-	// The last message sent begins the next transaction, which waits for
-	// the stream; it finishes once its MinDuration passes and reads close.
-	h.expect(fmt.Sprintf("consume m%d", consumed))
-	h.clock.Advance(minDur)
-	h.reads.Close()
-	h.expect("finalize")
-	op, _ = h.commit()
 	op.Resolve(nil)
 	if err := h.finish(); err != nil {
 		t.Fatal(err)
@@ -379,6 +374,27 @@ func TestTransactionUnderASteadyStreamFinishesOnceItConsumedItsBacklog(t *testin
 	if s := <-h.stats; s.Consume != minDur || s.Messages != consumed {
 		t.Fatalf("stats = %+v; want %d messages consumed in MinDuration", s, consumed)
 	}
+}
+
+// awaitIdleOrEvent waits until the pipeline either waits for a reader
+// behind its head (its timer of backlogIdle is set), and returns "", or
+// reports an event, which it returns.
+func (h *harness) awaitIdleOrEvent() string {
+	h.t.Helper()
+	var deadline = time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case got := <-h.app.events:
+			return got
+		default:
+		}
+		if h.clock.pending(backlogIdle) {
+			return ""
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.t.Fatal("timed out waiting for the pipeline to wait for reads, or to act")
+	return ""
 }
 
 // A transaction reading through a backlog waits for its reader until it
