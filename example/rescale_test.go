@@ -18,13 +18,17 @@ import (
 	"go.gazette.dev/core/allocator"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	bankv1 "github.com/gazconsumer/gazconsumer/example/gen/bank/v1"
 	"github.com/gazconsumer/gazconsumer/example/internal/inspect"
 	"github.com/gazconsumer/gazconsumer/example/internal/load"
 	"github.com/gazconsumer/gazconsumer/internal/brokerconn"
 	"github.com/gazconsumer/gazconsumer/internal/progress"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/query"
 	"github.com/gazconsumer/gazconsumer/specs"
 )
 
@@ -101,6 +105,25 @@ func TestRescaleUnderLoad(t *testing.T) {
 	batch = []int{0, 4 << 10, 64 << 10}[rng.IntN(3)]
 	t.Logf("seed %d (set RESCALE_SEED to repeat): the command dies at point %d, the %s's member at point %d; --handoff-batch %d; --consumer.fork-from-log=%t",
 		seed, killCmd, victim.app, killMember, batch, fromLog)
+
+	// Queries go on throughout, through the ledger's member: a customer's
+	// activity, once found, is found again, never less advanced, whichever
+	// shard answers (the parent, or the new shard owning it once the parent
+	// hides it), though calls may fail while a member is down.
+	var querying, queried = make(chan struct{}), make(chan error, 1)
+	var answered, failed int
+	go func() {
+		var err error
+		answered, failed, err = queryThroughout(ctx, ledger, rec, querying)
+		queried <- err
+	}()
+	defer func() {
+		close(querying)
+		if err := <-queried; err != nil {
+			t.Error(err)
+		}
+		t.Logf("queries during the rescale: %d answered, %d failed (a member down, or a shard not serving yet)", answered, failed)
+	}()
 
 	var cmd = rescale()
 	switch killCmd {
@@ -212,6 +235,47 @@ func grownProtos(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// queryThroughout asks, until stop is closed, the activity of the load's
+// customers through ledger's member, and fails if one found is then missing,
+// or less advanced than before. It returns an error too if no call was
+// answered, and the counts of calls answered and failed.
+func queryThroughout(ctx context.Context, ledger *member, rec *load.Record, stop <-chan struct{}) (answered, failed int, _ error) {
+	var conn, err = query.Dialer(nil)(pb.Endpoint(ledger.address()))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close()
+	var client = bankv1.NewLedgerQueriesClient(query.NewClient(conn, nil))
+	var seen = make(map[string]uint64) // Orders and payments of each customer, as last answered.
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			if answered == 0 {
+				return 0, failed, fmt.Errorf("queries during the rescale: none of %d answered", failed)
+			}
+			return answered, failed, nil
+		default:
+		}
+		time.Sleep(2 * time.Millisecond)
+		var customer = rec.Activity[i%len(rec.Activity)].Customer
+		var callCtx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		var a, err = client.GetActivity(callCtx, &bankv1.GetActivityRequest{CustomerId: customer})
+		cancel()
+		var was, found = seen[customer]
+		switch {
+		case status.Code(err) == codes.NotFound && found:
+			return answered, failed, fmt.Errorf("queries during the rescale: customer %s had %d orders and payments, then none: %v", customer, was, err)
+		case status.Code(err) == codes.NotFound:
+		case err != nil:
+			failed++ // A member down, or a shard not yet serving.
+		case a.Orders+a.Payments < was:
+			return answered, failed, fmt.Errorf("queries during the rescale: customer %s had %d orders and payments, then %d", customer, was, a.Orders+a.Payments)
+		default:
+			seen[customer], answered = a.Orders+a.Payments, answered+1
+		}
+	}
 }
 
 // awaitSpec waits until the spec of shard id, under etcd prefix, exists and

@@ -97,15 +97,8 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 		return nil, fmt.Errorf("playing %s: directory %s is not empty", p.journal, p.dir)
 	}
 	p.fsm = NewFSM()
-
-	if p.direct = p.DoNotProxy; p.direct {
-		if err := p.probeDirectReads(ctx); ctx.Err() != nil {
-			return nil, fmt.Errorf("playing %s: %w", p.journal, ctx.Err())
-		} else if err != nil {
-			slog.Warn("recovery log: this process cannot read fragments from their store; reading them through brokers",
-				"journal", p.journal, "err", err)
-			p.direct = false
-		}
+	if err := p.probe(ctx); err != nil {
+		return nil, err
 	}
 
 	if hints != nil {
@@ -197,6 +190,9 @@ func (p *Player) PlayTo(ctx context.Context, hints *Hints, end int64) error {
 		return fmt.Errorf("playing %s: directory %s is not empty", p.journal, p.dir)
 	}
 	p.fsm = NewFSM()
+	if err := p.probe(ctx); err != nil {
+		return err
+	}
 	if hints != nil {
 		if err := p.playHints(ctx, hints); err != nil {
 			return err
@@ -215,6 +211,55 @@ func (p *Player) PlayTo(ctx context.Context, hints *Hints, end int64) error {
 		return err
 	}
 	return nil
+}
+
+// PlayOn plays on, into the player's directory, from where its last PlayTo
+// or PlayOn through an end ended, through end, a later end of an op: the
+// directory then holds the log's files as of end, as if PlayTo had played
+// through end.
+func (p *Player) PlayOn(ctx context.Context, end int64) error {
+	defer p.closeFiles()
+	if p.fsm == nil {
+		return fmt.Errorf("playing %s on: it was not played", p.journal)
+	} else if next := p.fsm.NextOffset(); next > end {
+		return fmt.Errorf("playing %s on: it was played through offset %d, after the end %d to play to", p.journal, next, end)
+	}
+	return p.read(ctx, p.fsm.NextOffset(), end, true)
+}
+
+// probe sets whether the player reads fragments from their stores itself:
+// if DoNotProxy, unless this process can't.
+func (p *Player) probe(ctx context.Context) error {
+	if p.direct = p.DoNotProxy; !p.direct {
+		return nil
+	}
+	if err := p.probeDirectReads(ctx); ctx.Err() != nil {
+		return fmt.Errorf("playing %s: %w", p.journal, ctx.Err())
+	} else if err != nil {
+		slog.Warn("recovery log: this process cannot read fragments from their store; reading them through brokers",
+			"journal", p.journal, "err", err)
+		p.direct = false
+	}
+	return nil
+}
+
+// file returns the open file of node fn, opening it again (by a link other
+// than except, which the op being played adds) if the player closed its
+// files since it created it.
+func (p *Player) file(fn Fnode, except string) (*os.File, error) {
+	if f := p.files[fn]; f != nil {
+		return f, nil
+	}
+	var i = slices.IndexFunc(p.fsm.Links(fn), func(l string) bool { return l != except })
+	if i == -1 {
+		return nil, fmt.Errorf("node %d has no link to open it by", fn)
+	}
+	var f, err = os.OpenFile(p.localPath(p.fsm.Links(fn)[i]), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening node %d again: %w", fn, err)
+	}
+	p.files[fn] = f
+	return f, nil
 }
 
 // playHints replays the segments of hints' live nodes.
@@ -478,15 +523,21 @@ func (p *Player) play(f *frame) error {
 			}
 		}
 	case *Op_Write:
-		var file = p.files[Fnode(k.Write.Fnode)]
-		if _, err = file.WriteAt(f.data, k.Write.Offset); err != nil {
+		var file, err = p.file(Fnode(k.Write.Fnode), "")
+		if err != nil {
+			return err
+		} else if _, err = file.WriteAt(f.data, k.Write.Offset); err != nil {
 			return fmt.Errorf("writing node %d: %w", k.Write.Fnode, err)
 		}
 		recoveredBytes().Add(float64(len(f.data)))
 	case *Op_Link:
 		var target = p.localPath(k.Link.Path)
-		if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
-			err = os.Link(p.files[Fnode(k.Link.Fnode)].Name(), target)
+		var file *os.File
+		if file, err = p.file(Fnode(k.Link.Fnode), k.Link.Path); err == nil {
+			err = os.MkdirAll(filepath.Dir(target), 0o755)
+		}
+		if err == nil {
+			err = os.Link(file.Name(), target)
 		}
 		if err != nil {
 			return fmt.Errorf("linking node %d: %w", k.Link.Fnode, err)
@@ -496,10 +547,11 @@ func (p *Player) play(f *frame) error {
 		if err = os.Remove(p.localPath(k.Unlink.Path)); err != nil {
 			return fmt.Errorf("unlinking node %d: %w", fn, err)
 		}
-		if links := p.fsm.Links(fn); len(links) == 0 {
-			err = p.files[fn].Close()
+		var open = p.files[fn] // Nil if closed since: opened again by a link left, if needed.
+		if links := p.fsm.Links(fn); len(links) == 0 && open != nil {
+			err = open.Close()
 			delete(p.files, fn)
-		} else if p.files[fn].Name() == p.localPath(k.Unlink.Path) {
+		} else if len(links) != 0 && open != nil && open.Name() == p.localPath(k.Unlink.Path) {
 			// Keep the file's name one of its links, for later Link ops.
 			var file *os.File
 			if file, err = os.OpenFile(p.localPath(links[0]), os.O_RDWR, 0); err == nil {

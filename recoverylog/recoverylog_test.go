@@ -422,3 +422,85 @@ func TestConcurrentTakeovers(t *testing.T) {
 		t.Fatalf("recorders %v could append; want exactly one", writers)
 	}
 }
+
+// A player played through one write head and then on, through later ones
+// (as a fork that found its parent not yet split plays on), holds the
+// directory as of each, as a player played through it at once does: its
+// files, closed between plays, are opened again by their links.
+func TestPlayOnThroughLaterHeads(t *testing.T) {
+	var journal = newLog(t)
+	var m = newMirror(t, journal, nil, 0xA4)
+	var rng = rand.New(rand.NewPCG(4, 5))
+	var names []string
+	for i := range 12 {
+		names = append(names, fmt.Sprintf("d%d/f%02d", i%2, i))
+	}
+	var exists = func(name string) bool { _, ok := m.fns[name]; return ok }
+	type phase struct {
+		head int64
+		tree map[string][]byte
+	}
+	var phases []phase
+	var hints *Hints
+	for i := range 6 {
+		for range 80 {
+			var name, other = names[rng.IntN(len(names))], names[rng.IntN(len(names))]
+			switch k := rng.IntN(8); {
+			case !exists(name):
+				m.create(name)
+			case k < 4:
+				var b = make([]byte, rng.IntN(4<<10))
+				for j := range b {
+					b[j] = byte(rng.Uint32())
+				}
+				m.write(name, b, -1)
+			case k == 4 && name != other:
+				m.rename(name, other)
+			case k == 5 && !exists(other):
+				m.link(name, other)
+			case k == 6:
+				m.remove(name)
+			}
+		}
+		var h = m.hints()
+		if i == 1 {
+			hints = h
+		}
+		phases = append(phases, phase{head: writeHead(t, journal), tree: tree(t, m.dir)})
+	}
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, from := range []struct {
+		hints *Hints
+		phase int
+	}{{nil, 0}, {hints, 1}} {
+		var dir = t.TempDir()
+		var p = NewPlayer(stack.Journals(), journal, dir, 0xB4)
+		for i := from.phase; i < len(phases); i++ {
+			var err error
+			if i == from.phase {
+				err = p.PlayTo(ctx, from.hints, phases[i].head)
+			} else {
+				err = p.PlayOn(ctx, phases[i].head)
+			}
+			if err != nil {
+				t.Fatalf("playing through phase %d: %v", i, err)
+			}
+			var got = tree(t, dir)
+			if len(got) != len(phases[i].tree) {
+				t.Errorf("through phase %d (from %d): %d files, want %d", i, from.phase, len(got), len(phases[i].tree))
+			}
+			for name, b := range phases[i].tree {
+				if !bytes.Equal(got[name], b) {
+					t.Errorf("through phase %d (from %d): %s differs", i, from.phase, name)
+				}
+			}
+		}
+		if err := p.PlayOn(ctx, phases[0].head); err == nil {
+			t.Error("played on back to an earlier offset")
+		}
+	}
+	if err := NewPlayer(stack.Journals(), journal, t.TempDir(), 0xB5).PlayOn(ctx, phases[0].head); err == nil {
+		t.Error("played on without a PlayTo")
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	pc "go.gazette.dev/core/consumer/protocol"
+
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
 )
 
 // A shard split by a rescale keeps what it no longer owns where it was until
@@ -88,13 +90,34 @@ func (kv *ownedKV) Scan(start, end []byte, fn func(key, value []byte) bool) erro
 	return kv.owned.Scan(start, end, fn)
 }
 
+// PartitionOwner is implemented by the views OwnedView returns of the state
+// of a shard split by a rescale: a query routed to the shard by the
+// partitions before the rescale, for a key it no longer owns, is routed
+// again rather than answered (it would find no row, which its owner has).
+type PartitionOwner interface {
+	// OwnsPartitionKey reports whether the shard owns the rows of partition
+	// key pk (encoded as the consumer's messages encode theirs).
+	OwnsPartitionKey(pk []byte) bool
+}
+
+// ownership is a Reader of a split shard's state, which owns own.
+type ownership struct {
+	Reader
+	own Ownership
+}
+
+// OwnsPartitionKey reports whether pk maps to the partition owned.
+func (o ownership) OwnsPartitionKey(pk []byte) bool {
+	return partition.Index(pk, o.own.Of) == o.own.Index
+}
+
 // OwnedViewer is implemented by Applications whose shards, split by a
 // rescale, keep rows they no longer own until the rescale ends (Adapter is
 // one): queries read a shard's committed state through OwnedView.
 type OwnedViewer interface {
-	// OwnedView returns r, a view of the state of shard id, or a view of it
-	// which hides what the shard, split, no longer owns, as its state's
-	// record says.
+	// OwnedView returns r, a view of the state of shard id, or, if the
+	// shard was split by a rescale, a view of it which is a PartitionOwner
+	// and hides what the shard no longer owns, as its state's record says.
 	OwnedView(id pc.ShardID, r Reader) (Reader, error)
 }
 
@@ -108,11 +131,12 @@ type ownedViews struct {
 	last map[pc.ShardID]ownedViewOf
 }
 
-// ownedViewOf is a record of a partitioning, as stored, and, if it hides
-// anything, its ownership and the ranges it divides.
+// ownedViewOf is a record of a partitioning, as stored, its ownership if
+// split, and, if it hides anything, the ranges it divides.
 type ownedViewOf struct {
 	record []byte
-	hides  *Ownership
+	owns   *Ownership
+	hides  bool
 	ranges [][2][]byte
 }
 
@@ -135,8 +159,8 @@ func (a *Adapter[H, T]) OwnedView(id pc.ShardID, r Reader) (Reader, error) {
 		var rec, _, err = readPartitioning(r)
 		if err != nil {
 			return nil, fmt.Errorf("shard %s: %w", id, err)
-		} else if rec.hides() {
-			last.hides, last.ranges = rec.Owns, a.splitRanges()
+		} else if last.owns = rec.Owns; rec.hides() {
+			last.hides, last.ranges = true, a.splitRanges()
 		}
 		v.mu.Lock()
 		if v.last == nil {
@@ -145,8 +169,10 @@ func (a *Adapter[H, T]) OwnedView(id pc.ShardID, r Reader) (Reader, error) {
 		v.last[id] = last
 		v.mu.Unlock()
 	}
-	if last.hides == nil {
+	if last.owns == nil {
 		return r, nil
+	} else if !last.hides {
+		return ownership{Reader: r, own: *last.owns}, nil
 	}
-	return &ownedReader{r: r, h: &hider{ranges: last.ranges, own: *last.hides, ownerOf: a.ownerOf}}, nil
+	return ownership{Reader: &ownedReader{r: r, h: &hider{ranges: last.ranges, own: *last.owns, ownerOf: a.ownerOf}}, own: *last.owns}, nil
 }

@@ -278,13 +278,18 @@ func checkHidden(t *testing.T, s *forkShard, m, p int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var po, ok = view.(runtime.PartitionOwner)
+	if !ok {
+		t.Fatalf("shard %s, split: its view %T is not a runtime.PartitionOwner", s.sh.spec.Id, view)
+	}
 	for _, table := range [][2]string{{"c", "d"}, {"s", "u"}} {
-		var owner = func(key []byte) int {
+		var pkOf = func(key []byte) []byte {
 			if table[0] == "c" {
-				return partition.Index(key, m)
+				return key
 			}
-			return partition.Index(key[1:], m)
+			return key[1:]
 		}
+		var owner = func(key []byte) int { return partition.Index(pkOf(key), m) }
 		var visible int
 		if err = view.Scan([]byte(table[0]), []byte(table[1]), func(key, _ []byte) bool {
 			if o := owner(key); o != p {
@@ -307,7 +312,9 @@ func checkHidden(t *testing.T, s *forkShard, m, p int) {
 			var _, found, err = view.Get(key)
 			if err != nil {
 				t.Fatal(err)
-			} else if mine := owner(key) == p; found != mine {
+			} else if mine := owner(key) == p; po.OwnsPartitionKey(pkOf(key)) != mine {
+				t.Errorf("shard %s (owning %d of %d): owns the partition key of %q: %t", s.sh.spec.Id, p, m, key, !mine)
+			} else if found != mine {
 				t.Errorf("shard %s (owning %d of %d): a query of %q (partition %d) finds it: %t", s.sh.spec.Id, p, m, key, owner(key), found)
 			} else if mine {
 				owned++

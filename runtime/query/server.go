@@ -10,6 +10,7 @@ import (
 
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -149,15 +150,7 @@ func (s *Server) serve(ctx context.Context, svc *Service, m *Method, req proto.M
 		return a, rerr
 	}
 	if o.routed {
-		var id, err = s.cfg.Router.shardOf(svc, o.partition)
-		if err != nil {
-			return nil, err
-		}
-		var a, rerr = s.ask(ctx, claims, svc, m, req, o, id, rev)
-		if rerr == nil && a == nil {
-			return nil, o.missingIn("in shard " + id.String())
-		}
-		return a, rerr
+		return s.serveRouted(ctx, claims, svc, m, req, o, rev)
 	}
 	var ids = s.cfg.Router.shards()
 	if len(ids) == 0 {
@@ -182,6 +175,67 @@ func (s *Server) serve(ctx context.Context, svc *Service, m *Method, req proto.M
 		return nil, o.missingIn(fmt.Sprintf("in any of the %d shards of %s", len(ids), svc.Consumer))
 	}
 	return a, nil
+}
+
+// serveRouted answers a call of m routed by its partition key, asking the
+// shard the Router maps it to; and again, as the Router's partitions change,
+// if the shard no longer owns the key (split by a rescale whose journals
+// the Router does not list yet), within rerouteWait.
+func (s *Server) serveRouted(ctx context.Context, claims pb.Claims, svc *Service, m *Method, req proto.Message, o *op, rev int64) (proto.Message, error) {
+	var since = time.Now()
+	for {
+		var id, err = s.cfg.Router.shardOf(svc, o.partition)
+		if err != nil {
+			return nil, err
+		}
+		var a, rerr = s.ask(ctx, claims, svc, m, req, o, id, rev)
+		switch {
+		case rerr == nil && a == nil:
+			return nil, o.missingIn("in shard " + id.String())
+		case !notOwned(rerr) || time.Since(since) > rerouteWait:
+			return a, rerr
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-time.After(rerouteRetry):
+		}
+	}
+}
+
+// rerouteWait bounds how long a call routed to a shard that no longer owns
+// its key is routed again, and rerouteRetry how often.
+const (
+	rerouteWait  = 10 * time.Second
+	rerouteRetry = 25 * time.Millisecond
+)
+
+// notOwnedReason is the reason, in an Unavailable status's ErrorInfo, of a
+// call routed to a shard that no longer owns its partition key.
+const notOwnedReason = "PARTITION_KEY_NOT_OWNED"
+
+// errNotOwned returns the status of a call routed to shard id, which no
+// longer owns its partition key: it was split by a rescale.
+func errNotOwned(id pc.ShardID) error {
+	var st = status.Newf(codes.Unavailable, "shard %s no longer owns the request's key (it was split by a rescale whose partitions the router does not list yet): route the call again", id)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: notOwnedReason, Domain: "gazconsumer.dev"}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// notOwned reports whether err is errNotOwned's.
+func notOwned(err error) bool {
+	var st, ok = status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == notOwnedReason {
+			return true
+		}
+	}
+	return false
 }
 
 // ask returns the answer of shard id to req: read here if this member is
@@ -242,6 +296,9 @@ func (s *Server) readLocal(ctx context.Context, rt route, o *op) (proto.Message,
 	}
 	var answer proto.Message
 	var err = store.ReadCommitted(ctx, func(r runtime.Reader) error {
+		if po, ok := r.(runtime.PartitionOwner); ok && o.routed && !po.OwnsPartitionKey(o.partition) {
+			return errNotOwned(rt.shard)
+		}
 		var err error
 		answer, err = o.read(ctx, r)
 		return err

@@ -18,9 +18,10 @@ import (
 	"go.gazette.dev/core/keyspace"
 )
 
-// forkRetry bounds the wait between plays of the log of a shard not yet
-// split, which a shard made by a rescale forks from.
-const forkRetry = 5 * time.Second
+// forkRetry is the wait between a new shard's tries to fork from a shard
+// which has not split yet: a read of the other's record in its store, or a
+// play of the other's recovery log on from where the last play ended.
+const forkRetry = 250 * time.Millisecond
 
 // forkIfNew builds the first state of a shard made by a rescale (labeled
 // runtime.LabelSplitFrom) from that of the shard it's split from, unless
@@ -28,8 +29,7 @@ const forkRetry = 5 * time.Second
 // runs in this member, or else it plays the other's recovery log into a
 // directory beside dir, without fencing it, and hands it to the
 // application's Fork. Until the other shard has committed its split, it
-// reads the other's store again every quarter second, or plays the log
-// again, every few seconds (and no sooner than a play took).
+// reads the other's store again, or plays the log on, every forkRetry.
 func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	var spec = s.Spec()
 	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
@@ -43,14 +43,12 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	if need, err := forker.NeedsFork(s, store); err != nil || !need {
 		return err
 	}
-	const localWait = 250 * time.Millisecond
-	var wait = localWait
-	for {
+	var lf *logFork // Of the plays of the other's log.
+	defer func() { lf.close(spec.Id) }()
+	for logged := false; ; logged = true {
 		var began = time.Now()
 		var err error
-		var played = true // The parent's log, rather than its store, read.
 		if parent, sr := s.localParent(from); sr != nil {
-			played = false
 			// The parent yields its processors while this shard reads its
 			// state and loads its share.
 			var yielding = &yieldingParent{StateReader: sr, parent: parent}
@@ -63,32 +61,22 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 			} else if !errors.Is(err, runtime.ErrParentNotSplit) {
 				slog.Warn("forking from the store of the parent's primary failed: playing its recovery log", "shard", spec.Id,
 					"from", from, "err", err)
-				err, played = s.fork(dir+"-fork", store, forker, from), true
+				err = s.fork(&lf, dir+"-fork", store, forker, from)
 			}
 		} else {
-			err = s.fork(dir+"-fork", store, forker, from)
+			err = s.fork(&lf, dir+"-fork", store, forker, from)
 		}
 		if err == nil {
 			return nil
 		} else if !errors.Is(err, runtime.ErrParentNotSplit) {
 			return err
+		} else if !logged {
+			slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err, "retryEvery", forkRetry)
 		}
-		// A read of a local parent's record is cheap. A play, no sooner
-		// than it took: a large state's playback, played again until its
-		// parent splits, takes at most half of the shard's time.
-		if !played {
-			wait = localWait
-		} else {
-			wait = max(wait, time.Since(began))
-		}
-		slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err, "retryIn", wait)
 		select {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
-		case <-time.After(wait):
-		}
-		if played {
-			wait = min(2*wait, max(forkRetry, wait))
+		case <-time.After(forkRetry):
 		}
 	}
 }
@@ -132,9 +120,30 @@ func (y *yieldingParent) done() {
 	}
 }
 
-// fork plays the recovery log of shard from into dir, and forks store from
-// it.
-func (s *Replica) fork(dir string, store runtime.Store, forker runtime.Forker, from pc.ShardID) error {
+// logFork is the copy of a parent's files a new shard forks from, played
+// from the parent's recovery log into dir, and played on through the log's
+// later write heads while the parent has not split yet.
+type logFork struct {
+	dir    string
+	log    pb.Journal
+	player *recoverylog.Player
+	head   int64 // Played through.
+}
+
+// close removes the fork's directory.
+func (lf *logFork) close(id pc.ShardID) {
+	if lf == nil {
+		return
+	} else if err := os.RemoveAll(lf.dir); err != nil {
+		slog.Warn("removing the directory of a fork", "shard", id, "dir", lf.dir, "err", err)
+	}
+}
+
+// fork forks store from the files of shard from, played from its recovery
+// log into dir through the log's write head: the copy *lf plays, played on
+// through the log's new head if there is one (the parent had not split
+// when it was played last), or a new one.
+func (s *Replica) fork(lf **logFork, dir string, store runtime.Store, forker runtime.Forker, from pc.ShardID) error {
 	var spec = s.Spec()
 	var parent = shardSpec(s.host.KeySpace, from)
 	if parent == nil {
@@ -144,41 +153,54 @@ func (s *Replica) fork(dir string, store runtime.Store, forker runtime.Forker, f
 	if log == "" {
 		return fmt.Errorf("shard %s: shard %s to fork from has no recovery log", spec.Id, from)
 	}
-	var all, err = recoverylog.FetchHints(s.ctx, s.host.Etcd, parent.HintPrimaryKey(), int(parent.HintBackups)+1)
-	if err != nil {
-		return fmt.Errorf("shard %s: hints of shard %s to fork from: %w", spec.Id, from, err)
-	}
-	if err = os.RemoveAll(dir); err == nil {
-		err = os.MkdirAll(dir, 0o750)
-	}
-	if err != nil {
-		return fmt.Errorf("shard %s: directory to fork in: %w", spec.Id, err)
-	}
-	defer func() {
-		if err := os.RemoveAll(dir); err != nil {
-			slog.Warn("removing the directory of a fork", "shard", spec.Id, "dir", dir, "err", err)
-		}
-	}()
 	// Through the log's write head as it is now, not chasing the head while
 	// the parent writes on: what a fork needs was written by the parent's
 	// split, committed before (or the parent has not split yet, and the
-	// fork is played again later).
+	// fork plays on later).
 	head, err := source.WriteHead(s.ctx, s.host.Journals, log)
 	if err != nil {
 		return fmt.Errorf("shard %s: recovery log of shard %s to fork from: %w", spec.Id, from, err)
 	}
 	var started = time.Now()
-	var player = recoverylog.NewPlayer(s.host.Journals, log, dir, s.author())
-	player.DoNotProxy = s.host.DirectFragmentReads
-	if err = player.PlayTo(s.ctx, all[0], head); err != nil {
-		return fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
+	if *lf != nil && (*lf).log == log && head > (*lf).head {
+		var prev = *lf
+		if err = prev.player.PlayOn(s.ctx, head); err == nil {
+			prev.head = head
+		} else {
+			// The copy may have been changed by its read (as RocksDB writes
+			// its info log): it's played anew.
+			slog.Warn("playing on the recovery log of the shard to fork from failed: playing it anew", "shard", spec.Id, "from", from, "err", err)
+			prev.close(spec.Id)
+			*lf = nil
+		}
+	} else if *lf != nil && ((*lf).log != log || head < (*lf).head) {
+		(*lf).close(spec.Id)
+		*lf = nil
+	}
+	if *lf == nil {
+		var all, err = recoverylog.FetchHints(s.ctx, s.host.Etcd, parent.HintPrimaryKey(), int(parent.HintBackups)+1)
+		if err != nil {
+			return fmt.Errorf("shard %s: hints of shard %s to fork from: %w", spec.Id, from, err)
+		}
+		if err = os.RemoveAll(dir); err == nil {
+			err = os.MkdirAll(dir, 0o750)
+		}
+		if err != nil {
+			return fmt.Errorf("shard %s: directory to fork in: %w", spec.Id, err)
+		}
+		var player = recoverylog.NewPlayer(s.host.Journals, log, dir, s.author())
+		player.DoNotProxy = s.host.DirectFragmentReads
+		if err = player.PlayTo(s.ctx, all[0], head); err != nil {
+			return fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
+		}
+		*lf = &logFork{dir: dir, log: log, player: player, head: head}
 	}
 	var played = time.Now()
 	if err = forker.Fork(s, store, dir); err != nil {
 		return err
 	}
 	slog.Info("shard forked", "shard", spec.Id, "from", from, "log", log,
-		"bytesRead", player.BytesRead(), "took", time.Since(started),
+		"bytesRead", (*lf).player.BytesRead(), "took", time.Since(started),
 		"played", played.Sub(started), "copied", time.Since(played))
 	return nil
 }

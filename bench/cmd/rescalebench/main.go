@@ -28,8 +28,10 @@
 //     example/proto whose Order and Payment families have 4 partitions
 //     (BalanceChanged keeps 2: the leaderboard reads only it, so only the
 //     ledger is named). Each child's time to serve runs from the command's
-//     start until it is PRIMARY (the command's waits, -settle, included);
-//     the time from its spec's creation is printed too. Bytes each fork read,
+//     start until it is PRIMARY (the command's waits included: with the
+//     stack's one etcd, it has none before it creates the new shards, whose
+//     -settle runs while they serve); the time from its spec's creation is
+//     printed too. Bytes each fork read,
 //     and its time, are those of the member's "shard forked" log lines (a
 //     fork from the parent's store, as the one ledger member forks unless
 //     -fork-from-log, reads no log: its bytes are 0). The
@@ -104,7 +106,7 @@ func main() {
 	flag.IntVar(&c.txn, "txn", 100, "messages per publisher transaction")
 	flag.DurationVar(&c.warmup, "warmup", 13*time.Second, "load consumed before the member is killed (more than 10s: a primary stores its recovery-log hints every 10s)")
 	flag.DurationVar(&c.before, "before", 5*time.Second, "window of the consumption rate before the split")
-	flag.DurationVar(&c.settle, "settle", time.Second, "--settle of gazconsumer rescale: its waits for members and producers to see each step")
+	flag.DurationVar(&c.settle, "settle", time.Second, "--settle of gazconsumer rescale: the time new shards give producers to switch to the new journals before they read their parents' journals' heads")
 	flag.DurationVar(&c.lease, "lease", 2*time.Second, "--etcd.lease of the members")
 	flag.BoolVar(&c.direct, "direct", true, "members open the stack's persisted fragments themselves (--broker.file-root), recovery logs included; without, a member may retry a read of a persisted fragment forever (see docs/benchmarks.md)")
 	flag.BoolVar(&c.fromLog, "fork-from-log", false, "new shards always play their parent's recovery log (the members' --consumer.fork-from-log), rather than read the parent's store when its primary runs in their member, as the one ledger member here does")
