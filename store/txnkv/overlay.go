@@ -43,7 +43,7 @@ type Overlay struct {
 	spFree *savepoint // A savepoint released, for the next.
 
 	frozen bool
-	filter []uint64  // Bits of the hashes of the keys of a frozen overlay: see Freeze.
+	filter []uint64  // Bits of the hashes of the keys, once there are minFiltered: see mayHave.
 	sortMu sync.Once // Sorts sorted, once frozen, if index is nil.
 	sorted []*Entry  // Entries in key order, of a frozen overlay without an index.
 }
@@ -155,6 +155,40 @@ func (o *Overlay) write(key, value []byte, deleted bool) {
 	}
 	o.entries++
 	o.bytes += len(key) + len(value)
+	o.filterAdd(h)
+}
+
+// filterAdd adds h, the hash of the key of an entry just made, to the
+// overlay's filter: it makes the filter once the overlay has minFiltered
+// entries, and makes it again, twice as large, from the hashes of every
+// entry, whenever the entries fill it past eight bits an entry: a hash's
+// bits are set about twice, in all, as the overlay grows.
+func (o *Overlay) filterAdd(h uint64) {
+	if o.filter == nil && o.entries < minFiltered {
+		return
+	} else if o.filter == nil || len(o.filter)*64 < 8*o.entries {
+		// A power of two of words, at least eight bits an entry.
+		var words = max(1, len(o.filter))
+		for words*64 < 8*o.entries {
+			words *= 2
+		}
+		var filter = make([]uint64, words)
+		// Keys of collided share a hash of rows: their bits are set. Those
+		// of entries rolled back are not, as they are no longer hashes.
+		for _, h := range o.hashes[:o.entries] {
+			setFilterBits(filter, h)
+		}
+		o.filter = filter
+		return
+	}
+	setFilterBits(o.filter, h)
+}
+
+// setFilterBits sets the two bits of h in filter (see filterBits).
+func setFilterBits(filter []uint64, h uint64) {
+	var a, b = filterBits(h, len(filter))
+	filter[a/64] |= 1 << (a % 64)
+	filter[b/64] |= 1 << (b % 64)
 }
 
 // alloc returns n bytes for an entry.
@@ -186,16 +220,19 @@ func (o *Overlay) GetHashed(key []byte, h uint64) (Entry, bool) {
 	return Entry{}, false
 }
 
-// minFiltered is the fewest entries a frozen overlay has a filter of.
+// minFiltered is the fewest entries an overlay has a filter of.
 const minFiltered = 1024
 
-// mayHave reports whether the frozen overlay may have a key of hash h: a
-// Bloom filter of two bits a key, eight bits a key in all, which answers
-// a lookup of most keys the overlay doesn't have from memory a sixteenth
-// of its map's, which a lookup of a large overlay would mostly miss in
-// the processor's caches (a store's reads look every key up in its
-// transaction's overlay and its commit's, and most keys of a large key
-// space are in neither).
+// mayHave reports whether the overlay, which has a filter, may have a key
+// of hash h: a Bloom filter of two bits a key, at least eight bits a key in
+// all, which answers a lookup of most keys the overlay doesn't have from
+// memory a sixteenth of its map's, which a lookup of a large overlay would
+// mostly miss in the processor's caches (a store's reads look every key up
+// in its transaction's overlay and its commit's, and most keys of a large
+// key space are in neither). The overlay keeps it from its minFiltered-th
+// entry on, as it's written (filterAdd), even if a rollback to a savepoint
+// drops entries below that: the rollback leaves the bits of the entries it
+// drops set, which costs such keys' lookups only a look at the map.
 func (o *Overlay) mayHave(h uint64) bool {
 	var a, b = filterBits(h, len(o.filter))
 	return o.filter[a/64]&(1<<(a%64)) != 0 && o.filter[b/64]&(1<<(b%64)) != 0
@@ -246,21 +283,7 @@ func (o *Overlay) Freeze() {
 	if o.index != nil {
 		o.indexUnindexed()
 	}
-	if o.entries >= minFiltered {
-		// A power of two of words, at least eight bits an entry.
-		var words = 1
-		for words*64 < 8*o.entries {
-			words *= 2
-		}
-		var filter = make([]uint64, words)
-		for h := range o.rows {
-			// Keys of collided share a hash of rows: their bits are set.
-			var a, b = filterBits(h, words)
-			filter[a/64] |= 1 << (a % 64)
-			filter[b/64] |= 1 << (b % 64)
-		}
-		o.filter = filter
-	}
+	// The filter, if the overlay has one, has every entry's bits already.
 }
 
 // indexUnindexed brings the index up to date.

@@ -300,10 +300,13 @@ func FuzzOverlayOrder(f *testing.F) {
 	})
 }
 
-// A frozen overlay of many entries answers lookups through a filter of
-// their hashes first: it finds every key it has, by Get and GetHashed,
-// and none it hasn't, with keys' hashes colliding or not.
-func TestFrozenOverlayFilter(t *testing.T) {
+// An overlay of many entries answers lookups through a filter of their
+// hashes first, which it keeps as it's written: it finds every key it has,
+// by Get and GetHashed, and none it hasn't, with keys' hashes colliding or
+// not, as it grows (its filter made, then made again larger), once frozen,
+// and after a rollback to a savepoint drops entries below the filter's
+// making and more are written.
+func TestOverlayFilter(t *testing.T) {
 	for _, colliding := range []bool{false, true} {
 		t.Run(fmt.Sprintf("colliding=%v", colliding), func(t *testing.T) {
 			if colliding {
@@ -311,20 +314,46 @@ func TestFrozenOverlayFilter(t *testing.T) {
 			}
 			var o = txnkv.NewOverlay()
 			defer o.Release()
-			for i := range 5000 {
-				o.Put(fmt.Appendf(nil, "key-%d", i*2), fmt.Appendf(nil, "%d", i))
-			}
-			o.Freeze()
-			for i := range 10000 {
-				var key = fmt.Appendf(nil, "key-%d", i)
-				var e, ok = o.Get(key)
-				var e2, ok2 = o.GetHashed(key, txnkv.HashKey(key))
-				if want := i%2 == 0; ok != want || ok2 != want {
-					t.Fatalf("Get(%s): found %v (hashed: %v), want %v", key, ok, ok2, want)
-				} else if ok && (string(e.Value) != fmt.Sprint(i/2) || string(e2.Value) != string(e.Value)) {
-					t.Fatalf("Get(%s) = %q (hashed: %q), want %d", key, e.Value, e2.Value, i/2)
+			var model = map[string]string{}
+			var check = func(when string) {
+				t.Helper()
+				for i := range 10000 {
+					var key = fmt.Appendf(nil, "key-%d", i)
+					var e, ok = o.Get(key)
+					var e2, ok2 = o.GetHashed(key, txnkv.HashKey(key))
+					var want, has = model[string(key)]
+					if ok != has || ok2 != has {
+						t.Fatalf("%s: Get(%s): found %v (hashed: %v), want %v", when, key, ok, ok2, has)
+					} else if ok && (string(e.Value) != want || string(e2.Value) != want) {
+						t.Fatalf("%s: Get(%s) = %q (hashed: %q), want %q", when, key, e.Value, e2.Value, want)
+					}
 				}
 			}
+			var put = func(i int, v string) {
+				var key = fmt.Sprintf("key-%d", i)
+				o.Put([]byte(key), []byte(v))
+				model[key] = v
+			}
+			put(0, "first")
+			o.Savepoint()
+			var saved = maps.Clone(model)
+			for i := range 5000 {
+				put(i*2, fmt.Sprint(i))
+				if i == 500 || i == 1100 || i == 2100 {
+					check(fmt.Sprintf("%d entries", len(model)))
+				}
+			}
+			check("written")
+			o.RollbackToSavepoint()
+			model = saved
+			check("rolled back")
+			for i := range 700 {
+				put(i*3, fmt.Sprint(-i))
+			}
+			check("written after the rollback")
+			o.ReleaseSavepoint()
+			o.Freeze()
+			check("frozen")
 		})
 	}
 }
