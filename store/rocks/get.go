@@ -63,10 +63,24 @@ type multiGet struct {
 	lens   []int64 // Of each key's value, or -1 if it is absent.
 	values []byte  // The values of the keys present, one after the other.
 	offs   []int   // Where each key's value begins in values.
+
+	added map[uint64]struct{} // The hashes of the keys added.
 }
 
 func (m *multiGet) reset() {
 	m.keys, m.ends, m.hashes = m.keys[:0], m.ends[:0], m.hashes[:0]
+	clear(m.added)
+}
+
+// first reports whether no key of hash h was added since the last reset.
+func (m *multiGet) first(h uint64) bool {
+	if m.added == nil {
+		m.added = make(map[uint64]struct{})
+	} else if _, ok := m.added[h]; ok {
+		return false
+	}
+	m.added[h] = struct{}{}
+	return true
 }
 
 // add adds key, of hash h.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
 	"github.com/linxGnu/grocksdb"
 	"go.gazette.dev/core/broker/client"
 )
@@ -72,6 +73,62 @@ func TestPrefetchFillsTheRowCache(t *testing.T) {
 		}
 		s.Destroy()
 	}
+}
+
+// A Prefetch reads each key it misses in the row cache once, however often
+// its batch holds it, and adds each row it reads to the cache once: a key
+// is in one generation of the cache at most, even as the rows it adds turn
+// the generations over, and Gets return what the database holds.
+func TestPrefetchOfRepeatedKeys(t *testing.T) {
+	var a = openRecorded(t, newLog(t), 0xA5, Options{RowCacheBytes: 1200}) // About ten rows a generation.
+	var s = a.store
+	defer s.Destroy()
+	var key = func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
+	for i := range 40 {
+		if i%4 != 3 { // Every fourth key is absent.
+			_ = s.Put(key(i), fmt.Appendf(nil, "value of %d", i))
+		}
+	}
+	await(t, s.StartCommit(nil, checkpointAt(1), nil))
+	s.DropRowCache()
+	var p runtime.Prefetch
+	var keys [][]byte
+	for i := range 120 {
+		var k = key(i * 7 % 40) // Each key three times, apart.
+		p.Add(append(p.Append(), k...))
+		keys = append(keys, k)
+	}
+	var hashes = make([]uint64, len(keys))
+	for i, k := range keys {
+		hashes[i] = txnkv.HashKey(k)
+	}
+	var read, err = (*database)(s).Prefetch(keys, hashes)
+	if err != nil {
+		t.Fatal(err)
+	} else if read != 40 {
+		t.Fatalf("the prefetch read %d keys, want each of the 40 once", read)
+	}
+	var inOne = func(when string) {
+		t.Helper()
+		for i := range 40 {
+			var h = txnkv.HashKey(key(i))
+			if s.rows.cur.find(h, key(i)) >= 0 && s.rows.prev.find(h, key(i)) >= 0 {
+				t.Fatalf("%s: %s is in both generations of the row cache", when, key(i))
+			}
+		}
+	}
+	inOne("prefetched")
+	for i := range 40 {
+		var v, ok, err = s.Get(key(i))
+		if err != nil || ok != (i%4 != 3) || ok && string(v) != fmt.Sprintf("value of %d", i) {
+			t.Fatalf("Get(%s) = %q %v %v", key(i), v, ok, err)
+		}
+		inOne(fmt.Sprintf("after Get(%s)", key(i)))
+	}
+	if err = s.Prefetch(&p); err != nil {
+		t.Fatal(err)
+	}
+	inOne("prefetched again")
 }
 
 // A store whose prefetch found almost every key at hand (in its row cache)

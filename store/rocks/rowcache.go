@@ -2,6 +2,7 @@ package rocks
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"slices"
 	"sync"
@@ -24,9 +25,13 @@ import (
 //
 // A generation holds no pointers for the garbage collector to trace (a
 // cache of a large key space holds hundreds of thousands of rows, which the
-// collector would scan on every cycle): keys and values are copied into one
-// byte arena, and a map from a hash of the key to the row's place in it
-// finds them. A key is hashed once for both generations, by the hash of
+// collector would scan on every cycle): rows are copied into one byte
+// arena, each a header of its lengths followed by its key and value, and a
+// map from a hash of the key to the row's place in it finds them. A lookup
+// reads the map and then the row's header and key, most often from one
+// line of the processor's cache: on a large key space, where most lookups
+// miss the processor's caches, a row's lengths kept apart from its key
+// would cost another miss. A key is hashed once for both generations, by the hash of
 // the store's overlays (txnkv.HashKey), which the store computed already
 // to look the key up in them. Two keys of the
 // same hash (one chance in 2^64) share a slot: a lookup compares the key,
@@ -105,20 +110,25 @@ const maxReserve = 128
 
 // generation is one generation of a rowCache.
 type generation struct {
-	slots map[uint64]int32 // Index in rows of the row of a key's hash.
-	rows  []cachedSlot
-	arena []byte // Keys and values of rows.
-	bytes int    // Accounted bytes of rows, rewritten ones included.
+	slots map[uint64]int // Offset in arena of the row of a key's hash.
+	arena []byte         // Rows: see rowHeader.
+	rows  int            // Rows added to arena, those displaced since too.
+	bytes int            // Accounted bytes of rows, rewritten ones included.
 }
 
-// cachedSlot is where a generation's arena holds a key and its value (or
-// the value's absence from the database): the key at off, the value after
-// it, in vcap bytes (a rewrite no longer than the first takes its place).
-type cachedSlot struct {
-	off              int
-	klen, vlen, vcap int32
-	absent           bool
-}
+// A row of a generation's arena is a header of rowHeader bytes, then its
+// key, then its value (or nothing, for the value's absence from the
+// database) in vcap bytes, of which vlen are the value's: a rewrite no
+// longer than the first takes its place. The header holds, little-endian,
+// the key's length (uint32), vlen (uint32), vcap (uint32), and whether the
+// value is absent (a byte, then three bytes unused).
+const (
+	rowHeader  = 16
+	rowVlen    = 4
+	rowVcap    = 8
+	rowAbsent  = 12
+	maxRowSize = math.MaxUint32 // Of a key or a value's room.
+)
 
 // cachedRow is a key's value in the database, or its absence.
 type cachedRow struct {
@@ -127,7 +137,7 @@ type cachedRow struct {
 }
 
 // rowOverhead approximates the memory of a cached row beside its key and
-// value: its map entry and slot.
+// value: its map entry and its header (rowHeader).
 const rowOverhead = 48
 
 // newRowCache returns a cache of about capacity bytes, or nil (no cache) if
@@ -139,44 +149,69 @@ func newRowCache(capacity int64) *rowCache {
 	return &rowCache{cur: newGeneration(), prev: newGeneration(), half: int(capacity / 2)}
 }
 
-func newGeneration() *generation { return &generation{slots: make(map[uint64]int32)} }
+func newGeneration() *generation { return &generation{slots: make(map[uint64]int)} }
 
-// find returns the index of key's row in g, or -1.
-func (g *generation) find(h uint64, key []byte) int32 {
-	var i, ok = g.slots[h]
+// find returns the offset of key's row in g's arena, or -1.
+func (g *generation) find(h uint64, key []byte) int {
+	var off, ok = g.slots[h]
 	if !ok {
 		return -1
 	}
-	var r = &g.rows[i]
-	if !bytes.Equal(g.arena[r.off:r.off+int(r.klen)], key) {
+	var k = off + rowHeader
+	if !bytes.Equal(g.arena[k:k+int(binary.LittleEndian.Uint32(g.arena[off:]))], key) {
 		return -1
 	}
-	return i
+	return off
 }
 
-// row returns the row at index i.
-func (g *generation) row(i int32) cachedRow {
-	var r = &g.rows[i]
-	var v = r.off + int(r.klen)
-	return cachedRow{value: g.arena[v : v+int(r.vlen) : v+int(r.vlen)], absent: r.absent}
+// row returns the row at offset off.
+func (g *generation) row(off int) cachedRow {
+	var hdr = g.arena[off : off+rowHeader]
+	var v = off + rowHeader + int(binary.LittleEndian.Uint32(hdr))
+	var n = int(binary.LittleEndian.Uint32(hdr[rowVlen:]))
+	return cachedRow{value: g.arena[v : v+n : v+n], absent: hdr[rowAbsent] != 0}
+}
+
+// rewrite sets the value of the row at offset off, which has room for it,
+// and reports whether it had.
+func (g *generation) rewrite(off int, value []byte, absent bool) bool {
+	var hdr = g.arena[off : off+rowHeader]
+	if len(value) > int(binary.LittleEndian.Uint32(hdr[rowVcap:])) {
+		return false
+	}
+	copy(g.arena[off+rowHeader+int(binary.LittleEndian.Uint32(hdr)):], value)
+	binary.LittleEndian.PutUint32(hdr[rowVlen:], uint32(len(value)))
+	hdr[rowAbsent] = 0
+	if absent {
+		hdr[rowAbsent] = 1
+	}
+	return true
 }
 
 // add appends the row of key to g, with room for a value of vcap bytes
-// (no fewer than value's), and returns its index.
-func (g *generation) add(h uint64, key, value []byte, vcap int, absent bool) int32 {
-	var i = int32(len(g.rows)) // Displacing a row of another key of the same hash, if any.
-	g.rows = append(g.rows, cachedSlot{off: len(g.arena), klen: int32(len(key)), vlen: int32(len(value)), vcap: int32(vcap), absent: absent})
-	g.arena = append(append(g.arena, key...), value...)
+// (no fewer than value's, and at most maxRowSize, as key's length), and
+// returns its offset.
+func (g *generation) add(h uint64, key, value []byte, vcap int, absent bool) int {
+	var off = len(g.arena) // Displacing a row of another key of the same hash, if any.
+	var hdr [rowHeader]byte
+	binary.LittleEndian.PutUint32(hdr[:], uint32(len(key)))
+	binary.LittleEndian.PutUint32(hdr[rowVlen:], uint32(len(value)))
+	binary.LittleEndian.PutUint32(hdr[rowVcap:], uint32(vcap))
+	if absent {
+		hdr[rowAbsent] = 1
+	}
+	g.arena = append(append(append(g.arena, hdr[:]...), key...), value...)
 	g.arena = slices.Grow(g.arena, vcap-len(value))[:len(g.arena)+vcap-len(value)]
-	g.slots[h] = i
+	g.slots[h] = off
+	g.rows++
 	g.bytes += len(key) + vcap + rowOverhead
-	return i
+	return off
 }
 
 // reset empties g, keeping its memory.
 func (g *generation) reset() {
 	clear(g.slots)
-	g.rows, g.arena, g.bytes = g.rows[:0], g.arena[:0], 0
+	g.arena, g.rows, g.bytes = g.arena[:0], 0, 0
 }
 
 // get returns the cached row of key, if the cache has one.
@@ -215,8 +250,8 @@ func (c *rowCache) generationFor(n int) *generation {
 	if c.share != nil {
 		c.half = int(c.share.half.Load())
 	}
-	if n > c.half || n > math.MaxInt32 {
-		return nil // Slots hold lengths as int32s.
+	if n > c.half || n > maxRowSize {
+		return nil // Headers hold lengths as uint32s.
 	}
 	if c.cur.bytes+n > c.half {
 		if c.share != nil && cap(c.prev.arena) > 2*c.half {
@@ -245,20 +280,27 @@ func (c *rowCache) putHashed(key []byte, h uint64, value []byte, absent bool) {
 	if c == nil {
 		return
 	}
-	if i := c.cur.find(h, key); i >= 0 {
-		var r = &c.cur.rows[i]
-		if len(value) <= int(r.vcap) {
+	if off := c.cur.find(h, key); off >= 0 {
+		if c.cur.rewrite(off, value, absent) {
 			// Rewritten in place: the generation accounts the row's bytes
 			// as they were.
-			var v = r.off + int(r.klen)
-			copy(c.cur.arena[v:], value)
-			r.vlen, r.absent = int32(len(value)), absent
 			c.noteLen(len(value), absent)
 			return
 		}
 		delete(c.cur.slots, h)
 	} else if c.prev.find(h, key) >= 0 {
 		delete(c.prev.slots, h)
+	}
+	c.addHashed(key, h, value, absent)
+}
+
+// addHashed is putHashed of key, whose hash is h, which the cache holds in
+// neither generation: it adds the row without looking for it. A Prefetch
+// adds so the rows of the keys it found in neither and read from the
+// database.
+func (c *rowCache) addHashed(key []byte, h uint64, value []byte, absent bool) {
+	if c == nil {
+		return
 	}
 	var vcap = len(value)
 	if absent {

@@ -255,6 +255,13 @@ func (d *database) GetHashed(key []byte, h uint64) ([]byte, bool, error) {
 // Prefetch reads the keys which the row cache doesn't hold from the
 // database, in one MultiGet, into the row cache, and returns how many it
 // read. Without a row cache, it reads none.
+//
+// It reads a key once however often keys holds it, and adds the rows it
+// read to the cache without looking for them there again: the cache,
+// which only the store's goroutine changes, holds none of them, as its
+// lookups of the keys found. (Of two keys of one hash, a chance in 2^64,
+// it reads only the first, which costs the second's Get a read of its
+// own.)
 func (d *database) Prefetch(keys [][]byte, hashes []uint64) (int, error) {
 	if d.rows == nil {
 		return 0, nil
@@ -262,7 +269,7 @@ func (d *database) Prefetch(keys [][]byte, hashes []uint64) (int, error) {
 	var m = &d.multi
 	m.reset()
 	for i, key := range keys {
-		if _, ok := d.rows.getHashed(key, hashes[i]); !ok {
+		if _, ok := d.rows.getHashed(key, hashes[i]); !ok && m.first(hashes[i]) {
 			m.add(key, hashes[i])
 		}
 	}
@@ -274,7 +281,7 @@ func (d *database) Prefetch(keys [][]byte, hashes []uint64) (int, error) {
 	}
 	for i, h := range m.hashes {
 		var v, found = m.value(i)
-		d.rows.putHashed(m.key(i), h, v, !found) // Copies v.
+		d.rows.addHashed(m.key(i), h, v, !found) // Copies v.
 	}
 	return len(m.hashes), nil
 }
