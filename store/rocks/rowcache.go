@@ -31,9 +31,9 @@ import (
 // reads the map and then the row's header and key, most often from one
 // line of the processor's cache: on a large key space, where most lookups
 // miss the processor's caches, a row's lengths kept apart from its key
-// would cost another miss. A key is hashed once for both generations, by the hash of
-// the store's overlays (txnkv.HashKey), which the store computed already
-// to look the key up in them. Two keys of the
+// would cost another miss. A key is hashed once for both generations, by
+// the hash of the store's overlays (txnkv.HashKey), which the store
+// computed already to look the key up in them. Two keys of the
 // same hash (one chance in 2^64) share a slot: a lookup compares the key,
 // and a key displaced by another is no longer cached.
 //
