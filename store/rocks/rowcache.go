@@ -28,10 +28,11 @@ import (
 // collector would scan on every cycle): rows are copied into one byte
 // arena, each a header of its lengths followed by its key and value, and a
 // map from a hash of the key to the row's place in it finds them. A lookup
-// reads the map and then the row's header and key, most often from one
-// line of the processor's cache: on a large key space, where most lookups
-// miss the processor's caches, a row's lengths kept apart from its key
-// would cost another miss. A key is hashed once for both generations, by
+// reads a Bloom filter of the generation's keys, which answers most lookups
+// of keys the generation doesn't have, then the map, then the row's header
+// and key, most often from one line of the processor's cache: on a large
+// key space, where most lookups miss the processor's caches, a row's
+// lengths kept apart from its key would cost another miss. A key is hashed once for both generations, by
 // the hash of the store's overlays (txnkv.HashKey), which the store
 // computed already to look the key up in them. Two keys of the
 // same hash (one chance in 2^64) share a slot: a lookup compares the key,
@@ -110,11 +111,15 @@ const maxReserve = 128
 
 // generation is one generation of a rowCache.
 type generation struct {
-	slots map[uint64]int // Offset in arena of the row of a key's hash.
-	arena []byte         // Rows: see rowHeader.
-	rows  int            // Rows added to arena, those displaced since too.
-	bytes int            // Accounted bytes of rows, rewritten ones included.
+	slots  map[uint64]int // Offset in arena of the row of a key's hash.
+	filter []uint64       // Bits of the hashes of slots: see mayHave.
+	arena  []byte         // Rows: see rowHeader.
+	rows   int            // Rows added to arena, those displaced since too.
+	bytes  int            // Accounted bytes of rows, rewritten ones included.
 }
+
+// minFilterWords is the fewest words of a generation's filter.
+const minFilterWords = 16
 
 // A row of a generation's arena is a header of rowHeader bytes, then its
 // key, then its value (or nothing, for the value's absence from the
@@ -149,10 +154,54 @@ func newRowCache(capacity int64) *rowCache {
 	return &rowCache{cur: newGeneration(), prev: newGeneration(), half: int(capacity / 2)}
 }
 
-func newGeneration() *generation { return &generation{slots: make(map[uint64]int)} }
+func newGeneration() *generation {
+	return &generation{slots: make(map[uint64]int), filter: make([]uint64, minFilterWords)}
+}
+
+// mayHave reports whether g may have a row of a key of hash h: a Bloom
+// filter of two bits a key, at least eight bits a key in all, which answers
+// a lookup of most keys g doesn't have from memory a sixteenth of its
+// map's, which a lookup of a large generation would mostly miss in the
+// processor's caches (on a large key space, most keys a Prefetch looks up
+// are in neither generation). Bits of rows deleted since stay set, which
+// costs such keys' lookups only a look at the map.
+func (g *generation) mayHave(h uint64) bool {
+	var mask = uint64(len(g.filter))*64 - 1
+	var a, b = h & mask, (h >> 32) & mask
+	return g.filter[a/64]&(1<<(a%64)) != 0 && g.filter[b/64]&(1<<(b%64)) != 0
+}
+
+// setFilter sets the bits of h in g's filter, which it makes again, twice
+// as large, from the hashes of slots, whenever they fill it past eight bits
+// a key.
+func (g *generation) setFilter(h uint64) {
+	if n := len(g.slots); len(g.filter)*64 < 8*n {
+		var words = len(g.filter)
+		for words*64 < 8*n {
+			words *= 2
+		}
+		g.filter = make([]uint64, words)
+		for h := range g.slots {
+			g.setBits(h)
+		}
+		return
+	}
+	g.setBits(h)
+}
+
+// setBits sets the two bits of h in g's filter.
+func (g *generation) setBits(h uint64) {
+	var mask = uint64(len(g.filter))*64 - 1
+	var a, b = h & mask, (h >> 32) & mask
+	g.filter[a/64] |= 1 << (a % 64)
+	g.filter[b/64] |= 1 << (b % 64)
+}
 
 // find returns the offset of key's row in g's arena, or -1.
 func (g *generation) find(h uint64, key []byte) int {
+	if !g.mayHave(h) {
+		return -1
+	}
 	var off, ok = g.slots[h]
 	if !ok {
 		return -1
@@ -203,6 +252,7 @@ func (g *generation) add(h uint64, key, value []byte, vcap int, absent bool) int
 	g.arena = append(append(append(g.arena, hdr[:]...), key...), value...)
 	g.arena = slices.Grow(g.arena, vcap-len(value))[:len(g.arena)+vcap-len(value)]
 	g.slots[h] = off
+	g.setFilter(h)
 	g.rows++
 	g.bytes += len(key) + vcap + rowOverhead
 	return off
@@ -211,6 +261,7 @@ func (g *generation) add(h uint64, key, value []byte, vcap int, absent bool) int
 // reset empties g, keeping its memory.
 func (g *generation) reset() {
 	clear(g.slots)
+	clear(g.filter)
 	g.arena, g.rows, g.bytes = g.arena[:0], 0, 0
 }
 
