@@ -2,9 +2,6 @@ package rocks
 
 import (
 	"encoding/binary"
-	"fmt"
-	"math/rand/v2"
-	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -246,57 +243,4 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// BenchmarkInsertHints writes to RocksDB as a commit of a large key space
-// does (the workload large of bench/cmd/bench: batches of 4,096 rows of
-// random keys of 125,000, in key order, each row's value a sum which grows),
-// with the store's memtable options, without and with the hints of the
-// memtable's inserts the store sets (setInsertHints). An op is a row.
-func BenchmarkInsertHints(b *testing.B) {
-	for _, hints := range []bool{false, true} {
-		b.Run(fmt.Sprintf("hints=%v", hints), func(b *testing.B) {
-			var opts = grocksdb.NewDefaultOptions()
-			defer opts.Destroy()
-			opts.SetCreateIfMissing(true)
-			opts.SetAllowConcurrentMemtableWrites(false)
-			opts.SetInplaceUpdateSupport(true)
-			opts.SetMemTablePrefixBloomSizeRatio(DefaultMemtableBloomRatio)
-			opts.SetMemtableWholeKeyFiltering(true)
-			if hints {
-				if err := setInsertHints(opts); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var db, err = grocksdb.OpenDb(opts, b.TempDir())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
-			var wo = grocksdb.NewDefaultWriteOptions()
-			defer wo.Destroy()
-			var rng = rand.New(rand.NewPCG(1, 2))
-			var sums = make([]uint64, 125_000)
-			var keys = make([]int, 0, 4096)
-			b.ResetTimer()
-			for done := 0; done < b.N; {
-				keys = keys[:0]
-				for range min(4096, b.N-done) {
-					keys = append(keys, rng.IntN(len(sums)))
-				}
-				slices.Sort(keys)
-				keys = slices.Compact(keys)
-				var wb = grocksdb.NewWriteBatch()
-				for _, k := range keys {
-					sums[k] += uint64(rng.IntN(100))
-					wb.Put(fmt.Appendf(nil, "sums/%08d", k), binary.AppendUvarint(nil, sums[k]))
-				}
-				if err = db.Write(wo, wb); err != nil {
-					b.Fatal(err)
-				}
-				wb.Destroy()
-				done += len(keys)
-			}
-		})
-	}
 }

@@ -25,20 +25,6 @@ func cPointer[T grocksdb.DB | grocksdb.ReadOptions | grocksdb.Options | grocksdb
 	return *(*unsafe.Pointer)(unsafe.Pointer(v)), nil
 }
 
-// setInsertHints has the memtables of the databases opened with opts insert
-// each key from where they inserted the last one of the same first byte
-// (RocksDB's memtable_insert_with_hint_prefix_extractor): a key a few rows
-// after the last is inserted for a few comparisons, rather than those of a
-// search from the top of the memtable's skip list.
-func setInsertHints(opts *grocksdb.Options) error {
-	var copts, err = cPointer(opts)
-	if err != nil {
-		return err
-	}
-	C.gc_options_set_insert_hints(copts)
-	return nil
-}
-
 // get reads the value of key from the database into buf (which it grows if
 // need be), with one call into C. It turns RocksDB's per-thread performance
 // counters off first, as write does: on by default, they count every key

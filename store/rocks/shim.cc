@@ -16,7 +16,6 @@
 #include "rocksdb/file_system.h"
 #include "rocksdb/options.h"
 #include "rocksdb/perf_level.h"
-#include "rocksdb/slice_transform.h"
 #include "rocksdb/write_buffer_manager.h"
 
 // The C API's handles, as laid out by rocksdb's c.cc (7.8).
@@ -383,9 +382,4 @@ extern "C" size_t gc_wbm_buffer_size(void* wbm) { return (*static_cast<WBM*>(wbm
 
 extern "C" void gc_options_set_wbm(void* c_opts, void* wbm) {
   static_cast<rocksdb_options_t*>(c_opts)->rep.write_buffer_manager = *static_cast<WBM*>(wbm);
-}
-
-extern "C" void gc_options_set_insert_hints(void* c_opts) {
-  static_cast<rocksdb_options_t*>(c_opts)->rep.memtable_insert_with_hint_prefix_extractor.reset(
-      rocksdb::NewCappedPrefixTransform(1));
 }

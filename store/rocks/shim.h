@@ -56,12 +56,6 @@ size_t gc_wbm_buffer_size(void* wbm);
 // rocksdb_options_t) share the manager wbm.
 void gc_options_set_wbm(void* c_opts, void* wbm);
 
-// gc_options_set_insert_hints has the memtables of the databases opened
-// with c_opts (a rocksdb_options_t) insert each key from where they
-// inserted the last one of the same first byte (RocksDB's
-// memtable_insert_with_hint_prefix_extractor, a prefix capped at a byte).
-void gc_options_set_insert_hints(void* c_opts);
-
 #ifdef __cplusplus
 }
 #endif

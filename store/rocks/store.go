@@ -110,11 +110,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	s.bbto.SetFilterPolicy(grocksdb.NewBloomFilter(10))
 
 	s.opts = grocksdb.NewDefaultOptions()
-	// A commit writes its rows in key order (see appendBatch): the
-	// memtable inserts each from where it inserted the one before, most
-	// often a few rows away, rather than from the top of its skip list.
-	err = setInsertHints(s.opts)
-	if err == nil && o.Budget != nil {
+	if o.Budget != nil {
 		// Index and filter blocks are charged to the budget's cache too
 		// (those of level 0, read by every Get, pinned there), rather than
 		// held beside it for every open file.
@@ -122,19 +118,17 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.bbto.SetPinL0FilterAndIndexBlocksInCache(true)
 		s.opts.SetWriteBufferSize(uint64(o.Budget.cfg.MemtableBytes()))
 		// Before the table factory copies s.bbto.
-		if err = o.Budget.attach(s.bbto, s.opts, s.cache == nil); err == nil {
-			s.budget = o.Budget
+		if err = o.Budget.attach(s.bbto, s.opts, s.cache == nil); err != nil {
+			s.opts.Destroy()
+			s.bbto.Destroy()
+			if s.cache != nil {
+				s.cache.Destroy()
+			}
+			env.Destroy()
+			s.handle.Delete()
+			return nil, fmt.Errorf("opening store %s: %w", dir, err)
 		}
-	}
-	if err != nil {
-		s.opts.Destroy()
-		s.bbto.Destroy()
-		if s.cache != nil {
-			s.cache.Destroy()
-		}
-		env.Destroy()
-		s.handle.Delete()
-		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		s.budget = o.Budget
 	}
 	s.opts.SetBlockBasedTableFactory(s.bbto)
 	s.opts.SetCompression(compression)

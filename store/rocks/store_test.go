@@ -451,26 +451,3 @@ func TestOpener(t *testing.T) {
 type plainRecorder string
 
 func (r plainRecorder) Dir() string { return string(r) }
-
-// A store's memtables insert each key from where they inserted the one
-// before (a commit's rows come in key order): the options RocksDB persists
-// for the database say so.
-func TestInsertHints(t *testing.T) {
-	var dir = t.TempDir()
-	var s, err = Open(dir, &nopRecorder{}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
-	var files, _ = filepath.Glob(filepath.Join(dir, "OPTIONS-*"))
-	if len(files) == 0 {
-		t.Fatalf("no options file in %s", dir)
-	}
-	var b []byte
-	if b, err = os.ReadFile(files[len(files)-1]); err != nil {
-		t.Fatal(err)
-	}
-	if want := "memtable_insert_with_hint_prefix_extractor=rocksdb.CappedPrefix.1"; !strings.Contains(string(b), want) {
-		t.Fatalf("the options file %s has no %s", files[len(files)-1], want)
-	}
-}
