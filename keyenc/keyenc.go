@@ -157,9 +157,17 @@ func AppendString(b []byte, v string, d Direction) []byte {
 
 // DecodeString decodes a string from the front of b, returning the rest of b.
 func DecodeString(b []byte, d Direction) (rest []byte, v string, err error) {
-	rest, s, err := DecodeBytes(b, d)
+	// Decoded into b itself (an ascending encoding without escapes) or into
+	// buf, then copied once into the string.
+	var buf [64]byte
+	var s []byte
+	if d == Descending {
+		rest, s, err = encoding.DecodeBytesDescending(b, buf[:0])
+	} else {
+		rest, s, err = encoding.DecodeBytesAscending(b, nil)
+	}
 	if err != nil {
-		return b, "", err
+		return b, "", fmt.Errorf("keyenc: decoding %s string: %w", d, err)
 	}
 	return rest, string(s), nil
 }

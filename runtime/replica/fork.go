@@ -29,7 +29,8 @@ const forkRetry = 250 * time.Millisecond
 // runs in this member, or else it plays the other's recovery log into a
 // directory beside dir, without fencing it, and hands it to the
 // application's Fork. Until the other shard has committed its split, it
-// reads the other's store again, or plays the log on, every forkRetry.
+// reads the other's store again, or plays the log on, every forkRetry,
+// and reads a local parent's store again as soon as it commits.
 func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	var spec = s.Spec()
 	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
@@ -48,7 +49,9 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 	for logged := false; ; logged = true {
 		var began = time.Now()
 		var err error
+		var parentCommitted <-chan struct{} // Of a local parent: its next commit.
 		if parent, sr := s.localParent(from); sr != nil {
+			_, _, parentCommitted = parent.Progress()
 			// The parent yields its processors while this shard reads its
 			// state and loads its share.
 			var yielding = &yieldingParent{StateReader: sr, parent: parent}
@@ -76,6 +79,8 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 		select {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
+		case <-parentCommitted:
+			// The local parent committed since: perhaps its split.
 		case <-time.After(forkRetry):
 		}
 	}

@@ -307,9 +307,9 @@ func TestReadCommittedWaitsOnlyForWhatItReads(t *testing.T) {
 	<-op.Done()
 }
 
-// ReadState waits only for the commit which wrote its settled key to be
-// durable, and then sees the whole state, reserved keys too, with the
-// writes of later commits not yet durable; a failed commit fails it.
+// ReadState reads the whole state, reserved keys too, with the writes of
+// commits not yet durable, and returns once the commit which wrote its
+// settled key is durable (only that one); a failed commit fails it.
 func TestReadStateWaitsOnlyForItsSettledKey(t *testing.T) {
 	var settled = []byte("\x01split")
 	var b = &base{rows: map[string]string{"a": "0"}, durable: client.NewAsyncOperation()}
@@ -330,12 +330,22 @@ func TestReadStateWaitsOnlyForItsSettledKey(t *testing.T) {
 	_ = s.Put([]byte("a"), []byte("1"))
 	var op = s.StartCommit(nil, checkpointAt(1), nil)
 	waitWritten(t, s)
-	if rows, err := read(50 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("with the commit of the settled key not durable: %s, %v; want it to wait", rows, err)
+	var want = fmt.Sprintf("%q=1,%q=1", settled, "a")
+	if rows, err := read(50 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(rows, want) {
+		t.Fatalf("with the commit of the settled key not durable: %s, %v; want it read (%s), and then to wait", rows, err, want)
+	}
+	var waited = make(chan error, 1)
+	go func() { _, err := read(5 * time.Second); waited <- err }()
+	select {
+	case err := <-waited:
+		t.Fatalf("returned before the commit of the settled key was durable: %v", err)
+	case <-time.After(20 * time.Millisecond):
 	}
 	b.durable.Resolve(nil)
+	if err := <-waited; err != nil {
+		t.Fatalf("once the commit of the settled key is durable: %v", err)
+	}
 	<-op.Done()
-	var want = fmt.Sprintf("%q=1,%q=1", settled, "a")
 	if rows, err := read(time.Second); err != nil || !strings.Contains(rows, want) {
 		t.Fatalf("once durable: %s, %v; want %s among them", rows, err, want)
 	}
@@ -374,5 +384,48 @@ func TestReadStateWaitsOnlyForItsSettledKey(t *testing.T) {
 	<-op.Done()
 	if rows, err := read(time.Second); err == nil || !strings.Contains(err.Error(), "log append failed") {
 		t.Fatalf("after a failed commit: %s, %v", rows, err)
+	}
+}
+
+// A ReadState which read the settled key of a commit not yet durable fails
+// if that commit fails, as the commit is handed to the Base during its read
+// too.
+func TestReadStateFailsWithTheSettledCommit(t *testing.T) {
+	var settled = []byte("\x01split")
+	for _, during := range []bool{false, true} {
+		var b = &base{rows: map[string]string{}, durable: client.NewAsyncOperation()}
+		var s = txnkv.New("test", b)
+		var op client.OpFuture
+		var commit = func() {
+			_ = s.Put(settled, []byte("1"))
+			op = s.StartCommit(nil, checkpointAt(1), nil)
+			waitWritten(t, s)
+		}
+		if !during {
+			commit()
+		}
+		var done = make(chan error, 1)
+		go func() {
+			done <- s.ReadState(context.Background(), settled, func(r runtime.Reader) error {
+				if during {
+					commit()
+				}
+				if _, found, err := r.Get(settled); err != nil || !found {
+					return fmt.Errorf("the settled key is not read: %v, %v", found, err)
+				}
+				return nil
+			})
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("during=%v: returned before the commit of the settled key resolved: %v", during, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		b.durable.Resolve(errors.New("log append failed"))
+		if err := <-done; err == nil || !strings.Contains(err.Error(), "log append failed") {
+			t.Fatalf("during=%v: after the settled commit failed: %v", during, err)
+		}
+		<-op.Done()
+		s.Destroy()
 	}
 }

@@ -293,20 +293,26 @@ func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error
 }
 
 // ReadState calls fn with a view of the store's whole state, the reserved
-// keys too (runtime.StateReader): the Base, once the commit which wrote key
-// settled, if one did, is durable. Unlike ReadCommitted's, the view sees the
-// writes of later commits not yet known durable, and fn's reads don't hold
-// off commits: the Base applies them as fn runs, and fn's reads may see
-// some of a commit's writes and not others, and a row being written as
-// it's read half-written (RocksDB updates rows in place): fn may rely only
-// on rows no commit writes meanwhile. A shard forked from
-// this one by a rescale reads it so: settled is the key of its split's
-// checkpoint, and what it keeps is no longer written, only moved. It fails
-// if a commit failed, or the store is destroyed, which waits for fn. It may
-// be called from any goroutine, concurrently with every method of the
-// store.
+// keys too (runtime.StateReader): the Base, whose view holds the writes of
+// every commit handed to it, durable or not. Once fn returns, and if a
+// commit handed to the Base but not yet durable wrote key settled, it waits
+// until that commit is durable, and fails if it failed: what fn read of it
+// is the caller's only then. fn's reads don't hold off commits: the Base
+// applies them as fn runs, and fn's reads may see some of a commit's writes
+// and not others, and a row being written as it's read half-written
+// (RocksDB updates rows in place): fn may rely only on rows no commit
+// writes meanwhile. A shard forked from this one by a rescale reads it so:
+// settled is the key of its split's checkpoint (fn reads nothing of the
+// split until the Base applied the split's commit, whole), and what it
+// keeps is no longer written. It fails if a commit failed, or the store
+// is destroyed, which waits for fn. It may be called from any goroutine,
+// concurrently with every method of the store.
 func (s *Store) ReadState(ctx context.Context, settled []byte, fn func(runtime.Reader) error) error {
-	return s.untilRead(ctx, func() (*commit, error) { return s.readState(fn, settled) })
+	var settling, err = s.readState(fn, settled)
+	if err != nil || settling == nil {
+		return err
+	}
+	return s.awaitDurable(ctx, settling)
 }
 
 // untilRead calls read until it returns no commit to wait for, waiting
@@ -322,18 +328,27 @@ func (s *Store) untilRead(ctx context.Context, read func() (*commit, error)) err
 	}
 }
 
-// readState runs fn once, unless a commit not yet durable wrote settled:
-// it returns that commit then.
+// readState runs fn once, and then returns the commit handed to the Base
+// but not yet durable which wrote settled, if one did (before fn returned:
+// perhaps as it ran).
 func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) (*commit, error) {
-	if blocked, err := s.settling(settled); blocked != nil || err != nil {
-		return blocked, err
+	if _, err := s.settling(settled); err != nil {
+		return nil, err
 	}
+	if err := s.read(fn); err != nil {
+		return nil, err
+	}
+	return s.settling(settled)
+}
+
+// read runs fn on a reader of the Base, unless the store is closed.
+func (s *Store) read(fn func(runtime.Reader) error) error {
 	s.reading.RLock()
 	defer s.reading.RUnlock()
 	if s.closed {
-		return nil, fmt.Errorf("store %s: %w", s.name, ErrClosed)
+		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
 	}
-	return nil, fn(s.base.Shared())
+	return fn(s.base.Shared())
 }
 
 // settling returns the commit handed to the Base but not yet durable which

@@ -90,6 +90,7 @@ type config struct {
 	before    time.Duration // Window of the rate before the split.
 	settle    time.Duration // The rescale command's --settle.
 	lease     time.Duration // The members' --etcd.lease.
+	logLevel  string        // The ledger members' --log.level.
 	keep      bool          // Keep the work directory.
 	direct    bool          // The members open persisted fragments themselves (--broker.file-root).
 	fromLog   bool          // New shards play their parent's recovery log (--consumer.fork-from-log).
@@ -108,6 +109,7 @@ func main() {
 	flag.DurationVar(&c.before, "before", 5*time.Second, "window of the consumption rate before the split")
 	flag.DurationVar(&c.settle, "settle", time.Second, "--settle of gazconsumer rescale: the time new shards give producers to switch to the new journals before they read their parents' journals' heads")
 	flag.DurationVar(&c.lease, "lease", 2*time.Second, "--etcd.lease of the members")
+	flag.StringVar(&c.logLevel, "ledger-log-level", "info", "--log.level of the ledger members (debug logs each transaction a splitting shard commits)")
 	flag.BoolVar(&c.direct, "direct", true, "members open the stack's persisted fragments themselves (--broker.file-root), recovery logs included; without, a member may retry a read of a persisted fragment forever (see docs/benchmarks.md)")
 	flag.BoolVar(&c.fromLog, "fork-from-log", false, "new shards always play their parent's recovery log (the members' --consumer.fork-from-log), rather than read the parent's store when its primary runs in their member, as the one ledger member here does")
 	flag.StringVar(&c.work, "dir", "", "directory of the runs' files (default: a temporary one, removed after)")

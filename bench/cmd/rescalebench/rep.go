@@ -97,7 +97,7 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	// after its order (its journal read behind the orders') would find the
 	// hold released (a run with 30s failed so). bankctl check waits for the
 	// holds of unpaid orders to be released.
-	ledger, err := newMember(c.bin, dir, "ledger", slices.Concat(common, []string{"--log.format", "json", "--log.level", "info", "--hold-window", "3m"})...)
+	ledger, err := newMember(c.bin, dir, "ledger", slices.Concat(common, []string{"--log.format", "json", "--log.level", c.logLevel, "--hold-window", "3m"})...)
 	if err != nil {
 		return nil, err
 	}
