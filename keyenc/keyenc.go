@@ -136,10 +136,17 @@ func AppendBytes(b []byte, v []byte, d Direction) []byte {
 // DecodeBytes decodes a byte string from the front of b, returning the rest
 // of b. The returned value never aliases b.
 func DecodeBytes(b []byte, d Direction) (rest []byte, v []byte, err error) {
+	return decodeBytes(b, d, []byte{})
+}
+
+// decodeBytes decodes a byte string from the front of b, appended to r,
+// returning the rest of b. A nil r lets an ascending encoding without
+// escapes be returned as a slice of b.
+func decodeBytes(b []byte, d Direction, r []byte) (rest []byte, v []byte, err error) {
 	if d == Descending {
-		rest, v, err = encoding.DecodeBytesDescending(b, []byte{})
+		rest, v, err = encoding.DecodeBytesDescending(b, r)
 	} else {
-		rest, v, err = encoding.DecodeBytesAscending(b, []byte{})
+		rest, v, err = encoding.DecodeBytesAscending(b, r)
 	}
 	if err != nil {
 		return b, nil, fmt.Errorf("keyenc: decoding %s bytes: %w", d, err)
@@ -157,17 +164,16 @@ func AppendString(b []byte, v string, d Direction) []byte {
 
 // DecodeString decodes a string from the front of b, returning the rest of b.
 func DecodeString(b []byte, d Direction) (rest []byte, v string, err error) {
-	// Decoded into b itself (an ascending encoding without escapes) or into
-	// buf, then copied once into the string.
+	// Decoded as a slice of b (an ascending encoding without escapes) or
+	// into buf, then copied once into the string.
 	var buf [64]byte
-	var s []byte
+	var r []byte
 	if d == Descending {
-		rest, s, err = encoding.DecodeBytesDescending(b, buf[:0])
-	} else {
-		rest, s, err = encoding.DecodeBytesAscending(b, nil)
+		r = buf[:0] // Complemented in place: never b.
 	}
+	rest, s, err := decodeBytes(b, d, r)
 	if err != nil {
-		return b, "", fmt.Errorf("keyenc: decoding %s string: %w", d, err)
+		return b, "", err
 	}
 	return rest, string(s), nil
 }
