@@ -92,7 +92,10 @@ type Store interface {
 	// future of waitFor has resolved (they are the transaction's appends);
 	// if any of them fails, so does the commit. The returned future resolves
 	// once the commit is durable. The store's next transaction may begin
-	// before it resolves, and sees this transaction's writes.
+	// before it resolves, and sees this transaction's writes. It may also
+	// start its commit before this one resolves (a transaction that hurries,
+	// as a shard's splitting its state does): that commit must then become
+	// durable only after this one, and fail if this one fails.
 	StartCommit(_ Shard, _ pc.Checkpoint, waitFor client.OpFutures) client.OpFuture
 	// Destroy releases the store's resources and removes its local files. The
 	// store is no longer used once Destroy is called.

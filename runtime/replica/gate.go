@@ -98,6 +98,15 @@ func (h *splitHold) take(g *readGate, id pc.ShardID) {
 	slog.Debug("primary holds its reads until it splits its state", "shard", id)
 }
 
+// taken reports whether the hold is taken: the primary has yet to commit
+// its split. Its open transaction then hurries (txn.Pipeline.Hurry): it
+// splits and starts its commit without waiting for its predecessor's.
+func (h *splitHold) taken() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.since.IsZero()
+}
+
 // committed releases the hold if the transaction committed, which finalized
 // at finalized, did so after the hold was taken: it split.
 func (h *splitHold) committed(finalized time.Time) {

@@ -505,6 +505,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 		ProducerPruneHorizon: 24 * time.Hour,
 		Committed:            s.committed,
 		Progress:             s.readIdle,
+		Hurry:                s.split.taken,
 		Skip:                 s.skip,
 	}
 	err = pipeline.Run(s.ctx, cp, reads)

@@ -12,7 +12,9 @@
 // MaxDuration. It then finalizes and starts to commit. Its successor may
 // begin consuming at once, but may not finalize until its predecessor's
 // commit and acknowledgements are done; if its own MaxDuration passes first,
-// it stops reading (it stalls) until they are.
+// it stops reading (it stalls) until they are. A transaction that hurries
+// (Pipeline.Hurry) finalizes without waiting for them: its commit, which the
+// Store orders after its predecessor's, is then in flight beside it.
 package txn
 
 import (
@@ -148,6 +150,14 @@ type Pipeline struct {
 	// a shard's read progress must reach them although no commit will
 	// report them, as Gazette's consumers report them.
 	Progress func(journal pb.Journal, readThrough pb.Offset)
+	// Hurry, if set, is asked whether a transaction which may finish but
+	// for its predecessor's commit or acknowledgements finishes without
+	// waiting for them (unless its predecessor hurried itself, and is not
+	// done): it starts its commit beside its predecessor's, which the
+	// Store orders after it (see runtime.Store.StartCommit). Its successor
+	// waits for both. A shard splitting its state hurries so that the
+	// shards it's split to may read it sooner.
+	Hurry func() bool
 	// Skip records a Read whose content could not be decoded, within the
 	// current transaction: it may publish through pub, and its error fails
 	// the shard. A Read to skip fails the shard if Skip is nil.
@@ -188,8 +198,12 @@ type txn struct {
 	// many bytes (see backlogAhead).
 	backlog int64
 
-	// Predecessor barrier: the next of its commit or acks not yet resolved.
+	// Predecessor barrier: the next of its commit or acks not yet resolved
+	// (or of its prior's, first).
 	barrier <-chan struct{}
+	// prior is the predecessor, if the transaction hurried: it started its
+	// commit before the predecessor was done.
+	prior *txn
 	// due fires once something of the store falls due, while the
 	// transaction has not begun; dueChecked tells that it was set.
 	due        <-chan time.Time
@@ -225,10 +239,7 @@ func (p *Pipeline) Run(ctx context.Context, cp pc.Checkpoint, reads *Queue) erro
 	}
 
 	for {
-		var cur = &txn{reads: reads}
-		if !prev.done {
-			cur.barrier = prev.commit.Done()
-		}
+		var cur = &txn{reads: reads, barrier: firstBarrier(prev)}
 		var err = p.run(ctx, cur, prev)
 		if cur.began {
 			if bf, ok := p.App.(runtime.BeginFinisher); ok {
@@ -296,7 +307,7 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 		if cur.reads != nil {
 			readCh = cur.reads.Ready()
 		}
-		if p.mayFinish(cur) {
+		if p.mayFinish(cur, prev) {
 			// Nothing compels the transaction to wait: take what is ready,
 			// or else start to commit.
 			select {
@@ -346,6 +357,9 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 					continue
 				}
 				return nil
+			}
+			if cur.barrier != nil {
+				cur.prior, prev.prior = prev, nil // It hurries.
 			}
 			return p.startCommit(cur)
 		}
@@ -431,10 +445,11 @@ func (p *Pipeline) awaitBacklog(ctx context.Context, cur, prev *txn, readCh <-ch
 }
 
 // mayFinish reports whether cur may stop waiting: its predecessor is done,
-// and it either never began and cannot, or has run its minimum duration and
-// has no reason to wait for an acknowledgement.
-func (p *Pipeline) mayFinish(cur *txn) bool {
-	if cur.barrier != nil {
+// or cur has begun and hurries, and it either never began and cannot, or
+// has run its minimum duration and has no reason to wait for an
+// acknowledgement.
+func (p *Pipeline) mayFinish(cur, prev *txn) bool {
+	if cur.barrier != nil && !p.hurries(cur, prev) {
 		return false
 	}
 	if !cur.began {
@@ -445,6 +460,24 @@ func (p *Pipeline) mayFinish(cur *txn) bool {
 	}
 	var awaitAck = p.WaitForAck && cur.reads != nil && !cur.maxDone && p.Sequencer.HasPending()
 	return !awaitAck
+}
+
+// hurries reports whether cur, which has begun, finishes without waiting
+// for prev, which is not done: only if prev did not hurry itself, or its
+// prior is done, so that no more than two commits are in flight.
+func (p *Pipeline) hurries(cur, prev *txn) bool {
+	return p.Hurry != nil && cur.began && (prev.prior == nil || prev.prior.done) && p.Hurry()
+}
+
+// firstBarrier returns the Done channel of the first of prev's prior's and
+// prev's commits to wait for, or nil if both are done.
+func firstBarrier(prev *txn) <-chan struct{} {
+	if pp := prev.prior; pp != nil && !pp.done {
+		return pp.commit.Done()
+	} else if !prev.done {
+		return prev.commit.Done()
+	}
+	return nil
 }
 
 // take takes the queued reads into p.taken; if the queue is closed and
@@ -752,48 +785,70 @@ func (p *Pipeline) onTick(cur *txn, tick time.Time) {
 }
 
 // onBarrier handles the resolution of the predecessor's commit or of one of
-// its acknowledgements, and moves cur.barrier to the next unresolved one.
+// its acknowledgements (or its prior's, first), and moves cur.barrier to the
+// next unresolved one.
 func (p *Pipeline) onBarrier(cur, prev *txn) error {
-	var now = p.Clock.Now()
-	if prev.committedAt.IsZero() {
-		if err := prev.commit.Err(); err != nil {
-			return fmt.Errorf("committing the previous transaction: %w", &CommitError{Err: err})
+	for _, t := range [2]*txn{prev.prior, prev} {
+		if t == nil || t.done {
+			continue
 		}
-		prev.committedAt = now
+		var next, err = p.resolve(t)
+		if err != nil || next != nil {
+			cur.barrier = next
+			return err
+		}
 	}
 	cur.barrier = nil
-	for _, ack := range prev.acks {
+	if !cur.stalledAt.IsZero() {
+		cur.stats.Stalled = p.Clock.Now().Sub(cur.stalledAt)
+	}
+	return nil
+}
+
+// resolve notes what has resolved, in order, of t's commit and then its
+// acknowledgements, and returns the Done channel of the first that has
+// not, or nil once all have: t is then done, and reported.
+func (p *Pipeline) resolve(t *txn) (<-chan struct{}, error) {
+	var now = p.Clock.Now()
+	if t.committedAt.IsZero() {
+		select {
+		case <-t.commit.Done():
+		default:
+			return t.commit.Done(), nil
+		}
+		if err := t.commit.Err(); err != nil {
+			return nil, fmt.Errorf("committing the previous transaction: %w", &CommitError{Err: err})
+		}
+		t.committedAt = now
+	}
+	for _, ack := range t.acks {
 		select {
 		case <-ack.Done():
 			if err := ack.Err(); err != nil {
-				return fmt.Errorf("acknowledging the previous transaction: %w", err)
+				return nil, fmt.Errorf("acknowledging the previous transaction: %w", err)
 			}
 		default:
-			cur.barrier = ack.Done()
-			return nil
+			return ack.Done(), nil
 		}
 	}
-	prev.done = true
-	if prev.began && p.Committed != nil {
-		prev.stats.Commit = prev.committedAt.Sub(prev.commitAt)
-		prev.stats.Ack = now.Sub(prev.committedAt)
-		for _, ack := range prev.acks {
+	t.done = true
+	if t.began && p.Committed != nil {
+		t.stats.Commit = t.committedAt.Sub(t.commitAt)
+		t.stats.Ack = now.Sub(t.committedAt)
+		for _, ack := range t.acks {
 			if aa, ok := ack.(*client.AsyncAppend); ok {
-				if prev.stats.PublishAt == nil {
-					prev.stats.PublishAt = make(pb.Offsets, len(prev.acks))
+				if t.stats.PublishAt == nil {
+					t.stats.PublishAt = make(pb.Offsets, len(t.acks))
 				}
-				prev.stats.PublishAt[aa.Request().Journal] = aa.Response().Commit.End
+				t.stats.PublishAt[aa.Request().Journal] = aa.Response().Commit.End
 			}
 		}
-		p.Committed(prev.stats)
+		p.Committed(t.stats)
 	}
-	for journal, offset := range prev.idle {
+	for journal, offset := range t.idle {
 		p.Progress(journal, offset)
 	}
-	if !cur.stalledAt.IsZero() {
-		cur.stats.Stalled = now.Sub(cur.stalledAt)
-	}
-	return nil
+	return nil, nil
 }
 
 // startCommit finalizes cur and starts its commit and acknowledgements.
@@ -869,10 +924,7 @@ func (p *Pipeline) resendAck(ctx context.Context, journal pb.Journal, ack []byte
 
 // drain waits until prev's commit and acknowledgements resolve.
 func (p *Pipeline) drain(ctx context.Context, prev *txn) error {
-	if prev.done {
-		return nil
-	}
-	var cur = &txn{barrier: prev.commit.Done()}
+	var cur = &txn{barrier: firstBarrier(prev)}
 	for cur.barrier != nil {
 		select {
 		case <-cur.barrier:

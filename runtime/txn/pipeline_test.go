@@ -548,6 +548,82 @@ func TestSuccessorConsumesButWaitsForPredecessorCommit(t *testing.T) {
 	}
 }
 
+// A transaction that hurries starts its commit beside its predecessor's;
+// its successor waits for both, which are reported in order; and no more
+// than two commits are ever in flight. A failure of the first commit fails
+// the shard.
+func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		var h = newHarness(t, false)
+		var hurry sync.Mutex
+		var hurrying bool
+		h.pipeline.Hurry = func() bool { hurry.Lock(); defer hurry.Unlock(); return hurrying }
+		h.run()
+
+		h.send("a", message.Flag_OUTSIDE_TXN)
+		h.expect("consume a")
+		h.clock.Advance(minDur)
+		h.expect("finalize")
+		var first, _ = h.commit()
+
+		h.send("b", message.Flag_OUTSIDE_TXN)
+		h.expect("consume b")
+		h.clock.Advance(minDur)
+		h.expectNone() // Not hurrying: it waits for its predecessor.
+		hurry.Lock()
+		hurrying = true
+		hurry.Unlock()
+		h.send("c", message.Flag_OUTSIDE_TXN) // Asked again as it reads.
+		h.expect("consume c", "finalize")
+		var second, cp = h.commit()
+		if got := cp.Sources[journal.Name].ReadThrough; got != 30 {
+			t.Fatalf("fail=%v: the hurried checkpoint reads through %d, want 30", fail, got)
+		}
+
+		// The third may not hurry: two commits are in flight.
+		h.send("d", message.Flag_OUTSIDE_TXN)
+		h.expect("consume d")
+		h.clock.Advance(minDur)
+		h.expectNone()
+		select {
+		case s := <-h.stats:
+			t.Fatalf("fail=%v: reported %+v before any commit resolved", fail, s)
+		default:
+		}
+		if fail {
+			first.Resolve(errors.New("append failed"))
+			second.Resolve(errors.New("append failed"))
+			var err = <-h.done
+			if ce := (*CommitError)(nil); !errors.As(err, &ce) || !strings.Contains(err.Error(), "append failed") {
+				t.Fatalf("Run returned %v, not the first commit's CommitError", err)
+			}
+			select {
+			case got := <-h.app.events:
+				t.Fatalf("the failed shard went on to %q", got)
+			default:
+			}
+			continue
+		}
+		second.Resolve(nil) // Out of order: the pipeline waits for the first all the same.
+		h.expectNone()
+		first.Resolve(nil)
+		h.expect("finalize")
+		var third, _ = h.commit()
+		for i, want := range []int{1, 2} {
+			if s := <-h.stats; s.Messages != want {
+				t.Fatalf("transaction %d stats = %+v, want %d messages", i+1, s, want)
+			}
+		}
+		third.Resolve(nil)
+		if err := h.finish(); err != nil {
+			t.Fatal(err)
+		}
+		if s := <-h.stats; s.Messages != 1 {
+			t.Fatalf("third transaction stats = %+v", s)
+		}
+	}
+}
+
 func TestBeginAndFinishArePaired(t *testing.T) {
 	var h = newHarness(t, true)
 	h.run()

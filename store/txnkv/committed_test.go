@@ -429,3 +429,66 @@ func TestReadStateFailsWithTheSettledCommit(t *testing.T) {
 		s.Destroy()
 	}
 }
+
+// A commit is read by ReadState from the moment it starts, while it waits
+// for its transaction's appends, and ReadState then waits for it to be
+// durable, failing if its appends fail.
+func TestReadStateReadsAStartedCommit(t *testing.T) {
+	var settled = []byte("\x01split")
+	for _, fail := range []bool{false, true} {
+		var b = &base{rows: map[string]string{"a": "0", "b": "0", "c": "0"}, durable: client.NewAsyncOperation()}
+		var s = txnkv.New("test", b)
+		_ = s.Put(settled, []byte("1"))
+		_ = s.Put([]byte("a"), []byte("1"))
+		_ = s.Delete([]byte("b"))
+		_ = s.Put([]byte("d"), []byte("1"))
+		var appends = client.NewAsyncOperation()
+		var op = s.StartCommit(nil, checkpointAt(1), client.OpFutures{appends: {}})
+
+		var done = make(chan error, 1)
+		var read = make(chan string, 1)
+		go func() {
+			done <- s.ReadState(context.Background(), settled, func(r runtime.Reader) error {
+				var rows []string
+				if err := r.Scan([]byte("a"), nil, func(k, v []byte) bool { rows = append(rows, fmt.Sprintf("%s=%s", k, v)); return true }); err != nil {
+					return err
+				}
+				if v, found, err := r.Get(settled); err != nil || !found || string(v) != "1" {
+					return fmt.Errorf("the settled key: %q, %v, %v", v, found, err)
+				}
+				if _, found, err := r.Get([]byte("b")); err != nil || found {
+					return fmt.Errorf("the deleted key: %v, %v", found, err)
+				}
+				read <- strings.Join(rows, ",")
+				return nil
+			})
+		}()
+		if rows := <-read; rows != "a=1,c=0,d=1" {
+			t.Fatalf("fail=%v: read %s of a commit waiting for its appends; want a=1,c=0,d=1", fail, rows)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("fail=%v: returned before the started commit was durable: %v", fail, err)
+		case <-time.After(30 * time.Millisecond):
+		}
+		if fail {
+			appends.Resolve(errors.New("append failed"))
+			if err := <-done; err == nil || !strings.Contains(err.Error(), "append failed") {
+				t.Fatalf("after the commit's appends failed: %v", err)
+			}
+		} else {
+			appends.Resolve(nil)
+			select {
+			case err := <-done:
+				t.Fatalf("returned before the written commit was durable: %v", err)
+			case <-time.After(30 * time.Millisecond):
+			}
+			b.durable.Resolve(nil)
+			if err := <-done; err != nil {
+				t.Fatalf("once the commit is durable: %v", err)
+			}
+		}
+		<-op.Done()
+		s.Destroy()
+	}
+}

@@ -20,9 +20,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"go.gazette.dev/core/broker/client"
@@ -128,6 +131,7 @@ type Store struct {
 	// shared is held by ReadCommitted, and exclusively to hand a commit to
 	// the Base and by Destroy.
 	shared  sync.RWMutex
+	staged  []*commit // Started, and not yet handed to the Base, oldest first.
 	written []*commit // Handed to the Base, and perhaps not yet durable.
 	closed  bool      // Set by Destroy, holding shared and reading.
 	// reading is held by ReadState's reads of the Base, which don't hold
@@ -153,6 +157,17 @@ type commit struct {
 	// commit failed with durableErr, set before.
 	durable    chan struct{}
 	durableErr error
+	// refs counts the holders of writes, which is released once none is
+	// left: the store until it settles the commit, the store's written
+	// list while it's in it, and ReadState's reads of it while staged.
+	refs atomic.Int32
+}
+
+// unref drops a hold of c's writes, releasing them if it was the last.
+func (c *commit) unref() {
+	if c.refs.Add(-1) == 0 {
+		c.writes.Release()
+	}
 }
 
 var (
@@ -183,7 +198,8 @@ func (s *Store) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
 // transaction starts at once, and reads see the committing one's writes. If
 // the previous commit's writes are not yet applied, StartCommit first waits
 // for them (a runtime's pipeline starts a commit once the previous one has
-// resolved, so it never waits).
+// resolved, but for a transaction that hurries); the Base then holds them
+// durably before it holds this commit's, and this commit fails if they do.
 func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
 	if s.pending != nil {
 		select {
@@ -209,7 +225,11 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	}
 	s.txn.Freeze() // Read concurrently from here.
 	var c = &commit{writes: s.txn, checkpoint: b, done: make(chan struct{}), durable: make(chan struct{})}
+	c.refs.Store(1)
 	s.txn, s.pending = NewOverlay(), c
+	s.shared.Lock()
+	s.staged = append(s.staged, c)
+	s.shared.Unlock()
 
 	var op = client.NewAsyncOperation()
 	s.commits.Go(func() { op.Resolve(s.commit(c, waitFor)) })
@@ -228,16 +248,23 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures) (err error) {
 		c.durableErr = err
 		close(c.durable)
 	}()
+	var began = time.Now()
 	var durable client.OpFuture
-	durable, c.err = s.write(c, waitFor)
+	var written time.Time
+	durable, c.err = s.write(c, waitFor, &written)
 	close(c.done)
 	if c.err != nil {
 		return fmt.Errorf("store %s: commit: %w", s.name, c.err)
 	}
+	var applied = time.Now()
 	select {
 	case <-durable.Done():
 	case <-s.closing:
 		return fmt.Errorf("store %s: commit: store destroyed", s.name)
+	}
+	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
+		slog.Debug("store committed", "store", s.name, "appends", written.Sub(began),
+			"write", applied.Sub(written), "durable", time.Since(applied), "writes", c.writes.Len())
 	}
 	if err := durable.Err(); err != nil {
 		return fmt.Errorf("store %s: commit: %w", s.name, err)
@@ -246,7 +273,15 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures) (err error) {
 }
 
 // write hands c to the Base once every future of waitFor has succeeded.
-func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, error) {
+// It sets *appended to when the appends were done.
+func (s *Store) write(c *commit, waitFor client.OpFutures, appended *time.Time) (client.OpFuture, error) {
+	// Readers of the Base see c's writes in the Base, once it returns, or
+	// not at all if it fails: until then, in its overlay (see ReadState).
+	defer func() {
+		s.shared.Lock()
+		s.staged = slices.DeleteFunc(s.staged, func(o *commit) bool { return o == c })
+		s.shared.Unlock()
+	}()
 	var errDestroyed = errors.New("store destroyed")
 	for f := range waitFor {
 		select {
@@ -258,6 +293,7 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 			return nil, fmt.Errorf("waiting for the transaction's appends: %w", err)
 		}
 	}
+	*appended = time.Now()
 	select {
 	case <-s.closing:
 		return nil, errDestroyed // Abandoned: don't write.
@@ -269,11 +305,16 @@ func (s *Store) write(c *commit, waitFor client.OpFutures) (client.OpFuture, err
 	s.written = slices.DeleteFunc(s.written, func(w *commit) bool {
 		select {
 		case <-w.durable:
-			return w.durableErr == nil // A failure stays, failing reads.
+			if w.durableErr != nil {
+				return false // A failure stays, failing reads.
+			}
+			w.unref()
+			return true
 		default:
 			return false
 		}
 	})
+	c.refs.Add(1)
 	s.written = append(s.written, c)
 	s.shared.Unlock()
 	return s.base.Write(c.writes, c.checkpoint)
@@ -293,26 +334,30 @@ func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error
 }
 
 // ReadState calls fn with a view of the store's whole state, the reserved
-// keys too (runtime.StateReader): the Base, whose view holds the writes of
-// every commit handed to it, durable or not. Once fn returns, and if a
-// commit handed to the Base but not yet durable wrote key settled, it waits
-// until that commit is durable, and fails if it failed: what fn read of it
-// is the caller's only then. fn's reads don't hold off commits: the Base
-// applies them as fn runs, and fn's reads may see some of a commit's writes
-// and not others, and a row being written as it's read half-written
-// (RocksDB updates rows in place): fn may rely only on rows no commit
-// writes meanwhile. A shard forked from this one by a rescale reads it so:
-// settled is the key of its split's checkpoint (fn reads nothing of the
-// split until the Base applied the split's commit, whole), and what it
-// keeps is no longer written. It fails if a commit failed, or the store
-// is destroyed, which waits for fn. It may be called from any goroutine,
-// concurrently with every method of the store.
+// keys too (runtime.StateReader): the writes of every commit started, as
+// StartCommit returned, durable or not, over the Base (those not yet handed
+// to it from their overlays). Once fn returns, it waits until the commits
+// started but not yet handed to the Base as fn began, and a commit handed
+// to the Base but not yet durable which wrote key settled, are durable,
+// and fails if one failed: what fn read of them is the caller's only then.
+// fn's reads don't hold off commits: the Base applies them as fn runs, and
+// fn's reads may see some of a later commit's writes and not others, and a
+// row being written as it's read half-written (RocksDB updates rows in
+// place): fn may rely only on rows no commit started after fn began
+// writes. A shard forked from this one by a rescale reads it so: settled
+// is the key of its split's checkpoint (fn sees all of the split's commit
+// or nothing of it), and what it keeps is no longer written. It fails if a
+// commit failed, or the store is destroyed, which waits for fn. It may be
+// called from any goroutine, concurrently with every method of the store.
 func (s *Store) ReadState(ctx context.Context, settled []byte, fn func(runtime.Reader) error) error {
 	var settling, err = s.readState(fn, settled)
-	if err != nil || settling == nil {
-		return err
+	for _, c := range settling {
+		if err == nil {
+			err = s.awaitDurable(ctx, c)
+		}
+		c.unref()
 	}
-	return s.awaitDurable(ctx, settling)
+	return err
 }
 
 // untilRead calls read until it returns no commit to wait for, waiting
@@ -328,17 +373,37 @@ func (s *Store) untilRead(ctx context.Context, read func() (*commit, error)) err
 	}
 }
 
-// readState runs fn once, and then returns the commit handed to the Base
-// but not yet durable which wrote settled, if one did (before fn returned:
-// perhaps as it ran).
-func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) (*commit, error) {
-	if _, err := s.settling(settled); err != nil {
+// readState runs fn once, over the commits staged as it began and the
+// Base, and then returns those of them, and the commit handed to the Base
+// but not yet durable which wrote settled (before fn returned: perhaps as
+// it ran), that are not yet durable, each with a hold of its writes the
+// caller drops.
+func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) ([]*commit, error) {
+	s.shared.RLock()
+	var staged = slices.Clone(s.staged)
+	for _, c := range staged {
+		c.refs.Add(1) // Its writes are read: they're released once fn is done.
+	}
+	var err = s.failed()
+	s.shared.RUnlock()
+
+	if err == nil {
+		err = s.read(func(r runtime.Reader) error { return fn(&stateView{r: r, staged: staged}) })
+	}
+	var c *commit
+	if err == nil {
+		c, err = s.settling(settled)
+	}
+	if c != nil {
+		staged = append(staged, c)
+	}
+	if err != nil {
+		for _, c := range staged {
+			c.unref()
+		}
 		return nil, err
 	}
-	if err := s.read(fn); err != nil {
-		return nil, err
-	}
-	return s.settling(settled)
+	return staged, nil
 }
 
 // read runs fn on a reader of the Base, unless the store is closed.
@@ -352,8 +417,8 @@ func (s *Store) read(fn func(runtime.Reader) error) error {
 }
 
 // settling returns the commit handed to the Base but not yet durable which
-// wrote key, if one did, or the error of a failed commit or of the store's
-// close.
+// wrote key, if one did, with a hold of its writes the caller drops, or the
+// error of a failed commit or of the store's close.
 func (s *Store) settling(key []byte) (*commit, error) {
 	s.shared.RLock()
 	defer s.shared.RUnlock()
@@ -362,6 +427,7 @@ func (s *Store) settling(key []byte) (*commit, error) {
 	}
 	for _, c := range s.written {
 		if _, ok := c.writes.Get(key); ok && !durable(c) {
+			c.refs.Add(1)
 			return c, nil
 		}
 	}
@@ -492,7 +558,7 @@ func (s *Store) settle() error {
 		return fmt.Errorf("store %s: a commit failed: %w", s.name, err)
 	}
 	s.base.Settled(s.pending.writes)
-	s.pending.writes.Release()
+	s.pending.unref()
 	s.pending = nil
 	return nil
 }
@@ -604,15 +670,24 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 		return err
 	}
 	start = unreserved(start)
-	// Merge the transactions' writes with the Base, writes first.
 	var writes = s.writesIn(start, end)
+	if err := scanOver(s.base, writes, start, end, fn); err != nil {
+		return fmt.Errorf("store %s: scan: %w", s.name, err)
+	}
+	return nil
+}
+
+// scanOver calls fn with each key and value in [start, end) of base, with
+// writes (in key order, as writesOf returns them) merged over it, until fn
+// returns false.
+func scanOver(base runtime.Reader, writes []Entry, start, end []byte, fn func(key, value []byte) bool) error {
 	var more = true
 	var emit = func(e Entry) {
 		if !e.Deleted {
 			more = fn(e.Key, e.Value)
 		}
 	}
-	var err = s.base.Scan(start, end, func(key, value []byte) bool {
+	var err = base.Scan(start, end, func(key, value []byte) bool {
 		for more && len(writes) != 0 && bytes.Compare(writes[0].Key, key) < 0 {
 			emit(writes[0])
 			writes = writes[1:]
@@ -629,7 +704,7 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 		return more
 	})
 	if err != nil {
-		return fmt.Errorf("store %s: scan: %w", s.name, err)
+		return err
 	}
 	for more && len(writes) != 0 {
 		emit(writes[0])
@@ -642,24 +717,63 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 // transaction and of a commit still in flight, in key order. Where both
 // wrote a key, the current transaction's write is returned.
 func (s *Store) writesIn(start, end []byte) []Entry {
-	var cur []Entry
-	s.txn.Ascend(start, end, func(e Entry) bool { cur = append(cur, e); return true })
 	if s.pending == nil {
-		return cur
+		return writesOf(start, end, s.txn)
 	}
-	var out = make([]Entry, 0, len(cur))
-	s.pending.writes.Ascend(start, end, func(e Entry) bool {
-		for len(cur) != 0 && bytes.Compare(cur[0].Key, e.Key) < 0 {
-			out, cur = append(out, cur[0]), cur[1:]
-		}
-		if len(cur) != 0 && bytes.Equal(cur[0].Key, e.Key) {
-			out, cur = append(out, cur[0]), cur[1:]
-		} else {
+	return writesOf(start, end, s.pending.writes, s.txn)
+}
+
+// writesOf returns the entries within [start, end) of overlays, in key
+// order: where several wrote a key, that of the last of them.
+func writesOf(start, end []byte, overlays ...*Overlay) []Entry {
+	var out []Entry
+	for _, o := range overlays {
+		var older = out
+		out = make([]Entry, 0, len(older))
+		o.Ascend(start, end, func(e Entry) bool {
+			for len(older) != 0 && bytes.Compare(older[0].Key, e.Key) < 0 {
+				out, older = append(out, older[0]), older[1:]
+			}
+			if len(older) != 0 && bytes.Equal(older[0].Key, e.Key) {
+				older = older[1:]
+			}
 			out = append(out, e)
+			return true
+		})
+		out = append(out, older...)
+	}
+	return out
+}
+
+// stateView reads the writes of staged commits, not yet handed to the Base
+// (perhaps being handed to it as it reads), over a reader of the Base.
+type stateView struct {
+	r      runtime.Reader
+	staged []*commit // Oldest first; frozen overlays, read concurrently.
+}
+
+// Get returns the value of key as the last staged commit that wrote it
+// left it, or else the Base.
+func (v *stateView) Get(key []byte) ([]byte, bool, error) {
+	for i := len(v.staged) - 1; i >= 0; i-- {
+		if e, ok := v.staged[i].writes.Get(key); ok {
+			return e.Value, !e.Deleted, nil
 		}
-		return true
-	})
-	return append(out, cur...)
+	}
+	return v.r.Get(key)
+}
+
+// Scan calls fn with the keys and values of [start, end), of the staged
+// commits over the Base, until fn returns false.
+func (v *stateView) Scan(start, end []byte, fn func(key, value []byte) bool) error {
+	if len(v.staged) == 0 {
+		return v.r.Scan(start, end, fn)
+	}
+	var overlays = make([]*Overlay, len(v.staged))
+	for i, c := range v.staged {
+		overlays[i] = c.writes
+	}
+	return scanOver(v.r, writesOf(start, end, overlays...), start, end, fn)
 }
 
 // Destroy abandons the current transaction and a commit still waiting for
@@ -676,7 +790,7 @@ func (s *Store) Destroy() {
 	s.reading.Unlock()
 	s.commits.Wait()
 	if s.pending != nil {
-		s.pending.writes.Release()
+		s.pending.unref()
 		s.pending = nil
 	}
 	s.txn.Release()
