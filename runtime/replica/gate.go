@@ -84,6 +84,7 @@ type splitHold struct {
 	mu      sync.Mutex
 	since   time.Time // When taken; zero if none is.
 	release func()
+	held    atomic.Bool // Whether since is set, read without mu.
 }
 
 // take takes the hold of the primary of shard id on g, unless one is
@@ -95,17 +96,15 @@ func (h *splitHold) take(g *readGate, id pc.ShardID) {
 		return
 	}
 	h.since, h.release = time.Now(), g.hold(splitYield)
+	h.held.Store(true)
 	slog.Debug("primary holds its reads until it splits its state", "shard", id)
 }
 
 // taken reports whether the hold is taken: the primary has yet to commit
 // its split. Its open transaction then hurries (txn.Pipeline.Hurry): it
-// splits and starts its commit without waiting for its predecessor's.
-func (h *splitHold) taken() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return !h.since.IsZero()
-}
+// takes no more reads, splits, and starts its commit without waiting for
+// its predecessor's.
+func (h *splitHold) taken() bool { return h.held.Load() }
 
 // committed releases the hold if the transaction committed, which finalized
 // at finalized, did so after the hold was taken: it split.
@@ -115,5 +114,6 @@ func (h *splitHold) committed(finalized time.Time) {
 	if !h.since.IsZero() && finalized.After(h.since) {
 		h.release()
 		h.since, h.release = time.Time{}, nil
+		h.held.Store(false)
 	}
 }

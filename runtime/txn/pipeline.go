@@ -150,13 +150,15 @@ type Pipeline struct {
 	// a shard's read progress must reach them although no commit will
 	// report them, as Gazette's consumers report them.
 	Progress func(journal pb.Journal, readThrough pb.Offset)
-	// Hurry, if set, is asked whether a transaction which may finish but
-	// for its predecessor's commit or acknowledgements finishes without
-	// waiting for them (unless its predecessor hurried itself, and is not
-	// done): it starts its commit beside its predecessor's, which the
-	// Store orders after it (see runtime.Store.StartCommit). Its successor
-	// waits for both. A shard splitting its state hurries so that the
-	// shards it's split to may read it sooner.
+	// Hurry, if set, is asked, while a transaction that has begun waits
+	// for its predecessor's commit or acknowledgements, whether it
+	// hurries (unless its predecessor hurried itself, and is not done): it
+	// takes no more reads, as at MaxDuration, and finishes once it may but
+	// for its predecessor, starting its commit beside its predecessor's,
+	// which the Store orders after it (see runtime.Store.StartCommit). Its
+	// successor waits for both. A shard splitting its state hurries so
+	// that the shards it's split to may read it sooner. It's called often:
+	// it must be cheap.
 	Hurry func() bool
 	// Skip records a Read whose content could not be decoded, within the
 	// current transaction: it may publish through pub, and its error fails
@@ -271,6 +273,11 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 		}
 	}()
 	for {
+		if cur.reads != nil && cur.barrier != nil && p.hurries(cur, prev) {
+			// It takes no more, as at MaxDuration: its successor consumes
+			// what it has taken and not yet consumed.
+			cur.reads = nil
+		}
 		// Consume the committed messages the sequencer has ready, polling
 		// the timer between them so that a long run of ready messages still
 		// ends the transaction at MaxDuration.
