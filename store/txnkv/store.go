@@ -125,6 +125,9 @@ type Store struct {
 	base    Base
 	txn     *Overlay       // Writes of the current transaction.
 	pending *commit        // Commit in flight, if any.
+	// prior is the commit in flight before pending, not yet settled, if
+	// pending started before prior's writes were applied.
+	prior   *commit
 	closing chan struct{}  // Closed by Destroy.
 	commits sync.WaitGroup // Background commits.
 
@@ -195,15 +198,15 @@ func (s *Store) RestoreCheckpoint(runtime.Shard) (pc.Checkpoint, error) {
 // written to the Base in one batch, and the returned future resolves once
 // the Base holds them durably. If a future of waitFor fails, the writes are
 // never written and the Base stays at the previous checkpoint. The next
-// transaction starts at once, and reads see the committing one's writes. If
-// the previous commit's writes are not yet applied, StartCommit first waits
-// for them (a runtime's pipeline starts a commit once the previous one has
-// resolved, but for a transaction that hurries); the Base then holds them
-// durably before it holds this commit's, and this commit fails if they do.
+// transaction starts at once, and reads see the committing one's writes. A
+// commit may start before the previous one is applied (a runtime's pipeline
+// starts a commit once the previous one has resolved, but for a transaction
+// that hurries): it's applied after it, and fails if it fails. If two are
+// in flight, StartCommit first waits until the Base applied the first.
 func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
-	if s.pending != nil {
+	if s.prior != nil {
 		select {
-		case <-s.pending.done:
+		case <-s.prior.done:
 		case <-s.closing:
 		}
 	}
@@ -226,13 +229,14 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	s.txn.Freeze() // Read concurrently from here.
 	var c = &commit{writes: s.txn, checkpoint: b, done: make(chan struct{}), durable: make(chan struct{})}
 	c.refs.Store(1)
-	s.txn, s.pending = NewOverlay(), c
+	var prior = s.pending // Not yet applied, if settle left it.
+	s.txn, s.pending, s.prior = NewOverlay(), c, prior
 	s.shared.Lock()
 	s.staged = append(s.staged, c)
 	s.shared.Unlock()
 
 	var op = client.NewAsyncOperation()
-	s.commits.Go(func() { op.Resolve(s.commit(c, waitFor)) })
+	s.commits.Go(func() { op.Resolve(s.commit(c, waitFor, prior)) })
 	return op
 }
 
@@ -242,8 +246,9 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 // the checkpoint from which they go on (see runtime.Adapter's rescaling).
 func (s *Store) ForkAtCommit(key []byte) { s.forkKey = bytes.Clone(key) }
 
-// commit writes c once waitFor is done, and waits for it to be durable.
-func (s *Store) commit(c *commit, waitFor client.OpFutures) (err error) {
+// commit writes c once waitFor is done, and prior (if not nil) applied, and
+// waits for it to be durable.
+func (s *Store) commit(c *commit, waitFor client.OpFutures, prior *commit) (err error) {
 	defer func() {
 		c.durableErr = err
 		close(c.durable)
@@ -251,7 +256,7 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures) (err error) {
 	var began = time.Now()
 	var durable client.OpFuture
 	var written time.Time
-	durable, c.err = s.write(c, waitFor, &written)
+	durable, c.err = s.write(c, waitFor, prior, &written)
 	close(c.done)
 	if c.err != nil {
 		return fmt.Errorf("store %s: commit: %w", s.name, c.err)
@@ -272,9 +277,10 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures) (err error) {
 	return nil
 }
 
-// write hands c to the Base once every future of waitFor has succeeded.
-// It sets *appended to when the appends were done.
-func (s *Store) write(c *commit, waitFor client.OpFutures, appended *time.Time) (client.OpFuture, error) {
+// write hands c to the Base once every future of waitFor has succeeded,
+// and prior (if not nil) is applied. It sets *appended to when the appends
+// were done.
+func (s *Store) write(c *commit, waitFor client.OpFutures, prior *commit, appended *time.Time) (client.OpFuture, error) {
 	// Readers of the Base see c's writes in the Base, once it returns, or
 	// not at all if it fails: until then, in its overlay (see ReadState).
 	defer func() {
@@ -291,6 +297,16 @@ func (s *Store) write(c *commit, waitFor client.OpFutures, appended *time.Time) 
 		}
 		if err := f.Err(); err != nil {
 			return nil, fmt.Errorf("waiting for the transaction's appends: %w", err)
+		}
+	}
+	if prior != nil {
+		select {
+		case <-prior.done:
+		case <-s.closing:
+			return nil, errDestroyed
+		}
+		if prior.err != nil {
+			return nil, fmt.Errorf("the previous commit failed: %w", prior.err)
 		}
 	}
 	*appended = time.Now()
@@ -543,24 +559,46 @@ func (v *committedView) Scan(start, end []byte, fn func(key, value []byte) bool)
 	return v.r.Scan(start, end, fn)
 }
 
-// settle releases the pending commit's writes once they're applied, and
-// returns its error if it failed: a failed commit fails every later read.
+// settle releases the writes of the commits in flight once they're
+// applied, the prior first, and returns the error of one that failed: a
+// failed commit fails every later read.
 func (s *Store) settle() error {
+	if s.prior != nil {
+		if ok, err := s.settled(s.prior); !ok {
+			return err
+		}
+		s.prior = nil
+	}
 	if s.pending == nil {
 		return nil
+	} else if ok, err := s.settled(s.pending); !ok {
+		return err
 	}
-	select {
-	case <-s.pending.done:
-	default:
-		return nil
-	}
-	if err := s.pending.err; err != nil {
-		return fmt.Errorf("store %s: a commit failed: %w", s.name, err)
-	}
-	s.base.Settled(s.pending.writes)
-	s.pending.unref()
 	s.pending = nil
 	return nil
+}
+
+// settled hands c's writes to the Base as settled, and reports true, if c
+// is applied; it returns c's error if it failed.
+func (s *Store) settled(c *commit) (bool, error) {
+	if !isDone(c) {
+		return false, nil
+	} else if c.err != nil {
+		return false, fmt.Errorf("store %s: a commit failed: %w", s.name, c.err)
+	}
+	s.base.Settled(c.writes)
+	c.unref()
+	return true, nil
+}
+
+// isDone reports whether c's writes are applied, or it failed.
+func isDone(c *commit) bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Get returns the value of key within the current transaction. The value
@@ -577,6 +615,10 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 		// Base yet: they're the same in either place.
 		if e, ok = s.pending.writes.GetHashed(key, h); ok {
 			return e.Value, !e.Deleted, nil
+		} else if s.prior != nil {
+			if e, ok = s.prior.writes.GetHashed(key, h); ok {
+				return e.Value, !e.Deleted, nil
+			}
 		}
 	}
 	var v []byte
@@ -717,10 +759,14 @@ func scanOver(base runtime.Reader, writes []Entry, start, end []byte, fn func(ke
 // transaction and of a commit still in flight, in key order. Where both
 // wrote a key, the current transaction's write is returned.
 func (s *Store) writesIn(start, end []byte) []Entry {
-	if s.pending == nil {
+	switch {
+	case s.pending == nil:
 		return writesOf(start, end, s.txn)
+	case s.prior == nil:
+		return writesOf(start, end, s.pending.writes, s.txn)
+	default:
+		return writesOf(start, end, s.prior.writes, s.pending.writes, s.txn)
 	}
-	return writesOf(start, end, s.pending.writes, s.txn)
 }
 
 // writesOf returns the entries within [start, end) of overlays, in key
@@ -789,10 +835,12 @@ func (s *Store) Destroy() {
 	s.shared.Unlock()
 	s.reading.Unlock()
 	s.commits.Wait()
-	if s.pending != nil {
-		s.pending.unref()
-		s.pending = nil
+	for _, c := range []*commit{s.prior, s.pending} {
+		if c != nil {
+			c.unref()
+		}
 	}
+	s.prior, s.pending = nil, nil
 	s.txn.Release()
 }
 

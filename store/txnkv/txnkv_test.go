@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/store/txnkv"
@@ -355,5 +356,77 @@ func TestOverlayFilter(t *testing.T) {
 			o.Freeze()
 			check("frozen")
 		})
+	}
+}
+
+// A commit may start before the previous one is applied: reads of the
+// store see both at once; the Base applies them in order, the second only
+// after the first, which it fails with if the first fails; a third waits
+// for the first to be applied.
+func TestCommitStartedBeforeThePreviousIsApplied(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		var b = &base{rows: map[string]string{"a": "0", "b": "0"}, durable: client.NewAsyncOperation()}
+		b.durable.Resolve(nil)
+		var s = txnkv.New("test", b)
+		var firstAppends, secondAppends = client.NewAsyncOperation(), client.NewAsyncOperation()
+		_ = s.Put([]byte("a"), []byte("1"))
+		var first = s.StartCommit(nil, checkpointAt(1), client.OpFutures{firstAppends: {}})
+		_ = s.Put([]byte("b"), []byte("2"))
+		var second = s.StartCommit(nil, checkpointAt(2), client.OpFutures{secondAppends: {}})
+		_ = s.Put([]byte("c"), []byte("3"))
+
+		var got []string
+		if err := s.Scan(nil, nil, func(k, v []byte) bool { got = append(got, string(k)+"="+string(v)); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, ",") != "a=1,b=2,c=3" {
+			t.Fatalf("fail=%v: read %v with two commits in flight", fail, got)
+		}
+		if v, _, _ := s.Get([]byte("a")); string(v) != "1" {
+			t.Fatalf("fail=%v: a=%s with two commits in flight, want the first's 1", fail, v)
+		}
+
+		// The second's appends resolve first: the Base still waits for the first.
+		secondAppends.Resolve(nil)
+		time.Sleep(20 * time.Millisecond)
+		b.mu.Lock()
+		var a, bv = b.rows["a"], b.rows["b"]
+		b.mu.Unlock()
+		if a != "0" || bv != "0" {
+			t.Fatalf("fail=%v: the Base holds a=%s b=%s before the first commit's appends", fail, a, bv)
+		}
+		var third = make(chan client.OpFuture, 1)
+		go func() { third <- s.StartCommit(nil, checkpointAt(3), nil) }()
+		select {
+		case <-third:
+			t.Fatalf("fail=%v: a third commit started with two in flight, the first not applied", fail)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if fail {
+			firstAppends.Resolve(errors.New("append failed"))
+		} else {
+			firstAppends.Resolve(nil)
+		}
+		var op = <-third
+		for i, c := range []client.OpFuture{first, second, op} {
+			var err = c.Err()
+			switch {
+			case !fail && err != nil:
+				t.Fatalf("commit %d: %v", i+1, err)
+			case fail && (err == nil || !strings.Contains(err.Error(), "append failed")):
+				t.Fatalf("commit %d after the first's appends failed: %v", i+1, err)
+			}
+		}
+		if !fail {
+			b.mu.Lock()
+			var want = map[string]string{"a": "1", "b": "2", "c": "3"}
+			for k, v := range want {
+				if b.rows[k] != v {
+					t.Errorf("the Base holds %s=%s, want %s", k, b.rows[k], v)
+				}
+			}
+			b.mu.Unlock()
+		}
+		s.Destroy()
 	}
 }
