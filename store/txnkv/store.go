@@ -123,8 +123,8 @@ var ErrClosed = errors.New("store closed")
 type Store struct {
 	name    string
 	base    Base
-	txn     *Overlay       // Writes of the current transaction.
-	pending *commit        // Commit in flight, if any.
+	txn     *Overlay // Writes of the current transaction.
+	pending *commit  // Commit in flight, if any.
 	// prior is the commit in flight before pending, not yet settled, if
 	// pending started before prior's writes were applied.
 	prior   *commit
