@@ -150,15 +150,17 @@ type Pipeline struct {
 	// a shard's read progress must reach them although no commit will
 	// report them, as Gazette's consumers report them.
 	Progress func(journal pb.Journal, readThrough pb.Offset)
-	// Hurry, if set, is asked, while a transaction that has begun waits
-	// for its predecessor's commit or acknowledgements, whether it
-	// hurries (unless its predecessor hurried itself, and is not done): it
-	// takes no more reads, as at MaxDuration, and finishes once it may but
-	// for its predecessor, starting its commit beside its predecessor's,
-	// which the Store orders after it (see runtime.Store.StartCommit). Its
-	// successor waits for both. A shard splitting its state hurries so
-	// that the shards it's split to may read it sooner. It's called often:
-	// it must be cheap.
+	// Hurry, if set, is asked, while a transaction waits for its
+	// predecessor's commit or acknowledgements, whether the shard hurries.
+	// A transaction that has begun then hurries (unless its predecessor
+	// hurried itself, and is not done): it takes no more reads, as at
+	// MaxDuration, and finishes once it may but for its predecessor,
+	// starting its commit beside its predecessor's, which the Store orders
+	// after it (see runtime.Store.StartCommit). One that may not hurry
+	// consumes nothing meanwhile: its predecessors' commits go first. A
+	// shard splitting its state hurries, until its split commits, so that
+	// the shards it's split to may read it sooner. It's called often: it
+	// must be cheap.
 	Hurry func() bool
 	// Skip records a Read whose content could not be decoded, within the
 	// current transaction: it may publish through pub, and its error fails
@@ -273,10 +275,25 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 		}
 	}()
 	for {
-		if cur.reads != nil && cur.barrier != nil && p.hurries(cur, prev) {
-			// It takes no more, as at MaxDuration: its successor consumes
-			// what it has taken and not yet consumed.
-			cur.reads = nil
+		if cur.barrier != nil && p.Hurry != nil && p.Hurry() {
+			if mayHurry(cur, prev) {
+				// It takes no more, as at MaxDuration: its successor
+				// consumes what it has taken and not yet consumed.
+				cur.reads = nil
+			} else {
+				// It may not hurry: it consumes nothing while the shard
+				// hurries, so that the commits in flight, and their
+				// appends, go first.
+				select {
+				case <-cur.barrier:
+					if err := p.onBarrier(cur, prev); err != nil {
+						return err
+					}
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				continue
+			}
 		}
 		// Consume the committed messages the sequencer has ready, polling
 		// the timer between them so that a long run of ready messages still
@@ -469,11 +486,17 @@ func (p *Pipeline) mayFinish(cur, prev *txn) bool {
 	return !awaitAck
 }
 
-// hurries reports whether cur, which has begun, finishes without waiting
-// for prev, which is not done: only if prev did not hurry itself, or its
-// prior is done, so that no more than two commits are in flight.
+// hurries reports whether cur finishes without waiting for prev, which is
+// not done.
 func (p *Pipeline) hurries(cur, prev *txn) bool {
-	return p.Hurry != nil && cur.began && (prev.prior == nil || prev.prior.done) && p.Hurry()
+	return p.Hurry != nil && mayHurry(cur, prev) && p.Hurry()
+}
+
+// mayHurry reports whether cur may hurry, if the shard does: if it began,
+// and prev did not hurry itself, or prev's prior is done, so that no more
+// than two commits are in flight.
+func mayHurry(cur, prev *txn) bool {
+	return cur.began && (prev.prior == nil || prev.prior.done)
 }
 
 // firstBarrier returns the Done channel of the first of prev's prior's and

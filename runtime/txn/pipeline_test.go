@@ -549,10 +549,11 @@ func TestSuccessorConsumesButWaitsForPredecessorCommit(t *testing.T) {
 }
 
 // A transaction that hurries takes no more reads and starts its commit
-// beside its predecessor's; its successor consumes what it took but did not
-// consume, and waits for both commits, which are reported in order; no more
-// than two commits are ever in flight. A failure of the first commit fails
-// the shard.
+// beside its predecessor's; its successor, which may not hurry with two
+// commits in flight, consumes nothing while the shard hurries, then what
+// the hurried one took but did not consume, and waits for both commits,
+// which are reported in order. A failure of the first commit fails the
+// shard.
 func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		var h = newHarness(t, false)
@@ -581,11 +582,9 @@ func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 			t.Fatalf("fail=%v: the hurried checkpoint reads through %d, want 20", fail, got)
 		}
 
-		// The third consumes what the second took, and may not hurry: two
-		// commits are in flight.
-		h.expect("consume c")
+		// The third may not hurry (two commits are in flight), and
+		// consumes nothing while the shard hurries.
 		h.send("d", message.Flag_OUTSIDE_TXN)
-		h.expect("consume d")
 		h.clock.Advance(minDur)
 		h.expectNone()
 		select {
@@ -609,7 +608,12 @@ func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 		}
 		second.Resolve(nil) // Out of order: the pipeline waits for the first all the same.
 		h.expectNone()
+		hurry.Lock()
+		hurrying = false // As the split's commit resolves.
+		hurry.Unlock()
 		first.Resolve(nil)
+		h.expect("consume c", "consume d")
+		h.clock.Advance(minDur)
 		h.expect("finalize")
 		var third, _ = h.commit()
 		for i, want := range []int{1, 1} {
