@@ -36,7 +36,15 @@ func OpenReadOnly(dir string) (*ReadOnly, error) {
 		r.Close()
 		return nil, fmt.Errorf("opening store %s read-only: %w", dir, err)
 	}
-	r.ReadOnly = txnkv.NewReadOnly(dir, reader{r.db, r.ro})
+	var rd = reader{db: r.db, ro: r.ro}
+	if rd.cdb, err = cPointer(r.db); err == nil {
+		rd.cro, err = cPointer(r.ro)
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("opening store %s read-only: %w", dir, err)
+	}
+	r.ReadOnly = txnkv.NewReadOnly(dir, rd)
 	return r, nil
 }
 

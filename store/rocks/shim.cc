@@ -354,6 +354,58 @@ extern "C" int64_t gc_multiget(void* c_db, void* c_ro, const char* keys, const i
   }
 }
 
+extern "C" void* gc_scan_new(void* c_db, void* c_ro, const char* start, size_t start_len) {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);  // As gc_get.
+  rocksdb::DB* db = static_cast<rocksdb_t*>(c_db)->rep;
+  rocksdb::Iterator* it = db->NewIterator(static_cast<rocksdb_readoptions_t*>(c_ro)->rep);
+  it->Seek(rocksdb::Slice(start, start_len));
+  return it;
+}
+
+extern "C" void gc_scan_free(void* it) { delete static_cast<rocksdb::Iterator*>(it); }
+
+// put32 writes v into p, little-endian.
+static void put32(char* p, uint32_t v) {
+  p[0] = static_cast<char>(v);
+  p[1] = static_cast<char>(v >> 8);
+  p[2] = static_cast<char>(v >> 16);
+  p[3] = static_cast<char>(v >> 24);
+}
+
+extern "C" int64_t gc_scan_next(void* c_it, const char* end, size_t end_len, int has_end, char* buf, size_t cap,
+                                int64_t* need, char** err) {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);  // As gc_get.
+  *err = nullptr;
+  *need = 0;
+  rocksdb::Iterator* it = static_cast<rocksdb::Iterator*>(c_it);
+  const rocksdb::Slice limit(end, end_len);
+  size_t n = 0;
+  for (; it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    if (has_end && k.compare(limit) >= 0) {
+      break;
+    }
+    const rocksdb::Slice v = it->value();
+    const size_t size = 8 + k.size() + v.size();
+    if (n + size > cap) {
+      if (n == 0) {
+        *need = static_cast<int64_t>(size);
+      }
+      return static_cast<int64_t>(n);
+    }
+    put32(buf + n, static_cast<uint32_t>(k.size()));
+    put32(buf + n + 4, static_cast<uint32_t>(v.size()));
+    memcpy(buf + n + 8, k.data(), k.size());
+    memcpy(buf + n + 8 + k.size(), v.data(), v.size());
+    n += size;
+  }
+  if (!it->status().ok()) {
+    *err = strdup(it->status().ToString().c_str());
+    return -2;
+  }
+  return n == 0 ? -1 : static_cast<int64_t>(n);
+}
+
 // The handle of gc_wbm_new: the C API of RocksDB 7.8 has no
 // WriteBufferManager.
 using WBM = std::shared_ptr<rocksdb::WriteBufferManager>;

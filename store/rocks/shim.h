@@ -35,6 +35,24 @@ int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_len, char* bu
 int64_t gc_multiget(void* c_db, void* c_ro, const char* keys, const int64_t* ends, size_t n, int64_t* lens, char* buf,
                     size_t cap, char** err);
 
+// gc_scan_new returns an iterator of c_db with c_ro, at the first key at or
+// after start, as an opaque handle to be released with gc_scan_free.
+void* gc_scan_new(void* c_db, void* c_ro, const char* start, size_t start_len);
+
+// gc_scan_free releases the iterator of gc_scan_new.
+void gc_scan_free(void* it);
+
+// gc_scan_next copies the rows of the iterator from where it is, up to end
+// (exclusive; none if has_end is 0), into buf, with RocksDB's performance
+// counters off on the calling thread: each as its key's length and its
+// value's length (4 bytes each, little-endian), the key and the value. It
+// stops before a row that would not fit within cap, leaving the iterator
+// at it, and returns the bytes copied; if the first row does not fit, it
+// returns 0 and sets *need to its size. It returns -1 once no row is left,
+// or -2 on an error (*err is then set, to be freed by the caller).
+int64_t gc_scan_next(void* it, const char* end, size_t end_len, int has_end, char* buf, size_t cap, int64_t* need,
+                     char** err);
+
 // gc_wbm_new returns a new WriteBufferManager of buffer_size bytes whose
 // memtable memory is charged to c_cache (a rocksdb_cache_t), as an opaque
 // handle to be released with gc_wbm_destroy, or NULL and an error message

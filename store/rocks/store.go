@@ -1,7 +1,6 @@
 package rocks
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -288,11 +287,11 @@ func (d *database) Prefetch(keys [][]byte, hashes []uint64) (int, error) {
 
 // Scan iterates the database's keys in [start, end).
 func (d *database) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	return reader{d.db, d.ro}.Scan(start, end, fn)
+	return scan(d.cdb, d.cro, start, end, fn)
 }
 
 // Checkpoint reads the checkpoint of the last commit written.
-func (d *database) Checkpoint() ([]byte, error) { return reader{d.db, d.ro}.Checkpoint() }
+func (d *database) Checkpoint() ([]byte, error) { return reader{db: d.db, ro: d.ro}.Checkpoint() }
 
 // Write writes w and the checkpoint to the database as one WriteBatch; the
 // returned future resolves once the recovery log holds the write.
@@ -346,14 +345,15 @@ func (r *sharedReader) Get(key []byte) ([]byte, bool, error) {
 
 // Scan iterates the database's keys in [start, end).
 func (r *sharedReader) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	return reader{r.s.db, r.s.ro}.Scan(start, end, fn)
+	return scan(r.s.cdb, r.s.cro, start, end, fn)
 }
 
 // reader reads a database directly, with RocksDB's own calls: a
-// txnkv.Committed, for ReadOnly and the Scans of a Store.
+// txnkv.Committed, for ReadOnly and the checkpoint of a Store.
 type reader struct {
-	db *grocksdb.DB
-	ro *grocksdb.ReadOptions
+	db       *grocksdb.DB
+	ro       *grocksdb.ReadOptions
+	cdb, cro unsafe.Pointer // The C objects of db and ro, for scan.
 }
 
 var _ txnkv.Committed = reader{}
@@ -366,17 +366,7 @@ func (r reader) Get(key []byte) ([]byte, bool, error) {
 
 // Scan iterates the database's keys in [start, end).
 func (r reader) Scan(start, end []byte, fn func(key, value []byte) bool) error {
-	var it = r.db.NewIterator(r.ro)
-	defer it.Close()
-	for it.Seek(start); it.Valid(); it.Next() {
-		var k = it.Key().Data()
-		if end != nil && bytes.Compare(k, end) >= 0 {
-			break
-		} else if !fn(k, it.Value().Data()) {
-			break
-		}
-	}
-	return it.Err()
+	return scan(r.cdb, r.cro, start, end, fn)
 }
 
 // Checkpoint reads the checkpoint of the last commit written.
