@@ -13,9 +13,9 @@ import (
 
 // scanDB is a database of the tests of scan, in a directory of t's.
 type scanDB struct {
-	db       *grocksdb.DB
-	ro       *grocksdb.ReadOptions
-	wo       *grocksdb.WriteOptions
+	db *grocksdb.DB
+	ro *grocksdb.ReadOptions
+	wo *grocksdb.WriteOptions
 }
 
 func openScanDB(t testing.TB) *scanDB {
