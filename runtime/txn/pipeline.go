@@ -284,13 +284,8 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				// It may not hurry: it consumes nothing while the shard
 				// hurries, so that the commits in flight, and their
 				// appends, go first.
-				select {
-				case <-cur.barrier:
-					if err := p.onBarrier(cur, prev); err != nil {
-						return err
-					}
-				case <-ctx.Done():
-					return ctx.Err()
+				if err := p.awaitBarrier(ctx, cur, prev); err != nil {
+					return err
 				}
 				continue
 			}
@@ -956,14 +951,19 @@ func (p *Pipeline) resendAck(ctx context.Context, journal pb.Journal, ack []byte
 func (p *Pipeline) drain(ctx context.Context, prev *txn) error {
 	var cur = &txn{barrier: firstBarrier(prev)}
 	for cur.barrier != nil {
-		select {
-		case <-cur.barrier:
-			if err := p.onBarrier(cur, prev); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := p.awaitBarrier(ctx, cur, prev); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// awaitBarrier waits for cur's barrier to resolve, and handles it.
+func (p *Pipeline) awaitBarrier(ctx context.Context, cur, prev *txn) error {
+	select {
+	case <-cur.barrier:
+		return p.onBarrier(cur, prev)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
