@@ -1,10 +1,16 @@
 // Package txnkv is the transactional layer of gazconsumer's stores, apart
 // from where they keep what they commit. A Store holds the writes of the
 // current transaction in an Overlay with an ordered index; its reads see
-// them merged over the writes of a commit still in flight and over its
-// Base, which holds what was committed; StartCommit hands the transaction's
-// writes and its checkpoint to the Base together, once the transaction's
-// appends have succeeded, while the next transaction begins.
+// them merged over the writes of the commits still in flight (one, or two
+// when a transaction hurried) and over its Base, which holds what was
+// committed; StartCommit hands the transaction's writes and its checkpoint
+// to the Base together, once the transaction's appends have succeeded (and
+// the previous commit's writes are applied), while the next transaction
+// begins.
+//
+// ReadState reads the whole state from other goroutines, the overlays of
+// the commits not yet handed to the Base over it, without holding off
+// commits, as a shard forking from this one's state does.
 //
 // ReadCommitted reads the Base from other goroutines, as queries do,
 // holding off the next write to it meanwhile, so that its readers see one
@@ -756,8 +762,8 @@ func scanOver(base runtime.Reader, writes []Entry, start, end []byte, fn func(ke
 }
 
 // writesIn returns the writes within [start, end) of the current
-// transaction and of a commit still in flight, in key order. Where both
-// wrote a key, the current transaction's write is returned.
+// transaction and of the commits still in flight, in key order. Where
+// several wrote a key, the latest write is returned.
 func (s *Store) writesIn(start, end []byte) []Entry {
 	switch {
 	case s.pending == nil:
