@@ -55,9 +55,8 @@ func NewBudget(cfg membudget.Config) (*Budget, error) {
 	}
 	var cerr *C.char
 	if b.wbm = C.gc_wbm_new(cc, C.size_t(cfg.WriteBufferBytes()), &cerr); b.wbm == nil {
-		defer C.free(unsafe.Pointer(cerr))
 		b.cache.Destroy()
-		return nil, fmt.Errorf("rocksdb memory budget: creating its write buffer manager: %s", C.GoString(cerr))
+		return nil, fmt.Errorf("rocksdb memory budget: creating its write buffer manager: %w", cError(cerr))
 	}
 	return b, nil
 }

@@ -57,9 +57,8 @@ func newRecordedEnv(h cgo.Handle) (*grocksdb.Env, error) {
 	}
 	var cEnv = *(*unsafe.Pointer)(unsafe.Pointer(env))
 	if msg := C.gc_install_recorded_fs(cEnv, C.uintptr_t(h)); msg != nil {
-		defer C.free(unsafe.Pointer(msg))
 		env.Destroy()
-		return nil, fmt.Errorf("installing recorded file system: %s", C.GoString(msg))
+		return nil, fmt.Errorf("installing recorded file system: %w", cError(msg))
 	}
 	return env, nil
 }

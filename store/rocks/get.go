@@ -25,6 +25,28 @@ func cPointer[T grocksdb.DB | grocksdb.ReadOptions | grocksdb.Options | grocksdb
 	return *(*unsafe.Pointer)(unsafe.Pointer(v)), nil
 }
 
+// cHandles returns the C objects of db and ro, for the shim's reads.
+func cHandles(db *grocksdb.DB, ro *grocksdb.ReadOptions) (cdb, cro unsafe.Pointer, err error) {
+	if cdb, err = cPointer(db); err == nil {
+		cro, err = cPointer(ro)
+	}
+	return cdb, cro, err
+}
+
+// cbytes returns a pointer to b's first byte, or nil if b is empty.
+func cbytes(b []byte) *C.char {
+	if len(b) == 0 {
+		return nil
+	}
+	return (*C.char)(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+// cError returns the message msg of the shim, which it frees, as an error.
+func cError(msg *C.char) error {
+	defer C.free(unsafe.Pointer(msg))
+	return errors.New(C.GoString(msg))
+}
+
 // get reads the value of key from the database into buf (which it grows if
 // need be), with one call into C. It turns RocksDB's per-thread performance
 // counters off first, as write does: on by default, they count every key
@@ -32,20 +54,11 @@ func cPointer[T grocksdb.DB | grocksdb.ReadOptions | grocksdb.Options | grocksdb
 // of the time of a Get of a key the memtable or the block cache holds.
 func (s *Store) get(key, buf []byte) ([]byte, bool, error) {
 	for {
-		var kp, bp *C.char
-		if len(key) != 0 {
-			kp = (*C.char)(unsafe.Pointer(unsafe.SliceData(key)))
-		}
-		if cap(buf) != 0 {
-			bp = (*C.char)(unsafe.Pointer(unsafe.SliceData(buf[:cap(buf)])))
-		}
 		var cerr *C.char
-		var n = int64(C.gc_get(s.cdb, s.cro, kp, C.size_t(len(key)), bp, C.size_t(cap(buf)), &cerr))
+		var n = int64(C.gc_get(s.cdb, s.cro, cbytes(key), C.size_t(len(key)), cbytes(buf[:cap(buf)]), C.size_t(cap(buf)), &cerr))
 		switch {
 		case n == -2:
-			var msg = C.GoString(cerr)
-			C.free(unsafe.Pointer(cerr))
-			return nil, false, errors.New(msg)
+			return nil, false, cError(cerr)
 		case n < 0:
 			return buf[:0], false, nil
 		case n <= int64(cap(buf)):
@@ -115,19 +128,13 @@ func (s *Store) multiGet(m *multiGet) error {
 	var n = len(m.ends)
 	m.lens = slices.Grow(m.lens[:0], n)[:n]
 	for {
-		var vp *C.char
-		if cap(m.values) != 0 {
-			vp = (*C.char)(unsafe.Pointer(unsafe.SliceData(m.values[:cap(m.values)])))
-		}
 		var cerr *C.char
 		var total = int64(C.gc_multiget(s.cdb, s.cro,
-			(*C.char)(unsafe.Pointer(unsafe.SliceData(m.keys))), (*C.int64_t)(unsafe.Pointer(unsafe.SliceData(m.ends))), C.size_t(n),
-			(*C.int64_t)(unsafe.Pointer(unsafe.SliceData(m.lens))), vp, C.size_t(cap(m.values)), &cerr))
+			cbytes(m.keys), (*C.int64_t)(unsafe.Pointer(unsafe.SliceData(m.ends))), C.size_t(n),
+			(*C.int64_t)(unsafe.Pointer(unsafe.SliceData(m.lens))), cbytes(m.values[:cap(m.values)]), C.size_t(cap(m.values)), &cerr))
 		switch {
 		case total == -2:
-			var msg = C.GoString(cerr)
-			C.free(unsafe.Pointer(cerr))
-			return errors.New(msg)
+			return cError(cerr)
 		case total <= int64(cap(m.values)):
 			m.values = m.values[:total]
 			m.offs = slices.Grow(m.offs[:0], n)[:n]

@@ -37,10 +37,7 @@ func OpenReadOnly(dir string) (*ReadOnly, error) {
 		return nil, fmt.Errorf("opening store %s read-only: %w", dir, err)
 	}
 	var rd = reader{db: r.db, ro: r.ro}
-	if rd.cdb, err = cPointer(r.db); err == nil {
-		rd.cro, err = cPointer(r.ro)
-	}
-	if err != nil {
+	if rd.cdb, rd.cro, err = cHandles(r.db, r.ro); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("opening store %s read-only: %w", dir, err)
 	}

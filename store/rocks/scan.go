@@ -5,7 +5,6 @@ import "C"
 
 import (
 	"encoding/binary"
-	"errors"
 	"sync"
 	"unsafe"
 )
@@ -36,14 +35,12 @@ func scan(cdb, cro unsafe.Pointer, start, end []byte, fn func(key, value []byte)
 		var need C.int64_t
 		var cerr *C.char
 		var n = int64(C.gc_scan_next(it, cbytes(end), C.size_t(len(end)), hasEnd,
-			(*C.char)(unsafe.Pointer(unsafe.SliceData(buf))), C.size_t(len(buf)), &need, &cerr))
+			cbytes(buf), C.size_t(len(buf)), &need, &cerr))
 		switch {
 		case n == -1:
 			return nil
 		case n == -2:
-			var msg = C.GoString(cerr)
-			C.free(unsafe.Pointer(cerr))
-			return errors.New(msg)
+			return cError(cerr)
 		case n == 0:
 			// One row larger than the buffer: a buffer of its own.
 			var big = make([]byte, need)
@@ -60,12 +57,4 @@ func scan(cdb, cro unsafe.Pointer, start, end []byte, fn func(key, value []byte)
 			b = b[8+kl+vl:]
 		}
 	}
-}
-
-// cbytes returns a pointer to b's first byte, or nil if b is empty.
-func cbytes(b []byte) *C.char {
-	if len(b) == 0 {
-		return nil
-	}
-	return (*C.char)(unsafe.Pointer(unsafe.SliceData(b)))
 }

@@ -34,11 +34,7 @@ func openScanDB(t testing.TB) *scanDB {
 // scan scans [start, end) of d, stopping after stop rows if stop > 0.
 func (d *scanDB) scan(t testing.TB, start, end []byte, stop int) []string {
 	t.Helper()
-	var cdb, err = cPointer(d.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cro, err := cPointer(d.ro)
+	var cdb, cro, err = cHandles(d.db, d.ro)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +183,7 @@ func BenchmarkScan(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
 	}
 	b.Run("batches", func(b *testing.B) {
-		var cdb, _ = cPointer(d.db)
-		var cro, _ = cPointer(d.ro)
+		var cdb, cro, _ = cHandles(d.db, d.ro)
 		var n int
 		for range b.N {
 			n = 0

@@ -170,10 +170,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
-	if s.cdb, err = cPointer(s.db); err == nil {
-		s.cro, err = cPointer(s.ro)
-	}
-	if err != nil {
+	if s.cdb, s.cro, err = cHandles(s.db, s.ro); err != nil {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
