@@ -152,12 +152,13 @@ type ReadOnlyOpener interface {
 // rescale forks so from its parent's store when the parent's primary runs in
 // its own member, rather than by playing the parent's recovery log.
 type StateReader interface {
-	// ReadState calls fn with a view of the store's state as of its last
-	// commits, durable or not, and of those applied as fn runs, which it
-	// doesn't hold off (perhaps some of a commit's writes and not others,
-	// and a row being written half-written): fn relies only on rows no
-	// commit writes. It returns once the commit which wrote key settled
-	// (if one did) is durable, failing if it failed: what fn read is the
+	// ReadState calls fn with a view of the store's state as of the
+	// commits it started, durable or not, and of those applied as fn runs,
+	// which it doesn't hold off (perhaps some of a commit's writes and not
+	// others, and a row being written half-written): fn relies only on
+	// rows no commit writes. It returns once the commits fn read that were
+	// not yet durable, the one which wrote key settled (if one did) among
+	// them, are durable, failing if one failed: what fn read is the
 	// caller's only then.
 	ReadState(ctx context.Context, settled []byte, fn func(Reader) error) error
 }
@@ -579,9 +580,9 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 }
 
 // ForkFrom builds the first state of the shard from the state of the shard
-// it is split from, read from its store once its split's commit is applied,
-// and committed once that commit is durable, as Fork does from a copy of
-// its files. What it keeps, the other no longer
+// it is split from, read from its store once its split's commit has
+// started, and committed once that commit is durable, as Fork does from a
+// copy of its files. What it keeps, the other no longer
 // writes: the other's later commits, durable or not, don't change it (so
 // its reads don't hold off the other's commits).
 func (a *Adapter[H, T]) ForkFrom(shard Shard, store Store, parent StateReader) error {

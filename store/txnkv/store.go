@@ -261,8 +261,8 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures, prior *commit) (err 
 	}()
 	var began = time.Now()
 	var durable client.OpFuture
-	var written time.Time
-	durable, c.err = s.write(c, waitFor, prior, &written)
+	var ready time.Time // Its appends done, and prior applied.
+	durable, c.err = s.write(c, waitFor, prior, &ready)
 	close(c.done)
 	if c.err != nil {
 		return fmt.Errorf("store %s: commit: %w", s.name, c.err)
@@ -274,8 +274,8 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures, prior *commit) (err 
 		return fmt.Errorf("store %s: commit: store destroyed", s.name)
 	}
 	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
-		slog.Debug("store committed", "store", s.name, "appends", written.Sub(began),
-			"write", applied.Sub(written), "durable", time.Since(applied), "writes", c.writes.Len())
+		slog.Debug("store committed", "store", s.name, "appends", ready.Sub(began),
+			"write", applied.Sub(ready), "durable", time.Since(applied), "writes", c.writes.Len())
 	}
 	if err := durable.Err(); err != nil {
 		return fmt.Errorf("store %s: commit: %w", s.name, err)
@@ -284,9 +284,8 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures, prior *commit) (err 
 }
 
 // write hands c to the Base once every future of waitFor has succeeded,
-// and prior (if not nil) is applied. It sets *appended to when the appends
-// were done.
-func (s *Store) write(c *commit, waitFor client.OpFutures, prior *commit, appended *time.Time) (client.OpFuture, error) {
+// and prior (if not nil) is applied. It sets *ready to when both were.
+func (s *Store) write(c *commit, waitFor client.OpFutures, prior *commit, ready *time.Time) (client.OpFuture, error) {
 	// Readers of the Base see c's writes in the Base, once it returns, or
 	// not at all if it fails: until then, in its overlay (see ReadState).
 	defer func() {
@@ -315,7 +314,7 @@ func (s *Store) write(c *commit, waitFor client.OpFutures, prior *commit, append
 			return nil, fmt.Errorf("the previous commit failed: %w", prior.err)
 		}
 	}
-	*appended = time.Now()
+	*ready = time.Now()
 	select {
 	case <-s.closing:
 		return nil, errDestroyed // Abandoned: don't write.
