@@ -22,3 +22,6 @@ func CollideKeys(n int) (restore func()) {
 	hashKey = func(key []byte) uint64 { return uint64(len(key) % n) }
 	return func() { hashKey = prev }
 }
+
+// Indexed reports whether the overlay has built its index.
+func Indexed(o *Overlay) bool { return o.index != nil }

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
 )
@@ -23,7 +24,12 @@ import (
 // comparison of its index, and costs some microseconds per Put); one which
 // never does has its entries sorted once, by the first reader in order of
 // the frozen overlay (most often its store's commit, apart from the shard's
-// goroutine), which costs a fraction of the inserts into a B-tree.
+// goroutine), which costs a fraction of the inserts into a B-tree. A scan
+// of an overlay neither indexed nor sorted yet passes over its entries,
+// picking those of its range, as long as its passes have cost little
+// beside the index or the sort (see passBudget): so a transaction whose
+// only scans are of a narrow range (what falls due, read as it commits)
+// is neither indexed nor sorted for them.
 //
 // An Overlay is written by one goroutine until its transaction commits,
 // when Freeze ends its writes; after that it is only read, possibly
@@ -43,10 +49,26 @@ type Overlay struct {
 	spFree *savepoint // A savepoint released, for the next.
 
 	frozen bool
-	filter []uint64  // Bits of the hashes of the keys, once there are minFiltered: see mayHave.
-	sortMu sync.Once // Sorts sorted, once frozen, if index is nil.
-	sorted []*Entry  // Entries in key order, of a frozen overlay without an index.
+	filter []uint64     // Bits of the hashes of the keys, once there are minFiltered: see mayHave.
+	sortMu sync.Once    // Sorts sorted, once frozen, if index is nil.
+	sorted []*Entry     // Entries in key order, of a frozen overlay without an index.
+	isSort atomic.Bool  // Whether sorted is set.
+	passed atomic.Int64 // The cost of the scans which passed over the entries: see passBudget.
 }
+
+// passBudget bounds the scans which pass over an overlay's entries rather
+// than ascend its index or its sorted entries: a scan passes while the
+// cost of the passes, with its own (an entry looked at costs 1, one of
+// the range, which is sorted, passSortCost), is at most passBudget times
+// the entries. A pass looks at an entry some hundred times faster than the
+// index inserts one, and a few tens of times faster than the sort sorts
+// one; past the budget, the overlay is indexed (or sorted, once frozen),
+// which costs no more than the passes did, so that scans of a growing
+// overlay cost at most a constant times the index's inserts.
+const (
+	passBudget   = 16
+	passSortCost = 8
+)
 
 // Entry is a key written by a transaction: its value, or its deletion. Its
 // Key is never modified, nor its Value once the overlay is frozen, so that
@@ -300,6 +322,9 @@ func (o *Overlay) indexUnindexed() {
 // Ascend calls fn with each entry in [start, end), in key order, until fn
 // returns false. A nil end means no upper bound.
 func (o *Overlay) Ascend(start, end []byte, fn func(Entry) bool) {
+	if o.index == nil && !o.isSort.Load() && o.pass(start, end, fn) {
+		return
+	}
 	if !o.frozen || o.index != nil {
 		if !o.frozen {
 			o.indexUnindexed()
@@ -319,6 +344,37 @@ func (o *Overlay) Ascend(start, end []byte, fn func(Entry) bool) {
 			return
 		}
 	}
+}
+
+// pass calls fn with each entry in [start, end), in key order, until fn
+// returns false, having picked them in a pass over every entry and sorted
+// them, and returns true, if the passes' cost stays within passBudget.
+// Else it returns false, having called nothing. It may be called
+// concurrently once the overlay is frozen.
+func (o *Overlay) pass(start, end []byte, fn func(Entry) bool) bool {
+	var budget = int64(passBudget * o.entries)
+	if o.passed.Load()+int64(o.entries) > budget {
+		return false
+	}
+	var in []*Entry
+	for _, c := range o.chunks {
+		for i := range c {
+			var e = &c[i]
+			if bytes.Compare(e.Key, start) >= 0 && (end == nil || bytes.Compare(e.Key, end) < 0) {
+				in = append(in, e)
+			}
+		}
+	}
+	if o.passed.Add(int64(o.entries+passSortCost*len(in))) > budget && len(in) > o.entries/2 {
+		return false // Most of the entries: the index or the sort serve this scan and the next.
+	}
+	slices.SortFunc(in, func(a, b *Entry) int { return bytes.Compare(a.Key, b.Key) })
+	for _, e := range in {
+		if !fn(*e) {
+			break
+		}
+	}
+	return true
 }
 
 // sort sets sorted to the entries in key order. It compares the eight
@@ -360,6 +416,7 @@ func (o *Overlay) sort() {
 	for i := range items {
 		o.sorted[i] = items[i].e
 	}
+	o.isSort.Store(true)
 }
 
 // Release returns the overlay's index nodes to a free list shared by

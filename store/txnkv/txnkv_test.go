@@ -244,10 +244,11 @@ func TestCloseAbandonsWaitingCommit(t *testing.T) {
 }
 
 // FuzzOverlayOrder checks that a frozen overlay, sorted at its first scan,
-// and one indexed as it's written, both ascend in the order of
-// bytes.Compare, whatever the keys: empty, prefixes of each other, sharing
-// long prefixes, holding zero bytes (which sorting by eight-byte words pads
-// keys with).
+// one indexed as it's written, and one scanned over ranges as it's
+// written (by passes over its entries, then by its index once the passes
+// have cost enough) ascend in the order of bytes.Compare, whatever the
+// keys: empty, prefixes of each other, sharing long prefixes, holding zero
+// bytes (which sorting by eight-byte words pads keys with).
 func FuzzOverlayOrder(f *testing.F) {
 	f.Add([]byte("\x00\x00\x01\x00\x02\x01\x00\xff\x00\x03ab\x02a\x00\x01a"))
 	f.Add([]byte("\x09tableNNNN\x0atableNNNNx\x0btableNNNNx\x00\x00tableNNN"))
@@ -262,27 +263,63 @@ func FuzzOverlayOrder(f *testing.F) {
 		if len(program)%2 == 1 {
 			defer txnkv.CollideKeys(4)() // Keys' hashes collide.
 		}
-		var frozen, indexed = txnkv.NewOverlay(), txnkv.NewOverlay()
+		var frozen, indexed, ranged = txnkv.NewOverlay(), txnkv.NewOverlay(), txnkv.NewOverlay()
 		defer frozen.Release()
 		defer indexed.Release()
+		defer ranged.Release()
 		var want []string
 		var model = map[string]string{}
+		// checkRange checks an ascent of o over [start, end) (end nil: no
+		// bound), stopped after stop entries if stop isn't 0.
+		var checkRange = func(o *txnkv.Overlay, start, end []byte, stop int) {
+			t.Helper()
+			var inRange []string
+			for k := range model {
+				if k >= string(start) && (end == nil || k < string(end)) {
+					inRange = append(inRange, k)
+				}
+			}
+			slices.Sort(inRange)
+			if stop != 0 && len(inRange) > stop {
+				inRange = inRange[:stop]
+			}
+			var got []string
+			o.Ascend(start, end, func(e txnkv.Entry) bool {
+				got = append(got, string(e.Key))
+				if string(e.Value) != model[string(e.Key)] {
+					t.Fatalf("Ascend(%q, %q): %q = %q, want %q", start, end, e.Key, e.Value, model[string(e.Key)])
+				}
+				return stop == 0 || len(got) < stop
+			})
+			if !slices.Equal(got, inRange) {
+				t.Fatalf("Ascend(%q, %q) = %q, want %q", start, end, got, inRange)
+			}
+		}
 		for i, k := range keys {
 			var v = fmt.Sprint(i)
 			frozen.Put(k, []byte(v))
 			indexed.Put(k, []byte(v))
+			ranged.Put(k, []byte(v))
 			model[string(k)] = v
 			if i%3 == 0 {
 				indexed.Ascend(nil, nil, func(txnkv.Entry) bool { return true })
 			}
+			// A range between two keys of the program, either way round
+			// (an empty range if the first is the greater), or unbounded.
+			var start, end = k, keys[(i*7+1)%len(keys)]
+			if i%5 == 4 {
+				end = nil
+			}
+			checkRange(ranged, start, end, i%4)
 			if !slices.Contains(want, string(k)) {
 				want = append(want, string(k))
 			}
 		}
 		slices.Sort(want)
 		frozen.Freeze()
+		ranged.Freeze()
 		for k, v := range model {
-			for _, o := range []*txnkv.Overlay{frozen, indexed} {
+			for _, o := range []*txnkv.Overlay{frozen, indexed, ranged} {
 				if e, ok := o.Get([]byte(k)); !ok || string(e.Value) != v {
 					t.Fatalf("Get(%q) = %q %v, want %q", k, e.Value, ok, v)
 				}
@@ -291,7 +328,14 @@ func FuzzOverlayOrder(f *testing.F) {
 		if _, ok := frozen.Get([]byte("\xffabsent")); ok && model["\xffabsent"] == "" {
 			t.Fatal("Get of an absent key found it")
 		}
-		for _, o := range []*txnkv.Overlay{frozen, indexed} {
+		// Frozen, each is scanned over ranges (by passes, then sorted,
+		// for one neither indexed nor sorted yet), and whole.
+		for i, k := range keys {
+			for _, o := range []*txnkv.Overlay{frozen, indexed, ranged} {
+				checkRange(o, k, keys[(i*3+2)%len(keys)], 0)
+			}
+		}
+		for _, o := range []*txnkv.Overlay{frozen, indexed, ranged} {
 			var got []string
 			o.Ascend(nil, nil, func(e txnkv.Entry) bool { got = append(got, string(e.Key)); return true })
 			if !slices.Equal(got, want) {
@@ -428,5 +472,39 @@ func TestCommitStartedBeforeThePreviousIsApplied(t *testing.T) {
 			b.mu.Unlock()
 		}
 		s.Destroy()
+	}
+}
+
+// A scan of a narrow range of an overlay passes over its entries rather
+// than index them (as Fire's read of what fell due does at a transaction's
+// end), until the passes have cost about as much as the index: then the
+// overlay is indexed, and its scans ascend the index.
+func TestOverlayScanPasses(t *testing.T) {
+	var o = txnkv.NewOverlay()
+	defer o.Release()
+	for i := range 10000 {
+		o.Put(fmt.Appendf(nil, "row-%05d", i), []byte("v"))
+	}
+	var scan = func(start, end string) (n int) {
+		o.Ascend([]byte(start), []byte(end), func(txnkv.Entry) bool { n++; return true })
+		return n
+	}
+	for i := range 15 {
+		if n := scan("row-00100", "row-00110"); n != 10 {
+			t.Fatalf("scan %d: %d entries, want 10", i, n)
+		} else if txnkv.Indexed(o) {
+			t.Fatalf("indexed after %d narrow scans of 10 of 10000 entries", i+1)
+		}
+	}
+	for i := 0; !txnkv.Indexed(o); i++ {
+		if i == 2 {
+			t.Fatal("not indexed after 17 scans, the last two of every entry")
+		} else if n := scan("row", "rox"); n != 10000 {
+			t.Fatalf("a scan of all: %d entries, want 10000", n)
+		}
+	}
+	o.Put([]byte("row-00105x"), []byte("v"))
+	if n := scan("row-00100", "row-00110"); n != 11 {
+		t.Fatalf("indexed, a scan: %d entries, want 11", n)
 	}
 }
