@@ -94,6 +94,7 @@ type config struct {
 	keep      bool          // Keep the work directory.
 	direct    bool          // The members open persisted fragments themselves (--broker.file-root).
 	fromLog   bool          // New shards play their parent's recovery log (--consumer.fork-from-log).
+	profile   time.Duration // CPU profile of the ledger member from the split's start, if not 0.
 }
 
 func main() {
@@ -112,6 +113,7 @@ func main() {
 	flag.StringVar(&c.logLevel, "ledger-log-level", "info", "--log.level of the ledger members (debug logs each transaction a splitting shard commits)")
 	flag.BoolVar(&c.direct, "direct", true, "members open the stack's persisted fragments themselves (--broker.file-root), recovery logs included; without, a member may retry a read of a persisted fragment forever (see docs/benchmarks.md)")
 	flag.BoolVar(&c.fromLog, "fork-from-log", false, "new shards always play their parent's recovery log (the members' --consumer.fork-from-log), rather than read the parent's store when its primary runs in their member, as the one ledger member here does")
+	flag.DurationVar(&c.profile, "profile", 0, "if not 0, a CPU profile of the ledger member of this long from the split's start, to rep-N/split.pprof (go tool pprof)")
 	flag.StringVar(&c.work, "dir", "", "directory of the runs' files (default: a temporary one, removed after)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the directory of the runs' files (members' logs, records)")
 	flag.Parse()

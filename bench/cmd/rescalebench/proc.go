@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -152,6 +154,34 @@ func (m *member) start(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// profile writes to file a CPU profile of the member's current process,
+// of d from now, served at /debug/pprof/profile of its port.
+func (m *member) profile(ctx context.Context, d time.Duration, file string) error {
+	var url = fmt.Sprintf("http://127.0.0.1:%s/debug/pprof/profile?seconds=%d", m.port, int(d.Round(time.Second)/time.Second))
+	var req, err = http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profiling %s: %w", m.id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var b, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return fmt.Errorf("profiling %s: %s: %s", m.id, resp.Status, b)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err = io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profiling %s: %w", m.id, err)
+	}
+	return f.Close()
 }
 
 // state is the state directory of the current process.

@@ -237,6 +237,12 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		childrenAt <- at
 		watchErr <- err
 	}()
+	var profiled = make(chan error, 1)
+	if c.profile != 0 {
+		go func() { profiled <- ledger.profile(ctx, c.profile, filepath.Join(dir, "split.pprof")) }()
+	} else {
+		profiled <- nil
+	}
 	var cpuStart = procCPU(ledger.pid())
 	r.cpu["gazconsumer rescale"], err = command(ctx, filepath.Join(dir, "rescale.out"), filepath.Join(c.bin, "gazconsumer"), "rescale",
 		"--consumer", "Ledger", "--settle", c.settle.String(), "--timeout", "3m",
@@ -255,6 +261,8 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	}
 	stopWatch()
 	if err != nil {
+		return nil, err
+	} else if err = <-profiled; err != nil {
 		return nil, err
 	}
 	r.split = splitEnd.Sub(splitStart)
