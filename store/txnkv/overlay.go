@@ -348,13 +348,14 @@ func (o *Overlay) Ascend(start, end []byte, fn func(Entry) bool) {
 
 // pass calls fn with each entry in [start, end), in key order, until fn
 // returns false, having picked them in a pass over every entry and sorted
-// them, and returns true, if the passes' cost stays within passBudget.
-// Else it returns false, having called nothing. It may be called
+// them, and returns true, if the passes' cost stays within passBudget and
+// the range holds at most one entry in passSortCost. Else it returns false,
+// having called nothing. It may be called
 // concurrently once the overlay is frozen.
 func (o *Overlay) pass(start, end []byte, fn func(Entry) bool) bool {
 	var budget = int64(passBudget * o.entries)
-	if o.passed.Load()+int64(o.entries) > budget {
-		return false
+	if start == nil && end == nil || o.passed.Load()+int64(o.entries) > budget {
+		return false // A scan of every entry is served by the index or the sort.
 	}
 	var in []*Entry
 	for _, c := range o.chunks {
@@ -365,8 +366,10 @@ func (o *Overlay) pass(start, end []byte, fn func(Entry) bool) bool {
 			}
 		}
 	}
-	if o.passed.Add(int64(o.entries+passSortCost*len(in))) > budget && len(in) > o.entries/2 {
-		return false // Most of the entries: the index or the sort serve this scan and the next.
+	if o.passed.Add(int64(o.entries+passSortCost*len(in))); passSortCost*len(in) > o.entries {
+		// Many of the entries: the index or the sort, which orders keys
+		// faster, serves this scan and the next.
+		return false
 	}
 	slices.SortFunc(in, func(a, b *Entry) int { return bytes.Compare(a.Key, b.Key) })
 	for _, e := range in {
