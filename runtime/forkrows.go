@@ -14,11 +14,27 @@ import (
 // a rescale loads the rows it keeps of its parent's state so, then commits
 // its checkpoint.
 type Loader interface {
-	// Load writes rows, of strictly increasing keys, to the database of a
-	// store which has committed nothing yet; its next commit makes them
-	// durable with it. Loaded again, the same rows replace those before.
-	// It returns the count of rows written.
-	Load(rows iter.Seq2[[]byte, []byte]) (int, error)
+	// BeginLoad begins a load of rows to the database of a store which
+	// has committed nothing yet. One load at a time.
+	BeginLoad() (Loading, error)
+}
+
+// Loading is a load begun by a Loader. The rows added are written aside
+// (rocks.Store: to a table file, recorded as it's written) until Finish
+// hands them to the database, whose next commit makes them durable with
+// it; Abort drops them. A fork adds its rows as it reads its parent's
+// state, and finishes once what it read is durable. Loaded again, the same
+// rows replace those before.
+type Loading interface {
+	// Add adds a row, of a key greater than the last's. It fails on a key
+	// out of order.
+	Add(key, value []byte) error
+	// Finish hands the rows to the database, and returns their count. It
+	// aborts the load if it fails.
+	Finish() (int, error)
+	// Abort ends the load without handing its rows to the database. It
+	// does nothing once the load ended.
+	Abort()
 }
 
 // forkRows holds the rows a fork keeps, copied into one buffer, until they

@@ -572,11 +572,11 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 		return fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	defer parent.Close()
-	var cp, rows, err2 = a.fork(shard, store, parent)
+	var cp, load, err2 = a.fork(shard, store, parent)
 	if err2 != nil {
 		return err2
 	}
-	return a.commitFork(shard, store, cp, rows)
+	return a.commitFork(shard, store, cp, load)
 }
 
 // ForkFrom builds the first state of the shard from the state of the shard
@@ -584,34 +584,37 @@ func (a *Adapter[H, T]) Fork(shard Shard, store Store, dir string) error {
 // started, and committed once that commit is durable, as Fork does from a
 // copy of its files. What it keeps, the other no longer
 // writes: the other's later commits, durable or not, don't change it (so
-// its reads don't hold off the other's commits).
+// its reads don't hold off the other's commits). A store that is a Loader
+// writes the rows aside as they're read, and takes them once what was read
+// is durable.
 func (a *Adapter[H, T]) ForkFrom(shard Shard, store Store, parent StateReader) error {
 	var cp pc.Checkpoint
-	var rows *forkRows
+	var load Loading
 	if err := parent.ReadState(shard.Context(), []byte(ForkCheckpointKey), func(r Reader) (err error) {
-		cp, rows, err = a.fork(shard, store, r)
+		cp, load, err = a.fork(shard, store, r)
 		return err
 	}); err != nil {
+		if load != nil {
+			load.Abort() // What was read is not durable.
+		}
 		return err
 	}
-	return a.commitFork(shard, store, cp, rows)
+	return a.commitFork(shard, store, cp, load)
 }
 
 // commitFork commits the state a fork built in store, with the checkpoint
-// of the split it forked from, having loaded its rows first if the store
-// is a Loader (rows is nil if not: the fork wrote them to its transaction).
-func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint, rows *forkRows) error {
+// of the split it forked from, having finished its load of the rows first
+// if the store is a Loader (load is nil if not: the fork wrote them to its
+// transaction).
+func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint, load Loading) error {
 	var spec = shard.Spec()
-	if rows != nil {
+	if load != nil {
 		var began = time.Now()
-		if err := rows.sorted(); err != nil {
-			return fmt.Errorf("shard %s: the rows forked from shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
-		}
-		var n, err = store.(Loader).Load(rows.all())
+		var n, err = load.Finish()
 		if err != nil {
 			return fmt.Errorf("shard %s: loading the rows forked from shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
 		}
-		slog.Info("shard loaded the rows it forked", "shard", spec.Id, "rows", n, "bytes", len(rows.buf), "took", time.Since(began))
+		slog.Info("shard loaded the rows it forked", "shard", spec.Id, "rows", n, "took", time.Since(began))
 	}
 	if err := store.StartCommit(shard, cp, nil).Err(); err != nil {
 		return fmt.Errorf("shard %s: committing the state forked from shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
@@ -621,13 +624,13 @@ func (a *Adapter[H, T]) commitFork(shard Shard, store Store, cp pc.Checkpoint, r
 
 // fork builds in store, uncommitted, the first state of the shard from
 // parent's, and returns the checkpoint of parent's split to commit it with,
-// and, if store is a Loader, the rows it keeps, to load (else it writes
-// them to store's transaction). Run again, it writes the same.
-func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkpoint, *forkRows, error) {
+// and, if store is a Loader, the load of the rows it keeps, to finish (else
+// it writes them to store's transaction). Run again, it writes the same.
+func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (_ pc.Checkpoint, _ Loading, err error) {
 	var spec = shard.Spec()
 	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
-	var m, err = splitTo(spec)
-	if err != nil {
+	var m int
+	if m, err = splitTo(spec); err != nil {
 		return pc.Checkpoint{}, nil, err
 	} else if m == 0 {
 		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, from, LabelSplitTo)
@@ -680,24 +683,42 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 	// rest); of a parent split by an earlier version, which moved them,
 	// those it moved are in its hand-off area. Its unmoved rows are read
 	// first: were a move applied between the reads (see StateReader), its
-	// rows would be read twice, alike, rather than missed.
+	// rows would be read twice, alike, rather than missed. Of a parent
+	// which moved nothing, the hand-off area is read first.
+	var handoff = [2][]byte{[]byte(HandoffPrefix), keyenc.PrefixEnd([]byte(HandoffPrefix))}
 	var ranges [][2][]byte
 	if parentRec.Moving != nil {
-		ranges = a.unmoved(*parentRec.Moving)
+		ranges = append(a.unmoved(*parentRec.Moving), handoff)
 	} else if parentRec.Hidden {
-		ranges = a.splitRanges()
+		ranges = append([][2][]byte{handoff}, a.splitRanges()...)
+	} else {
+		ranges = [][2][]byte{handoff}
 	}
-	ranges = append(ranges, [2][]byte{[]byte(HandoffPrefix), keyenc.PrefixEnd([]byte(HandoffPrefix))})
+	var load Loading
+	if l, ok := store.(Loader); ok {
+		if load, err = l.BeginLoad(); err != nil {
+			return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+		}
+		defer func() {
+			if err != nil {
+				load.Abort()
+			}
+		}()
+	}
+	// Rows kept are added to the load as they're read, once they come in
+	// key order: past an empty hand-off area of a parent which moved
+	// nothing. Else they're held, in runs of key order, and added sorted.
+	var rows = new(forkRows)
+	var streaming bool
 	var kept, buf = 0, []byte(nil)
-	var rows *forkRows
-	if _, ok := store.(Loader); ok {
-		rows = new(forkRows)
-	}
-	for _, r := range ranges {
-		var serr error
-		if rows != nil {
+	for i, r := range ranges {
+		if i == 1 && load != nil && parentRec.Moving == nil && len(rows.rows) == 0 && inKeyOrder(ranges[1:]) {
+			streaming = true
+		}
+		if !streaming {
 			rows.run()
 		}
+		var serr error
 		if err = parent.Scan(r[0], r[1], func(key, value []byte) bool {
 			var rowKey = bytes.TrimPrefix(key, []byte(HandoffPrefix))
 			var owner int
@@ -705,10 +726,13 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 				return false
 			} else if owner == index {
 				kept++
-				if rows != nil {
-					rows.add(rowKey, value)
-				} else {
+				switch {
+				case load == nil:
 					serr = kv.Put(rowKey, value)
+				case streaming:
+					serr = load.Add(rowKey, value)
+				default:
+					rows.add(rowKey, value)
 				}
 			}
 			return serr == nil
@@ -717,6 +741,16 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 		}
 		if err != nil {
 			return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: copying the rows it owns from shard %s: %w", spec.Id, from, err)
+		}
+	}
+	if load != nil && !streaming {
+		if err = rows.sorted(); err != nil {
+			return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: the rows forked from shard %s: %w", spec.Id, from, err)
+		}
+		for key, value := range rows.all() {
+			if err = load.Add(key, value); err != nil {
+				return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: the rows forked from shard %s: %w", spec.Id, from, err)
+			}
 		}
 	}
 	if rec, _, err := readPartitioning(parent); err != nil {
@@ -741,7 +775,18 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (pc.Checkp
 	}
 	slog.Info("shard forked from another's state", "shard", spec.Id, "from", from, "rows", kept,
 		"owns", index, "of", m, "readThrough", pc.FlattenReadThrough(cp))
-	return cp, rows, nil
+	return cp, load, nil
+}
+
+// inKeyOrder reports whether ranges follow one another in key order, none
+// overlapping the next.
+func inKeyOrder(ranges [][2][]byte) bool {
+	for i := 1; i < len(ranges); i++ {
+		if prev := ranges[i-1][1]; prev == nil || bytes.Compare(prev, ranges[i][0]) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // ownedOf returns the count of partitions the shard's ownership is of: that

@@ -248,8 +248,8 @@ func FuzzSplitAndFork(f *testing.F) {
 	})
 }
 
-// putOnly is a mem.Store but not a runtime.Loader: its Load is hidden by
-// noLoad's, of the same depth.
+// putOnly is a mem.Store but not a runtime.Loader: its BeginLoad is hidden
+// by noLoad's, of the same depth.
 type putOnly struct {
 	*mem.Store
 	noLoad
@@ -257,7 +257,7 @@ type putOnly struct {
 
 type noLoad struct{}
 
-func (noLoad) Load() {}
+func (noLoad) BeginLoad() {}
 
 // forkShard is a shard of splitAndFork.
 type forkShard struct {

@@ -91,30 +91,80 @@ func Open(db *DB) *Store {
 func (s *Store) KV() runtime.KV { return s }
 
 // Load writes rows, of strictly increasing keys, to the DB of a store which
-// has committed nothing yet, past its transactions (runtime.Loader). Loaded
-// again, the same rows replace those before.
+// has committed nothing yet (see BeginLoad), and returns their count.
 func (s *Store) Load(rows iter.Seq2[[]byte, []byte]) (int, error) {
+	var l, err = s.BeginLoad()
+	if err != nil {
+		return 0, err
+	}
+	for key, value := range rows {
+		if err = l.Add(key, value); err != nil {
+			l.Abort()
+			return 0, err
+		}
+	}
+	return l.Finish()
+}
+
+// BeginLoad begins a load of rows to the DB of a store which has committed
+// nothing yet (runtime.Loader): they're written to it past its
+// transactions at Finish. Loaded again, the same rows replace those
+// before.
+func (s *Store) BeginLoad() (runtime.Loading, error) {
 	var b = s.b
+	b.db.mu.Lock()
+	defer b.db.mu.Unlock()
+	if b.epoch != b.db.epoch {
+		return nil, ErrFenced
+	} else if cp, _ := b.db.version().Checkpoint(); cp != nil {
+		return nil, fmt.Errorf("store %s: can't load rows into a store which has committed", b.name())
+	}
+	return &loading{s: s}, nil
+}
+
+// loading is a load of a Store begun by BeginLoad: its rows, until Finish.
+type loading struct {
+	s    *Store
+	rows []row
+	done bool
+}
+
+// Add adds a row, after the last.
+func (l *loading) Add(key, value []byte) error {
+	if l.done {
+		return fmt.Errorf("store %s: a row added to a load ended", l.s.b.name())
+	} else if n := len(l.rows); n != 0 && bytes.Compare(key, l.rows[n-1].key) <= 0 {
+		return fmt.Errorf("store %s: rows to load out of order: %q after %q", l.s.b.name(), key, l.rows[n-1].key)
+	}
+	l.rows = append(l.rows, row{key: bytes.Clone(key), value: bytes.Clone(value)})
+	return nil
+}
+
+// Finish writes the rows to the DB, unless the store was fenced or
+// committed since the load began.
+func (l *loading) Finish() (int, error) {
+	if l.done {
+		return 0, fmt.Errorf("store %s: a load finished after its end", l.s.b.name())
+	}
+	l.done = true
+	var b = l.s.b
 	b.db.mu.Lock()
 	defer b.db.mu.Unlock()
 	if b.epoch != b.db.epoch {
 		return 0, ErrFenced
 	} else if cp, _ := b.db.version().Checkpoint(); cp != nil {
-		return 0, fmt.Errorf("store %s: can't load rows into a store which has committed", s.b.name())
+		return 0, fmt.Errorf("store %s: can't load rows into a store which has committed", b.name())
 	}
 	var next = b.db.rows.Load().Clone()
-	var n int
-	var last []byte
-	for key, value := range rows {
-		if n != 0 && bytes.Compare(key, last) <= 0 {
-			return 0, fmt.Errorf("store %s: rows to load out of order: %q after %q", s.b.name(), key, last)
-		}
-		next.ReplaceOrInsert(row{key: bytes.Clone(key), value: bytes.Clone(value)})
-		last, n = key, n+1
+	for _, r := range l.rows {
+		next.ReplaceOrInsert(r)
 	}
 	b.db.rows.Store(next)
-	return n, nil
+	return len(l.rows), nil
 }
+
+// Abort drops the rows.
+func (l *loading) Abort() { l.done, l.rows = true, nil }
 
 // base is the txnkv.Base of a Store: the rows of its DB.
 type base struct {

@@ -1,9 +1,13 @@
 package rocks
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -77,5 +81,54 @@ func TestLoadIsRecorded(t *testing.T) {
 	}
 	if got := contents(t, b.store); !mapsEqual(got, want) {
 		t.Fatalf("played-back store holds %d keys, want %d", len(got), len(want))
+	}
+}
+
+// A load aborted, as of a fork whose read of its parent's state turned out
+// not durable, leaves neither rows nor its table file, in the store or in
+// a store played back from its recovery log; the load begun after it is
+// the one the store holds; a load ended takes no more rows.
+func TestLoadAborted(t *testing.T) {
+	var journal = newLog(t)
+	var a = openRecorded(t, journal, 0xD1, Options{})
+	defer a.store.Destroy()
+
+	var l, err = a.store.BeginLoad()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"row/1", "row/2", "row/3"} {
+		if err = l.Add([]byte(k), []byte("aborted")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err = l.Add([]byte("row/0"), nil); err == nil || !strings.Contains(err.Error(), `"row/0" after "row/3"`) {
+		t.Fatalf("a row out of order: %v", err)
+	}
+	l.Abort()
+	l.Abort() // Again: nothing.
+	if err = l.Add([]byte("row/4"), nil); err == nil {
+		t.Fatal("a row added to an aborted load: no error")
+	} else if _, err = l.Finish(); err == nil {
+		t.Fatal("an aborted load finished: no error")
+	}
+	if _, err = os.Stat(filepath.Join(a.dir, loadFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the aborted load's table file: %v", err)
+	}
+	if got := contents(t, a.store); len(got) != 0 {
+		t.Fatalf("after an aborted load, the store holds %v", got)
+	}
+	if n, err := a.store.Load(rowsOf([]string{"row/2", "row/5"})); err != nil || n != 2 {
+		t.Fatalf("Load: %d, %v", n, err)
+	}
+	await(t, a.store.StartCommit(nil, checkpointAt(3), nil))
+	var want = map[string]string{"row/2": "row/2row/2row/2", "row/5": "row/5row/5row/5"}
+	if got := contents(t, a.store); !mapsEqual(got, want) {
+		t.Fatalf("the store holds %v, want %v", got, want)
+	}
+	var b = openRecorded(t, journal, 0xD2, Options{})
+	defer b.store.Destroy()
+	if got := contents(t, b.store); !mapsEqual(got, want) {
+		t.Fatalf("played back, the store holds %v, want %v", got, want)
 	}
 }

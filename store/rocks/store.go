@@ -73,6 +73,7 @@ var (
 	_ runtime.KVStore         = (*Store)(nil)
 	_ runtime.KV              = (*Store)(nil)
 	_ runtime.CommittedReader = (*Store)(nil)
+	_ runtime.Loader          = (*Store)(nil)
 	_ txnkv.Base              = (*database)(nil)
 	_ txnkv.HashedBase        = (*database)(nil)
 	_ txnkv.PrefetchBase      = (*database)(nil)
