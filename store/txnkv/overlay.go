@@ -366,7 +366,7 @@ func (o *Overlay) pass(start, end []byte, fn func(Entry) bool) bool {
 			}
 		}
 	}
-	if o.passed.Add(int64(o.entries+passSortCost*len(in))); passSortCost*len(in) > o.entries {
+	if o.passed.Add(int64(o.entries + passSortCost*len(in))); passSortCost*len(in) > o.entries {
 		// Many of the entries: the index or the sort, which orders keys
 		// faster, serves this scan and the next.
 		return false
