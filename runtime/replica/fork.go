@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,7 +55,7 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 			_, _, parentCommitted = parent.Progress()
 			// The parent yields its processors while this shard reads its
 			// state and loads its share.
-			var yielding = &yieldingParent{StateReader: sr, parent: parent}
+			var yielding = &yieldingParent{StateReader: sr, parent: parent, yield: cmp.Or(s.host.ForkYield, forkYield)}
 			err = forker.ForkFrom(s, store, yielding)
 			yielding.done()
 			if err == nil {
@@ -101,18 +102,19 @@ func (s *Replica) localParent(from pc.ShardID) (*Replica, runtime.StateReader) {
 
 // yieldingParent is the store of a parent whose primary runs in this
 // member: from the read of its state on, until done, its readers hold
-// their reads (at most forkYield).
+// their reads (at most yield).
 type yieldingParent struct {
 	runtime.StateReader
 	parent  *Replica
+	yield   time.Duration // Longest hold; none if not positive.
 	release func()
 }
 
 // ReadState holds the parent's reads, and calls the store's ReadState.
 func (y *yieldingParent) ReadState(ctx context.Context, settled []byte, fn func(runtime.Reader) error) error {
 	return y.StateReader.ReadState(ctx, settled, func(r runtime.Reader) error {
-		if y.release == nil {
-			y.release = y.parent.gate.hold(forkYield)
+		if y.release == nil && y.yield > 0 {
+			y.release = y.parent.gate.hold(y.yield)
 		}
 		return fn(r)
 	})

@@ -23,7 +23,8 @@ import (
 const splitYield = 2 * time.Second
 
 // forkYield bounds how long a primary's readers hold their reads while a
-// new shard of this member forks from its store.
+// new shard of this member forks from its store, unless Config.ForkYield
+// says otherwise.
 const forkYield = 5 * time.Second
 
 // readGate holds a primary's readers while any hold is taken.

@@ -95,6 +95,7 @@ type config struct {
 	direct    bool          // The members open persisted fragments themselves (--broker.file-root).
 	fromLog   bool          // New shards play their parent's recovery log (--consumer.fork-from-log).
 	profile   time.Duration // CPU profile of the ledger member from the split's start, if not 0.
+	forkYield time.Duration // The members' --consumer.fork-yield.
 }
 
 func main() {
@@ -113,6 +114,7 @@ func main() {
 	flag.StringVar(&c.logLevel, "ledger-log-level", "info", "--log.level of the ledger members (debug logs each transaction a splitting shard commits)")
 	flag.BoolVar(&c.direct, "direct", true, "members open the stack's persisted fragments themselves (--broker.file-root), recovery logs included; without, a member may retry a read of a persisted fragment forever (see docs/benchmarks.md)")
 	flag.BoolVar(&c.fromLog, "fork-from-log", false, "new shards always play their parent's recovery log (the members' --consumer.fork-from-log), rather than read the parent's store when its primary runs in their member, as the one ledger member here does")
+	flag.DurationVar(&c.forkYield, "fork-yield", 5*time.Second, "the members' --consumer.fork-yield: how long at most a parent holds its reads while a child forks from its store (0: it goes on consuming)")
 	flag.DurationVar(&c.profile, "profile", 0, "if not 0, a CPU profile of the ledger member of this long from the split's start, to rep-N/split.pprof (go tool pprof)")
 	flag.StringVar(&c.work, "dir", "", "directory of the runs' files (default: a temporary one, removed after)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the directory of the runs' files (members' logs, records)")
@@ -156,8 +158,8 @@ func run(ctx context.Context, c config) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("load: %d orders and %d payments of %d customers (%d accounts each), in transactions of %d; rescale --settle %s; member lease %s; members read fragments directly: %t; forks play the parent's log: %t\n",
-		c.messages/2, c.messages-c.messages/2, c.customers, c.accounts, c.txn, c.settle, c.lease, c.direct, c.fromLog)
+	fmt.Printf("load: %d orders and %d payments of %d customers (%d accounts each), in transactions of %d; rescale --settle %s; member lease %s; members read fragments directly: %t; forks play the parent's log: %t; parents yield to forks for at most %s\n",
+		c.messages/2, c.messages-c.messages/2, c.customers, c.accounts, c.txn, c.settle, c.lease, c.direct, c.fromLog, c.forkYield)
 
 	var results []*result
 	for rep := range c.reps {

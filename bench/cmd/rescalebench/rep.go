@@ -91,6 +91,7 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	if c.fromLog {
 		common = append(common, "--consumer.fork-from-log")
 	}
+	common = append(common, "--consumer.fork-yield", c.forkYield.String())
 
 	// The ledger's hold window is longer than its backlog lasts here: the
 	// window is processing time, and a payment read more than a window
