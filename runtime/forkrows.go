@@ -37,6 +37,22 @@ type Loading interface {
 	Abort()
 }
 
+// LoadRows loads rows, of strictly increasing keys, through a load of l
+// (see Loader), and returns their count. It aborts the load if one fails.
+func LoadRows(l Loader, rows iter.Seq2[[]byte, []byte]) (int, error) {
+	var load, err = l.BeginLoad()
+	if err != nil {
+		return 0, err
+	}
+	for key, value := range rows {
+		if err = load.Add(key, value); err != nil {
+			load.Abort()
+			return 0, err
+		}
+	}
+	return load.Finish()
+}
+
 // forkRows holds the rows a fork keeps, copied into one buffer, until they
 // are loaded into its store in the order of their keys. They're added in
 // runs, each in the order of its keys (those of a Scan).

@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"iter"
 	"sync"
 	"sync/atomic"
 
@@ -89,22 +88,6 @@ func Open(db *DB) *Store {
 
 // KV returns s: its view of the current transaction.
 func (s *Store) KV() runtime.KV { return s }
-
-// Load writes rows, of strictly increasing keys, to the DB of a store which
-// has committed nothing yet (see BeginLoad), and returns their count.
-func (s *Store) Load(rows iter.Seq2[[]byte, []byte]) (int, error) {
-	var l, err = s.BeginLoad()
-	if err != nil {
-		return 0, err
-	}
-	for key, value := range rows {
-		if err = l.Add(key, value); err != nil {
-			l.Abort()
-			return 0, err
-		}
-	}
-	return l.Finish()
-}
 
 // BeginLoad begins a load of rows to the DB of a store which has committed
 // nothing yet (runtime.Loader): they're written to it past its

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkForkCopy is the store's part of a local fork of a rescale: a
 // read of a parent store's whole state (200,000 rows), half of whose rows
-// are copied, loaded into a new store (Load) and committed, as a new shard
+// are copied, loaded into a new store (runtime.LoadRows) and committed, as a new shard
 // of a split in two keeps what it owns.
 func BenchmarkForkCopy(b *testing.B) {
 	const rows = 200_000
@@ -42,7 +42,7 @@ func BenchmarkForkCopy(b *testing.B) {
 		}); err != nil {
 			b.Fatal(err)
 		}
-		var kept, err = child.store.Load(func(yield func(k, v []byte) bool) {
+		var kept, err = runtime.LoadRows(child.store, func(yield func(k, v []byte) bool) {
 			for i := range keys {
 				if !yield(keys[i], values[i]) {
 					return

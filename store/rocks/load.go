@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,23 +17,6 @@ import (
 // loadFile is the name, in a store's directory, of the table file a load
 // writes and then has RocksDB ingest.
 const loadFile = "load.sst"
-
-// Load writes rows, of strictly increasing keys, to the database of a store
-// that has committed nothing yet, as one table file that RocksDB ingests
-// (see BeginLoad), and returns the count of rows written.
-func (s *Store) Load(rows iter.Seq2[[]byte, []byte]) (int, error) {
-	var l, err = s.BeginLoad()
-	if err != nil {
-		return 0, err
-	}
-	for key, value := range rows {
-		if err = l.Add(key, value); err != nil {
-			l.Abort()
-			return 0, err
-		}
-	}
-	return l.Finish()
-}
 
 // BeginLoad begins a load of rows to the database of a store that has
 // committed nothing yet (runtime.Loader): the rows added, of strictly

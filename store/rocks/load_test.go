@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
 )
 
 // rowsOf yields the rows of keys, in order, of values made of their keys.
@@ -41,18 +43,18 @@ func TestLoadIsRecorded(t *testing.T) {
 	if _, ok, err := a.store.Get([]byte(keys[0])); ok || err != nil {
 		t.Fatalf("Get before the load: %v, %v", ok, err)
 	}
-	if _, err := a.store.Load(rowsOf([]string{"b", "a"})); err == nil || !strings.Contains(err.Error(), `"a" after "b"`) {
+	if _, err := runtime.LoadRows(a.store, rowsOf([]string{"b", "a"})); err == nil || !strings.Contains(err.Error(), `"a" after "b"`) {
 		t.Fatalf("rows out of order: %v", err)
 	}
-	if _, err := a.store.Load(rowsOf([]string{"a", "a"})); err == nil {
+	if _, err := runtime.LoadRows(a.store, rowsOf([]string{"a", "a"})); err == nil {
 		t.Fatal("a row twice: no error")
 	}
 	for range 2 { // A second load, as of a fork run again, replaces the first's rows.
-		if n, err := a.store.Load(rowsOf(keys)); err != nil || n != len(keys) {
+		if n, err := runtime.LoadRows(a.store, rowsOf(keys)); err != nil || n != len(keys) {
 			t.Fatalf("Load: %d, %v", n, err)
 		}
 	}
-	if n, err := a.store.Load(rowsOf(nil)); err != nil || n != 0 {
+	if n, err := runtime.LoadRows(a.store, rowsOf(nil)); err != nil || n != 0 {
 		t.Fatalf("Load of no rows: %d, %v", n, err)
 	}
 	var want = make(map[string]string)
@@ -70,7 +72,7 @@ func TestLoadIsRecorded(t *testing.T) {
 	}
 	want["row/x"] = "committed"
 	await(t, a.store.StartCommit(nil, checkpointAt(9), nil))
-	if _, err := a.store.Load(rowsOf([]string{"z"})); err == nil || !strings.Contains(err.Error(), "has committed") {
+	if _, err := runtime.LoadRows(a.store, rowsOf([]string{"z"})); err == nil || !strings.Contains(err.Error(), "has committed") {
 		t.Fatalf("a load after a commit: %v", err)
 	}
 
@@ -118,7 +120,7 @@ func TestLoadAborted(t *testing.T) {
 	if got := contents(t, a.store); len(got) != 0 {
 		t.Fatalf("after an aborted load, the store holds %v", got)
 	}
-	if n, err := a.store.Load(rowsOf([]string{"row/2", "row/5"})); err != nil || n != 2 {
+	if n, err := runtime.LoadRows(a.store, rowsOf([]string{"row/2", "row/5"})); err != nil || n != 2 {
 		t.Fatalf("Load: %d, %v", n, err)
 	}
 	await(t, a.store.StartCommit(nil, checkpointAt(3), nil))
