@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +54,7 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 			_, _, parentCommitted = parent.Progress()
 			// The parent yields its processors while this shard reads its
 			// state and loads its share.
-			var yielding = &yieldingParent{StateReader: sr, parent: parent, yield: cmp.Or(s.host.ForkYield, forkYield)}
+			var yielding = &yieldingParent{StateReader: sr, parent: parent, yield: s.host.ForkYield}
 			err = forker.ForkFrom(s, store, yielding)
 			yielding.done()
 			if err == nil {

@@ -12,20 +12,16 @@ import (
 
 // A primary splitting its state for a rescale yields its processors: its
 // readers hold their reads, so that its open transaction finishes, and
-// splits, at once rather than after its longest duration, and so that the
-// new shards forking from its store in this member, while they do, have the
+// splits, at once rather than after its longest duration, and, if the
+// member is so configured (Config.ForkYield), so that the new shards
+// forking from its store in this member, while they do, have the
 // processors its consumption would take. Holds are short and bounded (a
 // fork of a large state takes as long as it takes, but its parent goes on
-// after forkYield).
+// after Config.ForkYield).
 
 // splitYield bounds how long a primary's readers hold their reads once its
 // spec asks it to split, until a transaction finalized since commits.
 const splitYield = 2 * time.Second
-
-// forkYield bounds how long a primary's readers hold their reads while a
-// new shard of this member forks from its store, unless Config.ForkYield
-// says otherwise.
-const forkYield = 5 * time.Second
 
 // readGate holds a primary's readers while any hold is taken.
 type readGate struct {

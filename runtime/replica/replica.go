@@ -60,10 +60,11 @@ type Config struct {
 	// state from its store: no playback, but the parent's commits wait
 	// while the new shard reads what it owns.
 	ForkFromLog bool
-	// ForkYield bounds how long such a parent's readers hold their reads
-	// while the new shard forks from its store, leaving it the processors
-	// they'd take (the parent consumes nothing meanwhile): 5 s if 0; a
-	// negative one has them not hold at all.
+	// ForkYield, if positive, has such a parent's readers hold their reads
+	// while the new shard forks from its store, at most ForkYield, leaving
+	// it the processors they'd take: the new shard serves sooner, and the
+	// parent consumes nothing meanwhile. If not, the parent goes on
+	// consuming as the new shard forks.
 	ForkYield time.Duration
 }
 

@@ -13,7 +13,6 @@
 package runconsumer
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -82,9 +81,9 @@ type Flags struct {
 	// ForkFromLog has new shards of a rescale always play their parent's
 	// recovery log (see replica.Config).
 	ForkFromLog bool
-	// ForkYield bounds how long a parent's readers hold their reads while a
-	// new shard of this member forks from its store; 0: they don't (see
-	// replica.Config).
+	// ForkYield, if not 0, bounds how long a parent's readers hold their
+	// reads while a new shard of this member forks from its store; 0: they
+	// don't (see replica.Config).
 	ForkYield time.Duration
 	LogLevel  slog.Level
 	// LogFormat is json, text or color (Gazette's names; color logs as
@@ -135,7 +134,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.StringVar(&f.StateDir, "consumer.state-dir", env("CONSUMER_STATE_DIR", ""), "directory of the shards' local stores (env CONSUMER_STATE_DIR)")
 	fs.DurationVar(&f.Handoff, "consumer.handoff", f.envDuration("consumer.handoff", "CONSUMER_HANDOFF", 30*time.Second), "how long to wait for other members to take over on shutdown (env CONSUMER_HANDOFF)")
 	fs.BoolVar(&f.ForkFromLog, "consumer.fork-from-log", f.envBool("consumer.fork-from-log", "CONSUMER_FORK_FROM_LOG", false), "new shards of a rescale always play their parent's recovery log, even when the parent's primary runs in this member (whose store they read otherwise) (env CONSUMER_FORK_FROM_LOG)")
-	fs.DurationVar(&f.ForkYield, "consumer.fork-yield", f.envDuration("consumer.fork-yield", "CONSUMER_FORK_YIELD", 5*time.Second), "how long at most a shard's primary holds its reads, leaving the processors to a new shard of a rescale forking from its store in this member; 0: it goes on consuming (env CONSUMER_FORK_YIELD)")
+	fs.DurationVar(&f.ForkYield, "consumer.fork-yield", f.envDuration("consumer.fork-yield", "CONSUMER_FORK_YIELD", 0), "if not 0, how long at most a shard's primary holds its reads, leaving the processors to a new shard of a rescale forking from its store in this member (which then serves sooner); 0: it goes on consuming (env CONSUMER_FORK_YIELD)")
 	fs.BoolVar(&f.ReadyIgnoresFailed, "consumer.ready-ignores-failed", f.envBool("consumer.ready-ignores-failed", "CONSUMER_READY_IGNORES_FAILED", false), "keep the member ready (/debug/ready, gRPC health) while shards of its are FAILED (env CONSUMER_READY_IGNORES_FAILED)")
 	f.LogLevel = slog.LevelInfo
 	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
@@ -418,7 +417,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 			StateDir:            f.StateDir,
 			DirectFragmentReads: f.FileRoot != "",
 			ForkFromLog:         f.ForkFromLog,
-			ForkYield:           cmp.Or(f.ForkYield, -1), // Flag 0: no hold.
+			ForkYield:           f.ForkYield,
 		},
 		ReadyIgnoresFailed: f.ReadyIgnoresFailed,
 		ServerTLS:          sec.server,

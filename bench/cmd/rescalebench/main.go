@@ -114,7 +114,7 @@ func main() {
 	flag.StringVar(&c.logLevel, "ledger-log-level", "info", "--log.level of the ledger members (debug logs each transaction a splitting shard commits)")
 	flag.BoolVar(&c.direct, "direct", true, "members open the stack's persisted fragments themselves (--broker.file-root), recovery logs included; without, a member may retry a read of a persisted fragment forever (see docs/benchmarks.md)")
 	flag.BoolVar(&c.fromLog, "fork-from-log", false, "new shards always play their parent's recovery log (the members' --consumer.fork-from-log), rather than read the parent's store when its primary runs in their member, as the one ledger member here does")
-	flag.DurationVar(&c.forkYield, "fork-yield", 5*time.Second, "the members' --consumer.fork-yield: how long at most a parent holds its reads while a child forks from its store (0: it goes on consuming)")
+	flag.DurationVar(&c.forkYield, "fork-yield", 0, "the members' --consumer.fork-yield: if not 0, how long at most a parent holds its reads while a child forks from its store (0: it goes on consuming)")
 	flag.DurationVar(&c.profile, "profile", 0, "if not 0, a CPU profile of the ledger member of this long from the split's start, to rep-N/split.pprof (go tool pprof)")
 	flag.StringVar(&c.work, "dir", "", "directory of the runs' files (default: a temporary one, removed after)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the directory of the runs' files (members' logs, records)")
