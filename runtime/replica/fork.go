@@ -53,7 +53,7 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 		if parent, sr := s.localParent(from); sr != nil {
 			_, _, parentCommitted = parent.Progress()
 			// The parent yields its processors while this shard reads its
-			// state and loads its share.
+			// state and loads its share, if the member says so.
 			var yielding = &yieldingParent{StateReader: sr, parent: parent, yield: s.host.ForkYield}
 			err = forker.ForkFrom(s, store, yielding)
 			yielding.done()

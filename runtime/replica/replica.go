@@ -57,8 +57,8 @@ type Config struct {
 	// ForkFromLog has a new shard of a rescale always play its parent's
 	// recovery log to fork from it. Otherwise, when the parent's primary
 	// runs in the same member, the new shard reads the parent's committed
-	// state from its store: no playback, but the parent's commits wait
-	// while the new shard reads what it owns.
+	// state from its store: no playback, and the parent's commits go on
+	// as the new shard reads what it owns.
 	ForkFromLog bool
 	// ForkYield, if positive, has such a parent's readers hold their reads
 	// while the new shard forks from its store, at most ForkYield, leaving

@@ -350,8 +350,8 @@ func (o *Overlay) Ascend(start, end []byte, fn func(Entry) bool) {
 // returns false, having picked them in a pass over every entry and sorted
 // them, and returns true, if the passes' cost stays within passBudget and
 // the range holds at most one entry in passSortCost. Else it returns false,
-// having called nothing. It may be called
-// concurrently once the overlay is frozen.
+// having called nothing. It may be called concurrently once the overlay is
+// frozen.
 func (o *Overlay) pass(start, end []byte, fn func(Entry) bool) bool {
 	var budget = int64(passBudget * o.entries)
 	if start == nil && end == nil || o.passed.Load()+int64(o.entries) > budget {
