@@ -75,6 +75,9 @@ func TestMisconfigurationFailsAtStart(t *testing.T) {
 		{"shares leaving no block cache", []string{"ROCKSDB_ROW_CACHE_SHARE=0.7"}, []string{"--rocksdb.write-buffer-share=0.3"},
 			[]string{"--rocksdb.write-buffer-share", "--rocksdb.row-cache-share", "below 0.9"}},
 		{"no ROCKSDB_SHARDS", []string{"ROCKSDB_SHARDS=0"}, nil, []string{`ROCKSDB_SHARDS=\"0\"`, "--rocksdb.shards", "at least 1"}},
+		{"malformed CONSUMER_FORK_YIELD", []string{"CONSUMER_FORK_YIELD=soon"}, nil,
+			[]string{`CONSUMER_FORK_YIELD=\"soon\"`, "--consumer.fork-yield", "not a duration"}},
+		{"negative fork yield", nil, []string{"--consumer.fork-yield=-1s"}, []string{"--consumer.fork-yield", "-1s", "must not be negative"}},
 		{"malformed CONSUMER_READY_IGNORES_FAILED", []string{"CONSUMER_READY_IGNORES_FAILED=maybe"}, nil,
 			[]string{`CONSUMER_READY_IGNORES_FAILED=\"maybe\"`, "--consumer.ready-ignores-failed", "not a boolean"}},
 	} {

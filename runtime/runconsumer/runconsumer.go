@@ -193,6 +193,9 @@ func (f Flags) Validate() error {
 	if f.Handoff < 0 {
 		errs = append(errs, fmt.Errorf("--consumer.handoff (env CONSUMER_HANDOFF) is %s: it must not be negative", f.Handoff))
 	}
+	if f.ForkYield < 0 {
+		errs = append(errs, fmt.Errorf("--consumer.fork-yield (env CONSUMER_FORK_YIELD) is %s: it must not be negative", f.ForkYield))
+	}
 	if f.ShardLimit == 0 || f.ShardLimit > math.MaxUint32 {
 		errs = append(errs, fmt.Errorf("--consumer.limit (env CONSUMER_LIMIT) is %d: it must be from 1 to %d", f.ShardLimit, uint32(math.MaxUint32)))
 	}
