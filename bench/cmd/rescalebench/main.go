@@ -48,7 +48,10 @@
 // members' gazconsumer_shard_messages_total counts the messages read, which
 // during a split includes those a child reads from its parent's journals
 // and skips as not owned; its rate is printed beside, for information.
-// Each repetition's samples are written to samples.csv in its directory.
+// Each repetition's samples are written to samples.csv in its directory,
+// and with -profile, a CPU profile of the ledger member over the split's
+// start to split.pprof. The members' --consumer.fork-yield is -fork-yield
+// (0: a parent goes on consuming while its child forks from its store).
 //
 // The members are given --broker.file-root (-direct): they open the stack's
 // persisted fragments themselves, recovery logs included. Without it, a
