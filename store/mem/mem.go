@@ -94,15 +94,23 @@ func (s *Store) KV() runtime.KV { return s }
 // transactions at Finish. Loaded again, the same rows replace those
 // before.
 func (s *Store) BeginLoad() (runtime.Loading, error) {
-	var b = s.b
-	b.db.mu.Lock()
-	defer b.db.mu.Unlock()
-	if b.epoch != b.db.epoch {
-		return nil, ErrFenced
-	} else if cp, _ := b.db.version().Checkpoint(); cp != nil {
-		return nil, fmt.Errorf("store %s: can't load rows into a store which has committed", b.name())
+	s.b.db.mu.Lock()
+	defer s.b.db.mu.Unlock()
+	if err := s.b.loadable(); err != nil {
+		return nil, err
 	}
 	return &loading{s: s}, nil
+}
+
+// loadable fails if rows may not be loaded to b's DB: b is fenced, or its
+// store committed. The caller holds the DB's lock.
+func (b *base) loadable() error {
+	if b.epoch != b.db.epoch {
+		return ErrFenced
+	} else if cp, _ := b.db.version().Checkpoint(); cp != nil {
+		return fmt.Errorf("store %s: can't load rows into a store which has committed", b.name())
+	}
+	return nil
 }
 
 // loading is a load of a Store begun by BeginLoad: its rows, until Finish.
@@ -133,10 +141,8 @@ func (l *loading) Finish() (int, error) {
 	var b = l.s.b
 	b.db.mu.Lock()
 	defer b.db.mu.Unlock()
-	if b.epoch != b.db.epoch {
-		return 0, ErrFenced
-	} else if cp, _ := b.db.version().Checkpoint(); cp != nil {
-		return 0, fmt.Errorf("store %s: can't load rows into a store which has committed", b.name())
+	if err := b.loadable(); err != nil {
+		return 0, err
 	}
 	var next = b.db.rows.Load().Clone()
 	for _, r := range l.rows {
