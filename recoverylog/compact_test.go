@@ -110,7 +110,7 @@ func TestCompactionThenPrune(t *testing.T) {
 	} else if len(removed) != len(prunable) {
 		t.Fatalf("pruned %d fragments of %d prunable", len(removed), len(prunable))
 	}
-	var needed = NeededFrom(after1, after2)
+	var needed = NeededFrom(journal, after1, after2)
 	for _, f := range removed {
 		if f.End > needed {
 			t.Fatalf("pruned fragment [%d, %d), but hints need the log from %d", f.Begin, f.End, needed)

@@ -8,6 +8,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Author identifies a recorder, and is the author of every op it writes.
@@ -37,6 +39,9 @@ type node struct {
 	segments []*Segment
 	size     int64
 	rebase   *rebasing // Re-recording in progress, if any.
+	// source is the node of another log which the node adopted, while its
+	// first segment begins at its Adopt op.
+	source *Source
 }
 
 // rebasing is a Rebase of a node whose writes haven't yet covered its size.
@@ -249,6 +254,32 @@ func (f *FSM) apply(op *Op, begin, end int64) (bool, error) {
 		n.rebased()
 		return true, nil
 
+	case *Op_Adopt:
+		var fn = Fnode(op.Seq)
+		if f.skipHinted(fn, op.Seq) {
+			return false, nil
+		} else if err := validateSource(k.Adopt.Source); err != nil {
+			return false, fmt.Errorf("adopt: %w", err)
+		} else if len(k.Adopt.Links) == 0 {
+			return false, fmt.Errorf("adopt of %s node %d without links", k.Adopt.Source.Log, k.Adopt.Source.Node.Fnode)
+		}
+		var links = slices.Sorted(slices.Values(k.Adopt.Links))
+		for i, l := range links {
+			if !validPath(l) || i != 0 && links[i-1] == l {
+				return false, fmt.Errorf("adopt at invalid or repeated path %q", l)
+			} else if other, ok := f.links[l]; ok {
+				return false, fmt.Errorf("adopt at %q, which links node %d", l, other)
+			} else if _, ok := f.props[l]; ok && f.hinted == nil {
+				return false, fmt.Errorf("adopt at %q, which is a property", l)
+			}
+		}
+		f.nodes[fn] = &node{links: links, size: k.Adopt.Source.Node.Size, source: proto.CloneOf(k.Adopt.Source)}
+		for _, l := range links {
+			f.links[l] = fn
+		}
+		touch(fn)
+		return true, nil
+
 	case *Op_Link:
 		var n, skip, err = live(Fnode(k.Link.Fnode))
 		if skip || err != nil {
@@ -317,6 +348,7 @@ func (n *node) rebased() {
 	for i, s := range n.segments {
 		if s.FirstSeq == r.seq {
 			n.segments = n.segments[i:]
+			n.source = nil // Its content is re-recorded: the other log's no longer needed.
 			return
 		}
 	}
@@ -348,6 +380,9 @@ func (f *FSM) Hints(log string) *Hints {
 	for _, fn := range slices.Sorted(maps.Keys(f.nodes)) {
 		var n = f.nodes[fn]
 		var ln = &LiveNode{Fnode: uint64(fn), Links: slices.Sorted(slices.Values(n.links)), Size: n.size}
+		if n.source != nil && n.segments[0].FirstSeq == uint64(fn) {
+			ln.Source = proto.CloneOf(n.source)
+		}
 		for _, s := range n.segments {
 			ln.Segments = append(ln.Segments, cloneSegment(s))
 		}
@@ -427,6 +462,13 @@ func validateHints(h *Hints) error {
 				return fmt.Errorf("hints of %s: node %d has invalid segment %v", h.Log, ln.Fnode, s)
 			}
 		}
+		if ln.Source != nil {
+			if ln.Segments[0].FirstSeq != ln.Fnode {
+				return fmt.Errorf("hints of %s: node %d adopts a node of %s, but its first segment begins at seq %d", h.Log, ln.Fnode, ln.Source.Log, ln.Segments[0].FirstSeq)
+			} else if err := validateSource(ln.Source); err != nil {
+				return fmt.Errorf("hints of %s: node %d: %w", h.Log, ln.Fnode, err)
+			}
+		}
 		for _, l := range ln.Links {
 			if !validPath(l) || seen[l] {
 				return fmt.Errorf("hints of %s: node %d has invalid or repeated link %q", h.Log, ln.Fnode, l)
@@ -438,6 +480,41 @@ func validateHints(h *Hints) error {
 		if !validPath(p) || seen[p] {
 			return fmt.Errorf("hints of %s: invalid property %q", h.Log, p)
 		}
+	}
+	return nil
+}
+
+// maxSourceDepth bounds the chain of logs an adopted node's content is read
+// through (a node adopted from a node adopted from another...): one link per
+// generation of splits.
+const maxSourceDepth = 64
+
+// validateSource checks that src names a node of another log with segments
+// that hold its content, and so does its source, if any.
+func validateSource(src *Source) error {
+	for depth := 0; src != nil; depth++ {
+		var ln = src.GetNode()
+		switch {
+		case depth == maxSourceDepth:
+			return fmt.Errorf("node adopted through more than %d logs", maxSourceDepth)
+		case src.Log == "" || ln == nil:
+			return fmt.Errorf("adopted node without a log (%q) or node", src.Log)
+		case ln.Size < 0 || len(ln.Segments) == 0 || len(ln.Links) == 0 || ln.Segments[0].FirstSeq < ln.Fnode:
+			return fmt.Errorf("adopted node %d of %s has %d links, %d segments, and size %d", ln.Fnode, src.Log, len(ln.Links), len(ln.Segments), ln.Size)
+		case ln.Source != nil && ln.Segments[0].FirstSeq != ln.Fnode:
+			return fmt.Errorf("adopted node %d of %s adopts another, but its first segment begins at seq %d", ln.Fnode, src.Log, ln.Segments[0].FirstSeq)
+		}
+		for _, s := range ln.Segments {
+			if s.FirstSeq == 0 || s.LastSeq < s.FirstSeq || s.FirstOffset < 0 || s.EndOffset <= s.FirstOffset {
+				return fmt.Errorf("adopted node %d of %s has invalid segment %v", ln.Fnode, src.Log, s)
+			}
+		}
+		for _, l := range ln.Links {
+			if !validPath(l) {
+				return fmt.Errorf("adopted node %d of %s has invalid link %q", ln.Fnode, src.Log, l)
+			}
+		}
+		src = ln.Source
 	}
 	return nil
 }

@@ -50,6 +50,8 @@ func FuzzFSM(f *testing.F) {
 	c.add(f, &Op{Kind: &Op_Property{Property: &Property{Path: "CURRENT", Content: []byte("x")}}}, nil)
 	c.write(f, 4, 10, "bb")
 	c.add(f, &Op{Kind: &Op_Unlink{Unlink: &Unlink{Fnode: 4, Path: "b"}}}, nil)
+	c.add(f, &Op{Kind: &Op_Adopt{Adopt: &Adopt{Links: []string{"e", "f"}, Source: fuzzSource(7)}}}, nil)
+	c.write(f, 10, 70, "appended to what's adopted")
 	f.Add(c.take())
 	f.Add(duplicatedLog(f))
 	f.Add([]byte("garbage"))
@@ -125,6 +127,8 @@ func FuzzFSMOps(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	f.Add([]byte{0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 7, 7, 7, 8, 9, 1, 1, 0, 0})
 	f.Add(bytes.Repeat([]byte{0, 17, 1, 33, 1, 200, 4, 3}, 40))
+	// Adopted nodes (7 with an odd arg), written to, rebased and unlinked.
+	f.Add([]byte{0, 0, 7, 5, 1, 3, 7, 15, 0x40, 2, 4, 1, 7, 9, 0x40, 3, 3, 6, 4, 2})
 	// Rebases, complete and not, among writes, links and unlinks.
 	f.Add([]byte{0, 0, 1, 9, 0, 1, 2, 5, 0x40, 0, 1, 7, 3, 4, 0x40, 1, 0x40, 4, 2, 8, 4, 0, 0x40, 0, 1, 1})
 	// Appends committed twice (0x20) and three times (0x30), forks' too.
@@ -242,7 +246,16 @@ func FuzzFSMOps(f *testing.F) {
 				other = main.fork(Author(arg) | 0x100) // Another writer forks here.
 				other.add(t, fence(), nil)
 			case 7:
-				c.add(t, &Op{Kind: &Op_Fence{Fence: &Fence{}}}, nil) // Same author: a no-op.
+				if arg&1 == 0 {
+					c.add(t, &Op{Kind: &Op_Fence{Fence: &Fence{}}}, nil) // Same author: a no-op.
+				} else {
+					// A node adopted from another log, linked once or twice.
+					var links = []string{paths[int(arg>>1)%len(paths)]}
+					if arg&2 != 0 {
+						links = append(links, paths[int(arg>>3)%len(paths)])
+					}
+					c.add(t, &Op{Kind: &Op_Adopt{Adopt: &Adopt{Links: links, Source: fuzzSource(arg)}}}, nil)
+				}
 			}
 			var next = c.take()
 			var at = int64(len(log))
@@ -265,6 +278,18 @@ func FuzzFSMOps(f *testing.F) {
 			checkRecorderHints(t, log, rec.Hints("fuzz"))
 		}
 	})
+}
+
+// fuzzSource returns a node of another log to adopt, adopting one itself if
+// arg says so.
+func fuzzSource(arg byte) *Source {
+	var src = &Source{Log: "other", Node: &LiveNode{Fnode: uint64(arg), Links: []string{"x.sst"}, Size: int64(arg) * 10,
+		Segments: []*Segment{{Author: 0xB, FirstSeq: uint64(arg), FirstOffset: 10, LastSeq: uint64(arg) + 2, EndOffset: 100}}}}
+	if arg&4 != 0 {
+		src.Node.Source = &Source{Log: "grandparent", Node: &LiveNode{Fnode: 1, Links: []string{"y.sst"}, Size: src.Node.Size,
+			Segments: []*Segment{{Author: 0xC, FirstSeq: 1, LastSeq: 1, EndOffset: 50}}}}
+	}
+	return src
 }
 
 // validOps returns where log holds each op of its valid history.

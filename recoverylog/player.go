@@ -445,7 +445,7 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) e
 			if end != 0 && f.end > end {
 				return fmt.Errorf("%w: journal %s offset %d: op %d ends at %d, past the range end %d",
 					ErrCorrupt, p.journal, f.begin, f.op.Seq, f.end, end)
-			} else if err = p.play(&f); err != nil {
+			} else if err = p.play(ctx, &f); err != nil {
 				return fmt.Errorf("journal %s offset %d: %w", p.journal, f.begin, err)
 			}
 			continue
@@ -478,7 +478,7 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) e
 
 // play applies f to the FSM and, if it's valid and has an effect, to the
 // directory.
-func (p *Player) play(f *frame) error {
+func (p *Player) play(ctx context.Context, f *frame) error {
 	var effect, err = p.fsm.Apply(f.op, f.opBytes, f.begin, f.end)
 	if errors.Is(err, ErrNotFollowing) {
 		playedOps.WithLabelValues("skipped").Inc()
@@ -522,6 +522,8 @@ func (p *Player) play(f *frame) error {
 				return fmt.Errorf("linking node %d: %w", fn, err)
 			}
 		}
+	case *Op_Adopt:
+		return p.adopt(ctx, Fnode(f.op.Seq), k.Adopt.Source)
 	case *Op_Write:
 		var file, err = p.file(Fnode(k.Write.Fnode), "")
 		if err != nil {
@@ -572,6 +574,65 @@ func (p *Player) play(f *frame) error {
 		}
 	}
 	return nil
+}
+
+// adopt builds the file of node fn, which adopts src: it plays src's log's
+// segments of src's node into a directory beside the player's, then moves
+// the file into the player's directory, at fn's links.
+func (p *Player) adopt(ctx context.Context, fn Fnode, src *Source) error {
+	var tmp, err = os.MkdirTemp(filepath.Dir(p.dir), "."+filepath.Base(p.dir)+".adopt-")
+	if err != nil {
+		return fmt.Errorf("node %d adopts node %d of %s: %w", fn, src.Node.Fnode, src.Log, err)
+	}
+	defer func() {
+		if err := os.RemoveAll(tmp); err != nil {
+			slog.Warn("removing the directory of an adopted file", "dir", tmp, "err", err)
+		}
+	}()
+	var sub = NewPlayer(p.jc, pb.Journal(src.Log), tmp, p.author)
+	sub.DoNotProxy = p.direct
+	var h = sourceHints(src)
+	err = sub.PlayTo(ctx, h, h.NextOffset)
+	p.bytesRead.Add(sub.BytesRead())
+	if err != nil {
+		return fmt.Errorf("node %d adopts node %d of %s: %w", fn, src.Node.Fnode, src.Log, err)
+	}
+	var links = p.fsm.Links(fn)
+	var target = p.localPath(links[0])
+	if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+		err = os.Rename(sub.localPath(src.Node.Links[0]), target)
+	}
+	var file *os.File
+	if err == nil {
+		file, err = os.OpenFile(target, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return fmt.Errorf("node %d adopts node %d of %s: %w", fn, src.Node.Fnode, src.Log, err)
+	}
+	p.files[fn] = file
+	for _, l := range links[1:] {
+		var target = p.localPath(l)
+		if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+			err = os.Link(file.Name(), target)
+		}
+		if err != nil {
+			return fmt.Errorf("linking node %d: %w", fn, err)
+		}
+	}
+	return nil
+}
+
+// sourceHints returns hints of src's log which hold only src's node, and
+// end where its last segment does: a player of them plays only its content.
+func sourceHints(src *Source) *Hints {
+	var h = &Hints{Log: src.Log, LiveNodes: []*LiveNode{src.Node}}
+	for _, s := range src.Node.Segments {
+		if s.LastSeq >= h.NextSeq {
+			h.NextSeq, h.Author = s.LastSeq+1, s.Author
+		}
+		h.NextOffset = max(h.NextOffset, s.EndOffset)
+	}
+	return h
 }
 
 func (p *Player) localPath(name string) string { return filepath.Join(p.dir, filepath.FromSlash(name)) }

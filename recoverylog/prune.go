@@ -9,23 +9,35 @@ import (
 	pb "go.gazette.dev/core/broker/protocol"
 )
 
-// NeededFrom returns the lowest log offset which a player of any of hints
-// reads. A nil hints means a player reads from the log's start.
-func NeededFrom(hints ...*Hints) int64 {
+// NeededFrom returns the lowest offset of log which a player of any of hints
+// reads: a player of hints of log reads the segments of its live nodes and
+// the log from the hints' end; a player of hints of any log reads the
+// segments of the nodes of log which its nodes adopt, through any chain of
+// adoptions. A nil hints means a player of log reads it from its start, and
+// so do hints none of which need log.
+func NeededFrom(log pb.Journal, hints ...*Hints) int64 {
 	var from int64 = -1
-	var lower = func(o int64) {
-		if from == -1 || o < from {
-			from = o
+	var lower = func(segs []*Segment) {
+		for _, s := range segs {
+			if from == -1 || s.FirstOffset < from {
+				from = s.FirstOffset
+			}
 		}
 	}
 	for _, h := range hints {
 		if h == nil {
 			return 0
+		} else if h.Log == log.String() {
+			lower([]*Segment{{FirstOffset: h.NextOffset}})
 		}
-		lower(h.NextOffset)
 		for _, ln := range h.LiveNodes {
-			for _, s := range ln.Segments {
-				lower(s.FirstOffset)
+			if h.Log == log.String() {
+				lower(ln.Segments)
+			}
+			for src := ln.Source; src != nil; src = src.GetNode().GetSource() {
+				if src.Log == log.String() {
+					lower(src.GetNode().GetSegments())
+				}
 			}
 		}
 	}
@@ -33,13 +45,15 @@ func NeededFrom(hints ...*Hints) int64 {
 }
 
 // Prunable returns the fragments of journal which no player of any of hints
-// reads: they end at or before NeededFrom(hints...). Pass every generation
-// of hints which may still be used, backups included.
+// reads: they end at or before NeededFrom(journal, hints...). Pass every
+// generation of hints of journal which may still be used, backups included,
+// and those of every log whose nodes may adopt nodes of journal (the shards
+// forked from its shard's files).
 func Prunable(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal, hints ...*Hints) ([]pb.Fragment, error) {
 	if len(hints) == 0 {
 		return nil, nil
 	}
-	var from = NeededFrom(hints...)
+	var from = NeededFrom(journal, hints...)
 	var resp, err = client.ListAllFragments(ctx, jc, pb.FragmentsRequest{Journal: journal})
 	if err != nil {
 		return nil, fmt.Errorf("listing fragments of %s: %w", journal, err)
@@ -55,7 +69,8 @@ func Prunable(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal
 
 // Prune deletes from their stores the fragments of journal that no player of
 // any of hints reads (see Prunable), and returns them. Pass every generation
-// of hints which may still be used. Fragments which aren't persisted to a
+// of hints which may still be used, those of logs which adopt journal's
+// nodes too. Fragments which aren't persisted to a
 // store yet are left to a later Prune. The process must have registered the
 // providers of the fragment stores (stores.RegisterProviders), as brokers
 // and gazctl do.

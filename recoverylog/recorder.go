@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -562,6 +563,56 @@ func (r *Recorder) Link(src, dst string) error {
 		return fmt.Errorf("recording %s: link of %s: %w", r.journal, s, fs.ErrNotExist)
 	}
 	return r.record(&Op{Kind: &Op_Link{Link: &Link{Fnode: uint64(fn), Path: d}}}, nil)
+}
+
+// Adopt records that the file at name, which must not be recorded yet, has
+// the content of src, a node of another log: the file is, say, a link of
+// that node's file in another store's directory. The log records no byte
+// of it; a player reads them from src's log (see Adopt). The file's size
+// must be the node's.
+func (r *Recorder) Adopt(name string, src *Source) error {
+	var p, err = r.rel(name)
+	if err != nil {
+		return err
+	} else if err = validateSource(src); err != nil {
+		return fmt.Errorf("recording %s: adopt of %s: %w", r.journal, p, err)
+	} else if src.Log == r.journal.String() {
+		return fmt.Errorf("recording %s: adopt of %s: node %d is of this log", r.journal, p, src.Node.Fnode)
+	}
+	if fi, err := os.Stat(filepath.Join(r.dir, filepath.FromSlash(p))); err != nil {
+		return fmt.Errorf("recording %s: adopt: %w", r.journal, err)
+	} else if fi.Size() != src.Node.Size {
+		return fmt.Errorf("recording %s: adopt of %s, of %d bytes, as node %d of %s, of %d bytes", r.journal, p, fi.Size(), src.Node.Fnode, src.Log, src.Node.Size)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.record(&Op{Kind: &Op_Adopt{Adopt: &Adopt{Links: []string{p}, Source: src}}}, nil)
+}
+
+// Sources waits for every op recorded so far to commit, and returns the
+// nodes linked at names, as sources another log may adopt (see Adopt).
+// Their content must no longer change: another log adopts it as it is now.
+func (r *Recorder) Sources(ctx context.Context, names ...string) ([]*Source, error) {
+	var h, err = r.Hints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var byLink = make(map[string]*LiveNode)
+	for _, ln := range h.LiveNodes {
+		for _, l := range ln.Links {
+			byLink[l] = ln
+		}
+	}
+	var out = make([]*Source, len(names))
+	for i, name := range names {
+		var p, err = r.rel(name)
+		if err != nil {
+			return nil, err
+		} else if out[i] = (&Source{Log: h.Log, Node: byLink[p]}); out[i].Node == nil {
+			return nil, fmt.Errorf("recording %s: source %s: %w", r.journal, p, fs.ErrNotExist)
+		}
+	}
+	return out, nil
 }
 
 // Delete records the removal of file name.

@@ -47,6 +47,7 @@ type Op struct {
 	//	*Op_Property
 	//	*Op_Fence
 	//	*Op_Rebase
+	//	*Op_Adopt
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -173,6 +174,15 @@ func (x *Op) GetRebase() *Rebase {
 	return nil
 }
 
+func (x *Op) GetAdopt() *Adopt {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_Adopt); ok {
+			return x.Adopt
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -205,6 +215,10 @@ type Op_Rebase struct {
 	Rebase *Rebase `protobuf:"bytes,10,opt,name=rebase,proto3,oneof"`
 }
 
+type Op_Adopt struct {
+	Adopt *Adopt `protobuf:"bytes,11,opt,name=adopt,proto3,oneof"`
+}
+
 func (*Op_Create) isOp_Kind() {}
 
 func (*Op_Write) isOp_Kind() {}
@@ -218,6 +232,8 @@ func (*Op_Property) isOp_Kind() {}
 func (*Op_Fence) isOp_Kind() {}
 
 func (*Op_Rebase) isOp_Kind() {}
+
+func (*Op_Adopt) isOp_Kind() {}
 
 // Create makes a new, empty file node linked at path. The node's id (its
 // fnode) is the seq of its Create op.
@@ -569,6 +585,119 @@ func (x *Rebase) GetSize() int64 {
 	return 0
 }
 
+// Adopt makes a new file node, linked at links, whose content is that of a
+// node of another recovery log: the bytes stay where that log holds them,
+// and a player reads them there. The node's id (its fnode) is the seq of its
+// Adopt op. A store forked from another's files (linking the immutable files
+// of the other's directory) records them so, rather than copying their bytes
+// into its own log; the other log keeps them while hints adopt them (see
+// NeededFrom).
+type Adopt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Links         []string               `protobuf:"bytes,1,rep,name=links,proto3" json:"links,omitempty"`
+	Source        *Source                `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Adopt) Reset() {
+	*x = Adopt{}
+	mi := &file_recoverylog_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Adopt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Adopt) ProtoMessage() {}
+
+func (x *Adopt) ProtoReflect() protoreflect.Message {
+	mi := &file_recoverylog_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Adopt.ProtoReflect.Descriptor instead.
+func (*Adopt) Descriptor() ([]byte, []int) {
+	return file_recoverylog_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Adopt) GetLinks() []string {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+func (x *Adopt) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// Source is a node of a recovery log, as of a point of its history at which
+// all its content was written: the log, and the node with its segments.
+type Source struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Log           string                 `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	Node          *LiveNode              `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Source) Reset() {
+	*x = Source{}
+	mi := &file_recoverylog_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Source) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Source) ProtoMessage() {}
+
+func (x *Source) ProtoReflect() protoreflect.Message {
+	mi := &file_recoverylog_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Source.ProtoReflect.Descriptor instead.
+func (*Source) Descriptor() ([]byte, []int) {
+	return file_recoverylog_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Source) GetLog() string {
+	if x != nil {
+		return x.Log
+	}
+	return ""
+}
+
+func (x *Source) GetNode() *LiveNode {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
 // Fence hands the log over to the op's author: from it on, only that author's
 // ops are valid.
 type Fence struct {
@@ -579,7 +708,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_recoverylog_proto_msgTypes[7]
+	mi := &file_recoverylog_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +720,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_recoverylog_proto_msgTypes[7]
+	mi := &file_recoverylog_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +733,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_recoverylog_proto_rawDescGZIP(), []int{7}
+	return file_recoverylog_proto_rawDescGZIP(), []int{9}
 }
 
 // Segment is a byte range [first_offset, end_offset) of the log that holds
@@ -624,7 +753,7 @@ type Segment struct {
 
 func (x *Segment) Reset() {
 	*x = Segment{}
-	mi := &file_recoverylog_proto_msgTypes[8]
+	mi := &file_recoverylog_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +765,7 @@ func (x *Segment) String() string {
 func (*Segment) ProtoMessage() {}
 
 func (x *Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_recoverylog_proto_msgTypes[8]
+	mi := &file_recoverylog_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +778,7 @@ func (x *Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Segment.ProtoReflect.Descriptor instead.
 func (*Segment) Descriptor() ([]byte, []int) {
-	return file_recoverylog_proto_rawDescGZIP(), []int{8}
+	return file_recoverylog_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Segment) GetAuthor() uint32 {
@@ -697,18 +826,21 @@ func (x *Segment) GetEndOffset() int64 {
 // LiveNode is a live file node, its names, and the segments holding all of
 // its ops.
 type LiveNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fnode         uint64                 `protobuf:"varint,1,opt,name=fnode,proto3" json:"fnode,omitempty"`
-	Links         []string               `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
-	Segments      []*Segment             `protobuf:"bytes,3,rep,name=segments,proto3" json:"segments,omitempty"`
-	Size          int64                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Fnode    uint64                 `protobuf:"varint,1,opt,name=fnode,proto3" json:"fnode,omitempty"`
+	Links    []string               `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"`
+	Segments []*Segment             `protobuf:"bytes,3,rep,name=segments,proto3" json:"segments,omitempty"`
+	Size     int64                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	// Source is set if the node's first segment begins at its Adopt op: the
+	// node of the other log whose content a player reads first.
+	Source        *Source `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LiveNode) Reset() {
 	*x = LiveNode{}
-	mi := &file_recoverylog_proto_msgTypes[9]
+	mi := &file_recoverylog_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +852,7 @@ func (x *LiveNode) String() string {
 func (*LiveNode) ProtoMessage() {}
 
 func (x *LiveNode) ProtoReflect() protoreflect.Message {
-	mi := &file_recoverylog_proto_msgTypes[9]
+	mi := &file_recoverylog_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +865,7 @@ func (x *LiveNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LiveNode.ProtoReflect.Descriptor instead.
 func (*LiveNode) Descriptor() ([]byte, []int) {
-	return file_recoverylog_proto_rawDescGZIP(), []int{9}
+	return file_recoverylog_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LiveNode) GetFnode() uint64 {
@@ -764,6 +896,13 @@ func (x *LiveNode) GetSize() int64 {
 	return 0
 }
 
+func (x *LiveNode) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
 // Hints summarize a log's valid history through next_offset: the live nodes
 // and where their ops are, and the properties. A player reads only the
 // segments of live nodes, then the log from next_offset on.
@@ -784,7 +923,7 @@ type Hints struct {
 
 func (x *Hints) Reset() {
 	*x = Hints{}
-	mi := &file_recoverylog_proto_msgTypes[10]
+	mi := &file_recoverylog_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +935,7 @@ func (x *Hints) String() string {
 func (*Hints) ProtoMessage() {}
 
 func (x *Hints) ProtoReflect() protoreflect.Message {
-	mi := &file_recoverylog_proto_msgTypes[10]
+	mi := &file_recoverylog_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +948,7 @@ func (x *Hints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hints.ProtoReflect.Descriptor instead.
 func (*Hints) Descriptor() ([]byte, []int) {
-	return file_recoverylog_proto_rawDescGZIP(), []int{10}
+	return file_recoverylog_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Hints) GetLog() string {
@@ -865,7 +1004,7 @@ var File_recoverylog_proto protoreflect.FileDescriptor
 
 const file_recoverylog_proto_rawDesc = "" +
 	"\n" +
-	"\x11recoverylog.proto\x12\x1agazconsumer.recoverylog.v1\"\xfe\x03\n" +
+	"\x11recoverylog.proto\x12\x1agazconsumer.recoverylog.v1\"\xb9\x04\n" +
 	"\x02Op\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bchecksum\x18\x02 \x01(\aR\bchecksum\x12\x16\n" +
@@ -877,7 +1016,8 @@ const file_recoverylog_proto_rawDesc = "" +
 	"\bproperty\x18\b \x01(\v2$.gazconsumer.recoverylog.v1.PropertyH\x00R\bproperty\x129\n" +
 	"\x05fence\x18\t \x01(\v2!.gazconsumer.recoverylog.v1.FenceH\x00R\x05fence\x12<\n" +
 	"\x06rebase\x18\n" +
-	" \x01(\v2\".gazconsumer.recoverylog.v1.RebaseH\x00R\x06rebaseB\x06\n" +
+	" \x01(\v2\".gazconsumer.recoverylog.v1.RebaseH\x00R\x06rebase\x129\n" +
+	"\x05adopt\x18\v \x01(\v2!.gazconsumer.recoverylog.v1.AdoptH\x00R\x05adoptB\x06\n" +
 	"\x04kind\"\x1c\n" +
 	"\x06Create\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"n\n" +
@@ -900,7 +1040,13 @@ const file_recoverylog_proto_rawDesc = "" +
 	"\x06Rebase\x12\x14\n" +
 	"\x05fnode\x18\x01 \x01(\x04R\x05fnode\x12\x14\n" +
 	"\x05links\x18\x02 \x03(\tR\x05links\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x03R\x04size\"\a\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\"Y\n" +
+	"\x05Adopt\x12\x14\n" +
+	"\x05links\x18\x01 \x03(\tR\x05links\x12:\n" +
+	"\x06source\x18\x02 \x01(\v2\".gazconsumer.recoverylog.v1.SourceR\x06source\"T\n" +
+	"\x06Source\x12\x10\n" +
+	"\x03log\x18\x01 \x01(\tR\x03log\x128\n" +
+	"\x04node\x18\x02 \x01(\v2$.gazconsumer.recoverylog.v1.LiveNodeR\x04node\"\a\n" +
 	"\x05Fence\"\xc2\x01\n" +
 	"\aSegment\x12\x16\n" +
 	"\x06author\x18\x01 \x01(\aR\x06author\x12\x1b\n" +
@@ -909,12 +1055,13 @@ const file_recoverylog_proto_rawDesc = "" +
 	"\ffirst_offset\x18\x04 \x01(\x03R\vfirstOffset\x12\x19\n" +
 	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\x12\x1d\n" +
 	"\n" +
-	"end_offset\x18\x06 \x01(\x03R\tendOffset\"\x8b\x01\n" +
+	"end_offset\x18\x06 \x01(\x03R\tendOffset\"\xc7\x01\n" +
 	"\bLiveNode\x12\x14\n" +
 	"\x05fnode\x18\x01 \x01(\x04R\x05fnode\x12\x14\n" +
 	"\x05links\x18\x02 \x03(\tR\x05links\x12?\n" +
 	"\bsegments\x18\x03 \x03(\v2#.gazconsumer.recoverylog.v1.SegmentR\bsegments\x12\x12\n" +
-	"\x04size\x18\x04 \x01(\x03R\x04size\"\xe9\x02\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\x12:\n" +
+	"\x06source\x18\x05 \x01(\v2\".gazconsumer.recoverylog.v1.SourceR\x06source\"\xe9\x02\n" +
 	"\x05Hints\x12\x10\n" +
 	"\x03log\x18\x01 \x01(\tR\x03log\x12C\n" +
 	"\n" +
@@ -943,7 +1090,7 @@ func file_recoverylog_proto_rawDescGZIP() []byte {
 	return file_recoverylog_proto_rawDescData
 }
 
-var file_recoverylog_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_recoverylog_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_recoverylog_proto_goTypes = []any{
 	(*Op)(nil),       // 0: gazconsumer.recoverylog.v1.Op
 	(*Create)(nil),   // 1: gazconsumer.recoverylog.v1.Create
@@ -952,11 +1099,13 @@ var file_recoverylog_proto_goTypes = []any{
 	(*Unlink)(nil),   // 4: gazconsumer.recoverylog.v1.Unlink
 	(*Property)(nil), // 5: gazconsumer.recoverylog.v1.Property
 	(*Rebase)(nil),   // 6: gazconsumer.recoverylog.v1.Rebase
-	(*Fence)(nil),    // 7: gazconsumer.recoverylog.v1.Fence
-	(*Segment)(nil),  // 8: gazconsumer.recoverylog.v1.Segment
-	(*LiveNode)(nil), // 9: gazconsumer.recoverylog.v1.LiveNode
-	(*Hints)(nil),    // 10: gazconsumer.recoverylog.v1.Hints
-	nil,              // 11: gazconsumer.recoverylog.v1.Hints.PropertiesEntry
+	(*Adopt)(nil),    // 7: gazconsumer.recoverylog.v1.Adopt
+	(*Source)(nil),   // 8: gazconsumer.recoverylog.v1.Source
+	(*Fence)(nil),    // 9: gazconsumer.recoverylog.v1.Fence
+	(*Segment)(nil),  // 10: gazconsumer.recoverylog.v1.Segment
+	(*LiveNode)(nil), // 11: gazconsumer.recoverylog.v1.LiveNode
+	(*Hints)(nil),    // 12: gazconsumer.recoverylog.v1.Hints
+	nil,              // 13: gazconsumer.recoverylog.v1.Hints.PropertiesEntry
 }
 var file_recoverylog_proto_depIdxs = []int32{
 	1,  // 0: gazconsumer.recoverylog.v1.Op.create:type_name -> gazconsumer.recoverylog.v1.Create
@@ -964,16 +1113,20 @@ var file_recoverylog_proto_depIdxs = []int32{
 	3,  // 2: gazconsumer.recoverylog.v1.Op.link:type_name -> gazconsumer.recoverylog.v1.Link
 	4,  // 3: gazconsumer.recoverylog.v1.Op.unlink:type_name -> gazconsumer.recoverylog.v1.Unlink
 	5,  // 4: gazconsumer.recoverylog.v1.Op.property:type_name -> gazconsumer.recoverylog.v1.Property
-	7,  // 5: gazconsumer.recoverylog.v1.Op.fence:type_name -> gazconsumer.recoverylog.v1.Fence
+	9,  // 5: gazconsumer.recoverylog.v1.Op.fence:type_name -> gazconsumer.recoverylog.v1.Fence
 	6,  // 6: gazconsumer.recoverylog.v1.Op.rebase:type_name -> gazconsumer.recoverylog.v1.Rebase
-	8,  // 7: gazconsumer.recoverylog.v1.LiveNode.segments:type_name -> gazconsumer.recoverylog.v1.Segment
-	9,  // 8: gazconsumer.recoverylog.v1.Hints.live_nodes:type_name -> gazconsumer.recoverylog.v1.LiveNode
-	11, // 9: gazconsumer.recoverylog.v1.Hints.properties:type_name -> gazconsumer.recoverylog.v1.Hints.PropertiesEntry
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 7: gazconsumer.recoverylog.v1.Op.adopt:type_name -> gazconsumer.recoverylog.v1.Adopt
+	8,  // 8: gazconsumer.recoverylog.v1.Adopt.source:type_name -> gazconsumer.recoverylog.v1.Source
+	11, // 9: gazconsumer.recoverylog.v1.Source.node:type_name -> gazconsumer.recoverylog.v1.LiveNode
+	10, // 10: gazconsumer.recoverylog.v1.LiveNode.segments:type_name -> gazconsumer.recoverylog.v1.Segment
+	8,  // 11: gazconsumer.recoverylog.v1.LiveNode.source:type_name -> gazconsumer.recoverylog.v1.Source
+	11, // 12: gazconsumer.recoverylog.v1.Hints.live_nodes:type_name -> gazconsumer.recoverylog.v1.LiveNode
+	13, // 13: gazconsumer.recoverylog.v1.Hints.properties:type_name -> gazconsumer.recoverylog.v1.Hints.PropertiesEntry
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_recoverylog_proto_init() }
@@ -989,6 +1142,7 @@ func file_recoverylog_proto_init() {
 		(*Op_Property)(nil),
 		(*Op_Fence)(nil),
 		(*Op_Rebase)(nil),
+		(*Op_Adopt)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -996,7 +1150,7 @@ func file_recoverylog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_recoverylog_proto_rawDesc), len(file_recoverylog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

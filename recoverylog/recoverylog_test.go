@@ -121,7 +121,7 @@ func TestHintsSkipDeletedData(t *testing.T) {
 	}
 
 	// No generation of hints needs the deleted files' fragments.
-	var from = NeededFrom(hints)
+	var from = NeededFrom(journal, hints)
 	var frags, err = Prunable(context.Background(), stack.Journals(), journal, hints)
 	if err != nil {
 		t.Fatal(err)

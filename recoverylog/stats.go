@@ -1,5 +1,7 @@
 package recoverylog
 
+import pb "go.gazette.dev/core/broker/protocol"
+
 // Stats describe what recovering a store from Hints costs.
 type Stats struct {
 	// LiveFiles and LiveBytes are the files of the hinted store, and their
@@ -10,6 +12,11 @@ type Stats struct {
 	// the hints' end, and HintedBytes their bytes.
 	Segments    int
 	HintedBytes int64
+	// AdoptedFiles are the live files whose content is that of a node of
+	// another log (see Adopt), and AdoptedBytes the bytes of other logs a
+	// player reads for them.
+	AdoptedFiles int
+	AdoptedBytes int64
 	// NeededFrom is the lowest log offset which a player of the hints reads.
 	NeededFrom int64
 	// End is the log offset at which the hints end.
@@ -18,10 +25,18 @@ type Stats struct {
 
 // StatsOf returns the Stats of h.
 func StatsOf(h *Hints) Stats {
-	var s = Stats{NeededFrom: NeededFrom(h), End: h.NextOffset}
+	var s = Stats{NeededFrom: NeededFrom(pb.Journal(h.Log), h), End: h.NextOffset}
 	for _, ln := range h.LiveNodes {
 		s.LiveFiles++
 		s.LiveBytes += ln.Size
+		if ln.Source != nil {
+			s.AdoptedFiles++
+		}
+		for src := ln.Source; src != nil; src = src.GetNode().GetSource() {
+			for _, r := range hintedRanges(sourceHints(src)) {
+				s.AdoptedBytes += r.EndOffset - r.FirstOffset
+			}
+		}
 	}
 	for _, c := range h.Properties {
 		s.LiveFiles++

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -13,6 +15,8 @@ import (
 	pc "go.gazette.dev/core/consumer/protocol"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
+	"go.gazette.dev/core/allocator"
 )
 
 type recoveryFlags struct {
@@ -77,20 +81,57 @@ func runRecovery(ctx context.Context, out io.Writer, f recoveryFlags) error {
 		return err
 	}
 	defer conn.Close()
+	adopting, err := adoptingHints(ctx, etcd, f.EtcdPrefix)
+	if err != nil {
+		return err
+	}
 	for i, spec := range specs {
 		if i != 0 {
 			fmt.Fprintln(out)
 		}
-		if err = recoveryOf(ctx, out, f, etcd, jc, spec); err != nil {
+		if err = recoveryOf(ctx, out, f, etcd, jc, spec, adopting); err != nil {
 			return fmt.Errorf("shard %s: %w", spec.Id, err)
 		}
 	}
 	return nil
 }
 
+// adoptingHints returns the stored hints, of every generation, of the shards
+// of the consumer group under prefix whose files adopt nodes of other logs:
+// a shard forked from another's files reads their bytes from the other's
+// recovery log (see recoverylog.Adopt), which keeps them for it.
+func adoptingHints(ctx context.Context, etcd *clientv3.Client, prefix string) (map[pc.ShardID][]*recoverylog.Hints, error) {
+	var ks = groupkeys.NewKeySpace(prefix)
+	var items = ks.Root + allocator.ItemsPrefix
+	var resp, err = etcd.Get(ctx, items, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("reading the shard specs under %s: %w", items, err)
+	}
+	var out = make(map[pc.ShardID][]*recoverylog.Hints)
+	for _, kv := range resp.Kvs {
+		var spec = new(pc.ShardSpec)
+		if err = spec.Unmarshal(kv.Value); err != nil {
+			return nil, fmt.Errorf("decoding the shard spec at %s: %w", kv.Key, err)
+		} else if spec.RecoveryLogPrefix == "" {
+			continue
+		}
+		gens, err := recoverylog.FetchHints(ctx, etcd, spec.HintPrimaryKey(), int(spec.HintBackups)+1)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+		}
+		for _, h := range gens {
+			if h != nil && slices.ContainsFunc(h.LiveNodes, func(ln *recoverylog.LiveNode) bool { return ln.Source != nil }) {
+				out[spec.Id] = append(out[spec.Id], h)
+			}
+		}
+	}
+	return out, nil
+}
+
 // recoveryOf reports on the recovery of shard spec, and prunes its log if
-// f says so.
-func recoveryOf(ctx context.Context, out io.Writer, f recoveryFlags, etcd *clientv3.Client, jc pb.RoutedJournalClient, spec *pc.ShardSpec) error {
+// f says so, keeping what shards that adopt its nodes need (adopting).
+func recoveryOf(ctx context.Context, out io.Writer, f recoveryFlags, etcd *clientv3.Client, jc pb.RoutedJournalClient, spec *pc.ShardSpec,
+	adopting map[pc.ShardID][]*recoverylog.Hints) error {
 	var gens, err = recoverylog.FetchHints(ctx, etcd, spec.HintPrimaryKey(), int(spec.HintBackups)+1)
 	if err != nil {
 		return err
@@ -126,7 +167,20 @@ func recoveryOf(ctx context.Context, out io.Writer, f recoveryFlags, etcd *clien
 	if st.LiveBytes != 0 {
 		fmt.Fprintf(w, "read / live\t%.2f\n", float64(st.HintedBytes+after)/float64(st.LiveBytes))
 	}
-	fmt.Fprintf(w, "needed from\toffset %d, by %d stored generations of hints\n", recoverylog.NeededFrom(kept...), len(kept))
+	if st.AdoptedFiles != 0 {
+		fmt.Fprintf(w, "adopted\t%d files, whose %s a recovery reads from the logs they're adopted from\n", st.AdoptedFiles, humanBytes(st.AdoptedBytes))
+	}
+	var own = len(kept)
+	for _, id := range slices.Sorted(maps.Keys(adopting)) {
+		var hs = slices.DeleteFunc(slices.Clone(adopting[id]), func(h *recoverylog.Hints) bool { return !adopts(h, log) })
+		if id == spec.Id || len(hs) == 0 {
+			continue
+		}
+		kept = append(kept, hs...)
+		fmt.Fprintf(w, "adopted by\tshard %s, whose files read this log from offset %d\n", id, recoverylog.NeededFrom(log, hs...))
+	}
+	fmt.Fprintf(w, "needed from\toffset %d, by %d stored generations of hints, and %d of shards adopting its files\n",
+		recoverylog.NeededFrom(log, kept...), own, len(kept)-own)
 
 	prunable, err := recoverylog.Prunable(ctx, jc, log, kept...)
 	if err != nil {
@@ -153,6 +207,19 @@ func recoveryOf(ctx context.Context, out io.Writer, f recoveryFlags, etcd *clien
 	removed, err := recoverylog.Prune(ctx, jc, log, kept...)
 	fmt.Fprintf(out, "pruned %d fragments\n", len(removed))
 	return err
+}
+
+// adopts reports whether a node of h adopts a node of log, through any
+// chain of adoptions.
+func adopts(h *recoverylog.Hints, log pb.Journal) bool {
+	for _, ln := range h.LiveNodes {
+		for src := ln.Source; src != nil; src = src.GetNode().GetSource() {
+			if src.Log == log.String() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // humanBytes formats n bytes for people.
