@@ -227,6 +227,16 @@ func (p *Player) PlayOn(ctx context.Context, end int64) error {
 	return p.read(ctx, p.fsm.NextOffset(), end, true)
 }
 
+// Hints returns hints of the log as played through: those of the files
+// of the player's directory, which another log may adopt (see Adopt), once
+// PlayTo or PlayOn has returned.
+func (p *Player) Hints() (*Hints, error) {
+	if p.fsm == nil {
+		return nil, fmt.Errorf("playing %s: it was not played", p.journal)
+	}
+	return p.fsm.Hints(p.journal.String()), nil
+}
+
 // probe sets whether the player reads fragments from their stores itself:
 // if DoNotProxy, unless this process can't.
 func (p *Player) probe(ctx context.Context) error {

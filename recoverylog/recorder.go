@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -613,6 +615,29 @@ func (r *Recorder) Sources(ctx context.Context, names ...string) ([]*Source, err
 		}
 	}
 	return out, nil
+}
+
+// RemoveAll removes every file and property the recorder records, and
+// records their removal, leaving its directory empty.
+func (r *Recorder) RemoveAll() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names = slices.Collect(maps.Keys(r.fsm.links))
+	names = slices.AppendSeq(names, maps.Keys(r.fsm.props))
+	slices.Sort(names)
+	for _, p := range names {
+		if err := r.removeLocked(p); err != nil {
+			return err
+		}
+	}
+	var err = os.RemoveAll(r.dir)
+	if err == nil {
+		err = os.MkdirAll(r.dir, 0o750)
+	}
+	if err != nil {
+		return fmt.Errorf("recording %s: emptying %s: %w", r.journal, r.dir, err)
+	}
+	return nil
 }
 
 // Delete records the removal of file name.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	pb "go.gazette.dev/core/broker/protocol"
+	pc "go.gazette.dev/core/consumer/protocol"
 	"go.gazette.dev/core/labels"
 	"go.gazette.dev/core/message"
 )
@@ -69,6 +70,10 @@ type Partitioning struct {
 	// keys it owns. Its spec lists only its own, as `gazconsumer specs`
 	// writes it.
 	Inherited []pb.Journal `json:"inherited,omitempty"`
+	// Shard is the shard which wrote the record. A new shard of a rescale
+	// whose store holds links of its parent's files finds its parent's
+	// record there, until it writes its own (see LinkForker).
+	Shard pc.ShardID `json:"shard,omitempty"`
 }
 
 // ErrRepartitioned is wrapped by the error failing a shard whose sources'

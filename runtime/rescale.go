@@ -244,8 +244,10 @@ func (g *partitionGuard) owned(env message.Envelope) bool {
 	return partition.Index(g.keyBuf, g.filter.Of) == g.filter.Index
 }
 
-// putRecord writes the guard's record of the partitioning into kv.
+// putRecord writes the guard's record of the partitioning into kv, as
+// shard id's.
 func (g *partitionGuard) putRecord(kv KV, id pc.ShardID) error {
+	g.built.Shard = id
 	var b, err = json.Marshal(g.built)
 	if err != nil {
 		return fmt.Errorf("shard %s: encoding its partitioning: %w", id, err)
@@ -521,8 +523,23 @@ func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error
 	}
 	if !full {
 		slog.Info("shard ended its rescale", "shard", id)
+		if c, ok := g.store.(Compactor); ok {
+			c.CompactAfterCommit()
+		}
 	}
 	return g.putRecord(kv, id)
+}
+
+// Compactor is implemented by stores which rewrite their files on demand
+// (rocks.Store is one). A shard whose rescale ended has its store rewrite
+// them once it has dropped what it no longer owns: the space of what it
+// dropped is reclaimed, and a new shard's files no longer share those of
+// the shard it was split from (its recovery log no longer adopts its
+// parent's: see LinkForker).
+type Compactor interface {
+	// CompactAfterCommit has the store rewrite its files in the background
+	// once its next commit is applied.
+	CompactAfterCommit()
 }
 
 // handingOff reports whether the shard has work of a rescale to do: to
@@ -543,17 +560,19 @@ func (a *Adapter[H, T]) handingOff(shard Shard, store Store) bool {
 }
 
 // NeedsFork tells whether the shard, labeled LabelSplitFrom, is still to be
-// forked: its store has no record of a partitioning.
+// forked: its store has no record of a partitioning, or another shard's
+// (its parent's, linked: see LinkForker).
 func (a *Adapter[H, T]) NeedsFork(shard Shard, store Store) (bool, error) {
 	var kvs, ok = store.(KVStore)
 	if !ok || a.c.NewTxn == nil {
 		return false, fmt.Errorf("shard %s: consumer %s has no tables: its shards can't be forked", shard.Spec().Id, a.c.Name)
 	}
-	var _, found, err = readPartitioning(kvs.KV())
+	var rec, found, err = readPartitioning(kvs.KV())
 	if err != nil {
 		return false, fmt.Errorf("shard %s: %w", shard.Spec().Id, err)
 	}
-	return !found, nil
+	// A store holding links of its parent's files holds its parent's record.
+	return !found || rec.Shard != "" && rec.Shard != shard.Spec().Id, nil
 }
 
 // Fork builds the first state of the shard from that of the shard it is
@@ -643,35 +662,16 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (_ pc.Chec
 	}
 	var kv = kvs.KV()
 
-	var parentRec, found, gerr = readPartitioning(parent)
-	switch {
-	case gerr != nil:
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, gerr)
-	case !found:
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
-	case parentRec.Owns == nil || parentRec.Owns.Of != m:
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, parentRec.Owns, m)
-	case !parentRec.Handoff || parentRec.Dropping:
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
-			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
+	var parentRec Partitioning
+	if parentRec, err = splitOf(spec, parent, m); err != nil {
+		return pc.Checkpoint{}, nil, err
 	}
-	cpb, found, gerr := parent.Get([]byte(ForkCheckpointKey))
 	var cp pc.Checkpoint
-	if gerr != nil {
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: reading the checkpoint of shard %s's split: %w", spec.Id, from, gerr)
-	} else if !found {
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from", spec.Id, from)
-	} else if err = cp.Unmarshal(cpb); err != nil {
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: decoding the checkpoint of shard %s's split: %w", spec.Id, from, err)
+	if cp, err = forkCheckpoint(spec, parent); err != nil {
+		return pc.Checkpoint{}, nil, err
 	}
-	// The acknowledgements of the parent's transaction are its own to
-	// write.
-	cp.AckIntents = nil
 
-	var g = &partitionGuard{store: store, lists: make(map[string]message.PartitionsFunc)}
-	for _, in := range a.inputs {
-		g.lists[in.Name] = a.families.of(a.journals, in.Name)
-	}
+	var g = &partitionGuard{store: store, lists: a.familyLists()}
 	index, err := g.ownIndex(spec)
 	if err != nil {
 		return pc.Checkpoint{}, nil, err
@@ -759,23 +759,77 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (_ pc.Chec
 		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: shard %s began to drop the rows it handed off as this shard read them (its rescale was ended, label %s removed, before this shard forked): "+
 			"this shard can't be built; delete it, and rescale again", spec.Id, from, LabelSplitTo)
 	}
-	// It reads again the journals the parent read: the parent's own (of
-	// its index, in each family) and those it inherited.
-	var inherited = slices.Clone(parentRec.Inherited)
-	for _, list := range g.lists {
-		if journals := list().Journals; parentRec.Owns != nil && parentRec.Owns.Index < len(journals) {
-			inherited = append(inherited, journals[parentRec.Owns.Index].Spec.Name)
-		}
-	}
-	slices.Sort(inherited)
+	// It reads again the journals the parent read.
 	g.built = Partitioning{Families: maps.Clone(parentRec.Families), Mapping: MappingVersion, Owns: &Ownership{Index: index, Of: m},
-		Inherited: slices.Compact(inherited)}
+		Inherited: g.inheritedOf(parentRec)}
 	if err = g.putRecord(kv, spec.Id); err != nil {
 		return pc.Checkpoint{}, nil, err
 	}
 	slog.Info("shard forked from another's state", "shard", spec.Id, "from", from, "rows", kept,
 		"owns", index, "of", m, "readThrough", pc.FlattenReadThrough(cp))
 	return cp, load, nil
+}
+
+// familyLists returns the lists of the journals of each family the consumer
+// reads.
+func (a *Adapter[H, T]) familyLists() map[string]message.PartitionsFunc {
+	var lists = make(map[string]message.PartitionsFunc)
+	for _, in := range a.inputs {
+		lists[in.Name] = a.families.of(a.journals, in.Name)
+	}
+	return lists
+}
+
+// splitOf returns the record of the partitioning of the state of the shard
+// spec is split from, read by parent, if it split for m partitions (else
+// an error wrapping ErrParentNotSplit) and its rescale has not ended.
+func splitOf(spec *pc.ShardSpec, parent Reader, m int) (Partitioning, error) {
+	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
+	var rec, found, err = readPartitioning(parent)
+	switch {
+	case err != nil:
+		return rec, fmt.Errorf("shard %s: of shard %s: %w", spec.Id, from, err)
+	case !found:
+		return rec, fmt.Errorf("shard %s: %w: shard %s has no record of its partitioning", spec.Id, ErrParentNotSplit, from)
+	case rec.Owns == nil || rec.Owns.Of != m:
+		return rec, fmt.Errorf("shard %s: %w: shard %s owns %+v, not a split to %d partitions", spec.Id, ErrParentNotSplit, from, rec.Owns, m)
+	case !rec.Handoff || rec.Dropping:
+		return rec, fmt.Errorf("shard %s: shard %s split for %d partitions, but has dropped the rows it handed off (its rescale was ended, label %s removed, before this shard forked): "+
+			"this shard can't be built; delete it, and rescale again", spec.Id, from, m, LabelSplitTo)
+	}
+	return rec, nil
+}
+
+// forkCheckpoint returns the checkpoint of the split of the shard spec is
+// split from, read by parent, without its acknowledgements (the parent's
+// transaction's own to write).
+func forkCheckpoint(spec *pc.ShardSpec, parent Reader) (pc.Checkpoint, error) {
+	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
+	var cp pc.Checkpoint
+	var b, found, err = parent.Get([]byte(ForkCheckpointKey))
+	if err != nil {
+		return cp, fmt.Errorf("shard %s: reading the checkpoint of shard %s's split: %w", spec.Id, from, err)
+	} else if !found {
+		return cp, fmt.Errorf("shard %s: shard %s's split has no checkpoint to fork from", spec.Id, from)
+	} else if err = cp.Unmarshal(b); err != nil {
+		return cp, fmt.Errorf("shard %s: decoding the checkpoint of shard %s's split: %w", spec.Id, from, err)
+	}
+	cp.AckIntents = nil
+	return cp, nil
+}
+
+// inheritedOf returns the journals a shard forked from a shard of record
+// rec reads as inherited: those the other read, its own (of its index, in
+// each family) and those it inherited.
+func (g *partitionGuard) inheritedOf(rec Partitioning) []pb.Journal {
+	var inherited = slices.Clone(rec.Inherited)
+	for _, list := range g.lists {
+		if journals := list().Journals; rec.Owns != nil && rec.Owns.Index < len(journals) {
+			inherited = append(inherited, journals[rec.Owns.Index].Spec.Name)
+		}
+	}
+	slices.Sort(inherited)
+	return slices.Compact(inherited)
 }
 
 // inKeyOrder reports whether ranges follow one another in key order, none

@@ -208,6 +208,13 @@ func (o snapshotOpener) OpenStore(runtime.Shard, runtime.Recorder) (runtime.Stor
 	return mem.Open(o.db), nil
 }
 
+// LinkFiles makes the db hold the parent's rows, as a store linked from the
+// parent's files holds them.
+func (o snapshotOpener) LinkFiles(context.Context, runtime.Store, runtime.Recorder) error {
+	o.db.Link(o.parent)
+	return nil
+}
+
 func (o snapshotOpener) OpenReadOnly(string) (runtime.ReadCloser, error) {
 	return readCloser{o.parent.Snapshot()}, nil
 }
@@ -413,10 +420,34 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		return s
 	}
 	// fork forks child from parent: from a copy of its files, or from its
-	// store, as its member does if it runs parent's primary too.
+	// store, or from links of its files, as its member does if it runs
+	// parent's primary too.
 	var fork = func(child, parent *forkShard) error {
-		if rng.IntN(2) == 0 {
+		var lf = child.app.(runtime.LinkForker)
+		switch rng.IntN(4) {
+		case 0:
 			return child.app.(runtime.Forker).Fork(child.sh, child.store, "")
+		case 1, 2:
+			if rng.IntN(2) == 0 {
+				// Linked from its parent's store.
+				if err := lf.LinkFork(child.sh, parent.store, nil, func() { child.store.Destroy() }); err != nil {
+					return err
+				}
+			} else {
+				// Adopted from a copy of its parent's files.
+				if err := lf.CheckPlayed(child.sh, ""); err != nil {
+					return err
+				}
+				child.store.Destroy()
+				child.db.Link(parent.db)
+			}
+			child.store = mem.Open(child.db)
+			if linked, err := lf.ForkLinked(child.sh, child.store); err != nil || !linked {
+				return fmt.Errorf("ForkLinked: %t, %w", linked, err)
+			} else if need, err := child.app.(runtime.Forker).NeedsFork(child.sh, child.store); err != nil || need {
+				return fmt.Errorf("NeedsFork after ForkLinked: %t, %w", need, err)
+			}
+			return nil
 		}
 		return child.app.(runtime.Forker).ForkFrom(child.sh, child.store, parent.store.(runtime.StateReader))
 	}

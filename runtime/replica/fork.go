@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -25,24 +26,35 @@ const forkRetry = 250 * time.Millisecond
 
 // forkIfNew builds the first state of a shard made by a rescale (labeled
 // runtime.LabelSplitFrom) from that of the shard it's split from, unless
-// its store has a state already: from the other's store, if its primary
-// runs in this member, or else it plays the other's recovery log into a
-// directory beside dir, without fencing it, and hands it to the
+// its store has a state already. If the other's primary runs in this
+// member, it links the other's files, once its split is durable, and opens
+// the store on them anew (if the application is a runtime.LinkForker), or
+// else reads the other's store; else it plays the other's recovery log into
+// a directory beside dir, without fencing it, and hands it to the
 // application's Fork. Until the other shard has committed its split, it
-// reads the other's store again, or plays the log on, every forkRetry,
-// and reads a local parent's store again as soon as it commits.
-func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
+// tries again every forkRetry (playing the log on from where it ended), and
+// as soon as a local parent commits. It returns the store to go on with:
+// store, or the one opened on the links.
+func (s *Replica) forkIfNew(dir string, rec runtime.Recorder, store runtime.Store) (runtime.Store, error) {
 	var spec = s.Spec()
 	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
 	if from == "" {
-		return nil
+		return store, nil
 	}
 	var forker, ok = s.host.App.(runtime.Forker)
 	if !ok {
-		return fmt.Errorf("shard %s: labeled %s=%s, but application %T can't fork shards", spec.Id, runtime.LabelSplitFrom, from, s.host.App)
+		return store, fmt.Errorf("shard %s: labeled %s=%s, but application %T can't fork shards", spec.Id, runtime.LabelSplitFrom, from, s.host.App)
 	}
 	if need, err := forker.NeedsFork(s, store); err != nil || !need {
-		return err
+		return store, err
+	}
+	var linker, canLink = s.host.App.(runtime.LinkForker)
+	if canLink {
+		// Its store holds links of the other's files already, if its last
+		// primary linked them and ended before it forked.
+		if linked, err := linker.ForkLinked(s, store); err != nil || linked {
+			return store, err
+		}
 	}
 	var lf *logFork // Of the plays of the other's log.
 	defer func() { lf.close(spec.Id) }()
@@ -52,38 +64,171 @@ func (s *Replica) forkIfNew(dir string, store runtime.Store) error {
 		var parentCommitted <-chan struct{} // Of a local parent: its next commit.
 		if parent, sr := s.localParent(from); sr != nil {
 			_, _, parentCommitted = parent.Progress()
-			// The parent yields its processors while this shard reads its
-			// state and loads its share, if the member says so.
-			var yielding = &yieldingParent{StateReader: sr, parent: parent, yield: s.host.ForkYield}
-			err = forker.ForkFrom(s, store, yielding)
-			yielding.done()
+			if canLink && !s.host.ForkCopiesRows {
+				store, err = s.linkFork(linker, parent, rec, store)
+				switch {
+				case err == nil:
+					slog.Info("shard forked from links of the files of its parent's primary, in this member", "shard", spec.Id, "from", from,
+						"took", time.Since(began))
+					return store, nil
+				case store == nil:
+					return nil, err
+				case errors.Is(err, runtime.ErrNotLinkable):
+					slog.Warn("the shard can't fork from links of its parent's files: it copies the rows it owns", "shard", spec.Id,
+						"from", from, "err", err)
+					canLink, err = false, nil
+				case !errors.Is(err, runtime.ErrParentNotSplit):
+					return store, err
+				}
+			}
 			if err == nil {
-				slog.Info("shard forked from the store of its parent's primary, in this member", "shard", spec.Id, "from", from,
-					"took", time.Since(began))
-				return nil
-			} else if !errors.Is(err, runtime.ErrParentNotSplit) {
-				slog.Warn("forking from the store of the parent's primary failed: playing its recovery log", "shard", spec.Id,
-					"from", from, "err", err)
-				err = s.fork(&lf, dir+"-fork", store, forker, from)
+				// The parent yields its processors while this shard reads
+				// its state and loads its share, if the member says so.
+				var yielding = &yieldingParent{StateReader: sr, parent: parent, yield: s.host.ForkYield}
+				err = forker.ForkFrom(s, store, yielding)
+				yielding.done()
+				if err == nil {
+					slog.Info("shard forked from the store of its parent's primary, in this member", "shard", spec.Id, "from", from,
+						"took", time.Since(began))
+					return store, nil
+				} else if !errors.Is(err, runtime.ErrParentNotSplit) {
+					slog.Warn("forking from the store of the parent's primary failed: playing its recovery log", "shard", spec.Id,
+						"from", from, "err", err)
+					store, err = s.fork(&lf, dir+"-fork", rec, store, forker, from)
+				}
 			}
 		} else {
-			err = s.fork(&lf, dir+"-fork", store, forker, from)
+			store, err = s.fork(&lf, dir+"-fork", rec, store, forker, from)
+		}
+		if store == nil {
+			return nil, err
 		}
 		if err == nil {
-			return nil
+			return store, nil
 		} else if !errors.Is(err, runtime.ErrParentNotSplit) {
-			return err
+			return store, err
 		} else if !logged {
 			slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err, "retryEvery", forkRetry)
 		}
 		select {
 		case <-s.ctx.Done():
-			return s.ctx.Err()
+			return store, s.ctx.Err()
 		case <-parentCommitted:
 			// The local parent committed since: perhaps its split.
 		case <-time.After(forkRetry):
 		}
 	}
+}
+
+// linkIfNew links the files of the shard this one is split from into its
+// directory before its store is first opened, if it's a new shard of a
+// rescale (labeled runtime.LabelSplitFrom) whose directory is empty, the
+// other's primary runs in this member, and the application is a
+// runtime.LinkForker: once the other has split (it waits for that as
+// forkIfNew does), the store opened next holds the other's state, which
+// forkIfNew forks. It returns whether it linked them; if it did not, or
+// the link failed, forkIfNew forks otherwise. Opening an empty store
+// first, only to replace it, would cost its files' creation.
+func (s *Replica) linkIfNew(rec runtime.Recorder) (bool, error) {
+	var spec = s.Spec()
+	var from = pc.ShardID(spec.LabelSet.ValueOf(runtime.LabelSplitFrom))
+	var linker, ok = s.host.App.(runtime.LinkForker)
+	if from == "" || !ok || s.host.ForkCopiesRows || s.host.ForkFromLog {
+		return false, nil
+	} else if entries, err := os.ReadDir(rec.Dir()); err != nil || len(entries) != 0 {
+		return false, err // It has recovered files: forkIfNew decides.
+	}
+	for logged := false; ; logged = true {
+		var began = time.Now()
+		var parent, _ = s.localParent(from)
+		if parent == nil {
+			return false, nil
+		}
+		var ps, ok = parent.servingStore().(runtime.Store)
+		if !ok {
+			return false, nil
+		}
+		var _, _, committed = parent.Progress()
+		var err = linker.LinkFork(s, ps, rec, func() {})
+		switch {
+		case err == nil:
+			slog.Info("shard linked the files of its parent's primary, in this member", "shard", spec.Id, "from", from,
+				"took", time.Since(began))
+			return true, nil
+		case !errors.Is(err, runtime.ErrParentNotSplit):
+			slog.Warn("the shard can't fork from links of its parent's files", "shard", spec.Id, "from", from, "err", err)
+			if err = removeRecorded(rec); err != nil {
+				return false, fmt.Errorf("shard %s: removing what it linked of its parent's files: %w", spec.Id, err)
+			}
+			return false, nil
+		case !logged:
+			slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err, "retryEvery", forkRetry)
+		}
+		select {
+		case <-s.ctx.Done():
+			return false, s.ctx.Err()
+		case <-committed:
+			// The parent committed since: perhaps its split.
+		case <-time.After(forkRetry):
+		}
+	}
+}
+
+// removeRecorded removes the files of rec's directory, and, if rec is a
+// recovery log's Recorder, records their removal.
+func removeRecorded(rec runtime.Recorder) error {
+	if r, ok := rec.(*recoverylog.Recorder); ok {
+		return r.RemoveAll()
+	} else if err := os.RemoveAll(rec.Dir()); err != nil {
+		return err
+	}
+	return os.MkdirAll(rec.Dir(), 0o750)
+}
+
+// linkFork builds the shard's first state from links of the files of its
+// parent's store, in place of store, which holds nothing yet: once the
+// parent's split is durable, it destroys store, links the files, opens the
+// store on them, and forks it (see runtime.LinkForker). It returns the
+// store to go on with: store, if it did not destroy it; else the one
+// opened on the links, or, if the link failed, an empty one, with an error
+// wrapping runtime.ErrNotLinkable; or nil and the error failing the shard.
+func (s *Replica) linkFork(linker runtime.LinkForker, parent *Replica, rec runtime.Recorder, store runtime.Store) (runtime.Store, error) {
+	var spec = s.Spec()
+	var ps, ok = parent.servingStore().(runtime.Store)
+	if !ok {
+		return store, fmt.Errorf("shard %s: %w: its parent's store is not served", spec.Id, runtime.ErrNotLinkable)
+	}
+	var began, released = time.Now(), time.Time{}
+	var err = linker.LinkFork(s, ps, rec, func() {
+		released = time.Now()
+		store.Destroy()
+	})
+	if released.IsZero() {
+		return store, err
+	} else if err != nil {
+		// Open an empty store again, to fork from a copy of the rows.
+		if oerr := removeRecorded(rec); oerr != nil {
+			return nil, fmt.Errorf("shard %s: removing what it linked of its parent's files (%v): %w", spec.Id, err, oerr)
+		}
+		again, oerr := s.host.App.NewStore(s, rec)
+		if oerr != nil {
+			return nil, fmt.Errorf("shard %s: opening its store again after linking its parent's files failed (%v): %w", spec.Id, err, oerr)
+		}
+		return again, fmt.Errorf("%w: %w", runtime.ErrNotLinkable, err)
+	}
+	var linked = time.Now()
+	if store, err = s.host.App.NewStore(s, rec); err != nil {
+		return nil, fmt.Errorf("shard %s: opening its store on the files linked from its parent: %w", spec.Id, err)
+	}
+	var opened = time.Now()
+	if ok, err := linker.ForkLinked(s, store); err != nil {
+		return store, err
+	} else if !ok {
+		return store, fmt.Errorf("shard %s: its store, opened on the files of its parent, does not hold its parent's state", spec.Id)
+	}
+	slog.Debug("shard linked its parent's files", "shard", spec.Id, "splitRead", released.Sub(began),
+		"linkedDurable", linked.Sub(released), "open", opened.Sub(linked), "commit", time.Since(opened))
+	return store, nil
 }
 
 // localParent returns the primary of shard from and its store, if it runs
@@ -148,16 +293,20 @@ func (lf *logFork) close(id pc.ShardID) {
 // fork forks store from the files of shard from, played from its recovery
 // log into dir through the log's write head: the copy *lf plays, played on
 // through the log's new head if there is one (the parent had not split
-// when it was played last), or a new one.
-func (s *Replica) fork(lf **logFork, dir string, store runtime.Store, forker runtime.Forker, from pc.ShardID) error {
+// when it was played last), or a new one. If the application is a
+// runtime.LinkForker, the store is opened anew on the copy's files, which
+// its recovery log adopts from the parent's (see adoptPlayed); else the
+// application's Fork copies the rows the shard owns. It returns the store
+// to go on with, or nil and the error that fails the shard.
+func (s *Replica) fork(lf **logFork, dir string, rec runtime.Recorder, store runtime.Store, forker runtime.Forker, from pc.ShardID) (runtime.Store, error) {
 	var spec = s.Spec()
 	var parent = shardSpec(s.host.KeySpace, from)
 	if parent == nil {
-		return fmt.Errorf("shard %s: %w: shard %s (label %s) does not exist", spec.Id, runtime.ErrParentNotSplit, from, runtime.LabelSplitFrom)
+		return store, fmt.Errorf("shard %s: %w: shard %s (label %s) does not exist", spec.Id, runtime.ErrParentNotSplit, from, runtime.LabelSplitFrom)
 	}
 	var log = parent.RecoveryLog()
 	if log == "" {
-		return fmt.Errorf("shard %s: shard %s to fork from has no recovery log", spec.Id, from)
+		return store, fmt.Errorf("shard %s: shard %s to fork from has no recovery log", spec.Id, from)
 	}
 	// Through the log's write head as it is now, not chasing the head while
 	// the parent writes on: what a fork needs was written by the parent's
@@ -165,7 +314,7 @@ func (s *Replica) fork(lf **logFork, dir string, store runtime.Store, forker run
 	// fork plays on later).
 	head, err := source.WriteHead(s.ctx, s.host.Journals, log)
 	if err != nil {
-		return fmt.Errorf("shard %s: recovery log of shard %s to fork from: %w", spec.Id, from, err)
+		return store, fmt.Errorf("shard %s: recovery log of shard %s to fork from: %w", spec.Id, from, err)
 	}
 	var started = time.Now()
 	if *lf != nil && (*lf).log == log && head > (*lf).head {
@@ -186,29 +335,107 @@ func (s *Replica) fork(lf **logFork, dir string, store runtime.Store, forker run
 	if *lf == nil {
 		var all, err = recoverylog.FetchHints(s.ctx, s.host.Etcd, parent.HintPrimaryKey(), int(parent.HintBackups)+1)
 		if err != nil {
-			return fmt.Errorf("shard %s: hints of shard %s to fork from: %w", spec.Id, from, err)
+			return store, fmt.Errorf("shard %s: hints of shard %s to fork from: %w", spec.Id, from, err)
 		}
 		if err = os.RemoveAll(dir); err == nil {
 			err = os.MkdirAll(dir, 0o750)
 		}
 		if err != nil {
-			return fmt.Errorf("shard %s: directory to fork in: %w", spec.Id, err)
+			return store, fmt.Errorf("shard %s: directory to fork in: %w", spec.Id, err)
 		}
 		var player = recoverylog.NewPlayer(s.host.Journals, log, dir, s.author())
 		player.DoNotProxy = s.host.DirectFragmentReads
 		if err = player.PlayTo(s.ctx, all[0], head); err != nil {
-			return fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
+			return store, fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
 		}
 		*lf = &logFork{dir: dir, log: log, player: player, head: head}
 	}
 	var played = time.Now()
+	var linker, canLink = s.host.App.(runtime.LinkForker)
+	var recorder, recorded = rec.(*recoverylog.Recorder)
+	if canLink && recorded && !s.host.ForkCopiesRows {
+		if err = linker.CheckPlayed(s, (*lf).dir); errors.Is(err, runtime.ErrNotLinkable) {
+			slog.Warn("the shard can't fork from links of its parent's files: it copies the rows it owns", "shard", spec.Id,
+				"from", from, "err", err)
+		} else if err != nil {
+			return store, err
+		} else if store, err = s.adoptPlayed(*lf, recorder, store, linker); err != nil {
+			return store, err
+		} else {
+			slog.Info("shard forked", "shard", spec.Id, "from", from, "log", log,
+				"bytesRead", (*lf).player.BytesRead(), "took", time.Since(started),
+				"played", played.Sub(started), "adopted", time.Since(played))
+			return store, nil
+		}
+	}
 	if err = forker.Fork(s, store, dir); err != nil {
-		return err
+		return store, err
 	}
 	slog.Info("shard forked", "shard", spec.Id, "from", from, "log", log,
 		"bytesRead", (*lf).player.BytesRead(), "took", time.Since(started),
 		"played", played.Sub(started), "copied", time.Since(played))
-	return nil
+	return store, nil
+}
+
+// adoptPlayed builds the shard's first state from lf, the copy of its
+// parent's files played from the parent's recovery log, split: it destroys
+// store, links the copy's files into the shard's directory, which rec
+// adopts from the parent's log (their bytes stay there), opens the store
+// on them, and forks it (runtime.LinkForker's ForkLinked). It returns the
+// store, or nil and the error that fails the shard.
+func (s *Replica) adoptPlayed(lf *logFork, rec *recoverylog.Recorder, store runtime.Store, linker runtime.LinkForker) (runtime.Store, error) {
+	var spec = s.Spec()
+	var hints, err = lf.player.Hints()
+	if err != nil {
+		return store, err
+	}
+	store.Destroy()
+	if err = rec.RemoveAll(); err != nil {
+		return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	var local = func(dir, name string) string { return filepath.Join(dir, filepath.FromSlash(name)) }
+	for _, ln := range hints.LiveNodes {
+		var first = local(rec.Dir(), ln.Links[0])
+		if err = os.MkdirAll(filepath.Dir(first), 0o750); err == nil {
+			err = os.Link(local(lf.dir, ln.Links[0]), first)
+		}
+		if err == nil {
+			err = rec.Adopt(first, &recoverylog.Source{Log: hints.Log, Node: ln})
+		}
+		for _, l := range ln.Links[1:] {
+			if err == nil {
+				err = os.MkdirAll(filepath.Dir(local(rec.Dir(), l)), 0o750)
+			}
+			if err == nil {
+				err = os.Link(first, local(rec.Dir(), l))
+			}
+			if err == nil {
+				err = rec.Link(first, local(rec.Dir(), l))
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: adopting file %s of shard %s's recovery log: %w", spec.Id, ln.Links[0], hints.Log, err)
+		}
+	}
+	for name, content := range hints.Properties {
+		if err = os.MkdirAll(filepath.Dir(local(rec.Dir(), name)), 0o750); err == nil {
+			err = os.WriteFile(local(rec.Dir(), name), content, 0o644)
+		}
+		if err == nil {
+			err = rec.SetProperty(local(rec.Dir(), name), content)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: copying property %s of shard %s's recovery log: %w", spec.Id, name, hints.Log, err)
+		}
+	}
+	if store, err = s.host.App.NewStore(s, rec); err != nil {
+		return nil, fmt.Errorf("shard %s: opening its store on the files adopted from its parent: %w", spec.Id, err)
+	} else if ok, err := linker.ForkLinked(s, store); err != nil {
+		return store, err
+	} else if !ok {
+		return store, fmt.Errorf("shard %s: its store, opened on the files of its parent, does not hold its parent's state", spec.Id)
+	}
+	return store, nil
 }
 
 // AwaitRevision waits until the member's KeySpace, and so the shard's spec,

@@ -56,12 +56,19 @@ type Config struct {
 	DirectFragmentReads bool
 	// ForkFromLog has a new shard of a rescale always play its parent's
 	// recovery log to fork from it. Otherwise, when the parent's primary
-	// runs in the same member, the new shard reads the parent's committed
-	// state from its store: no playback, and the parent's commits go on
-	// as the new shard reads what it owns.
+	// runs in the same member, the new shard links the parent's files, or
+	// reads the parent's committed state from its store (ForkCopiesRows):
+	// no playback, and the parent's commits go on meanwhile.
 	ForkFromLog bool
+	// ForkCopiesRows has a new shard of a rescale whose parent's primary
+	// runs in the same member copy the rows it owns from the parent's
+	// store. Otherwise, if the application is a runtime.LinkForker, it
+	// links the parent's files, and hides what it does not own until it
+	// drops it (its recovery log adopts the parent's files: their bytes
+	// stay in the parent's log).
+	ForkCopiesRows bool
 	// ForkYield, if positive, has such a parent's readers hold their reads
-	// while the new shard forks from its store, at most ForkYield, leaving
+	// while the new shard copies rows from its store, at most ForkYield, leaving
 	// it the processors they'd take: the new shard serves sooner, and the
 	// parent consumes nothing meanwhile. If not, the parent goes on
 	// consuming as the new shard forks.
@@ -426,12 +433,19 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 		rec = recorder
 	}
 
+	if _, err = s.linkIfNew(rec); err != nil {
+		return err
+	}
 	store, err := s.host.App.NewStore(s, rec)
 	if err != nil {
 		return fmt.Errorf("shard %s: opening store: %w", spec.Id, err)
 	}
-	defer store.Destroy()
-	if err = s.forkIfNew(dir, store); err != nil {
+	defer func() {
+		if store != nil {
+			store.Destroy()
+		}
+	}()
+	if store, err = s.forkIfNew(dir, rec, store); err != nil {
 		return err
 	}
 

@@ -81,6 +81,10 @@ type Flags struct {
 	// ForkFromLog has new shards of a rescale always play their parent's
 	// recovery log (see replica.Config).
 	ForkFromLog bool
+	// ForkCopiesRows has new shards of a rescale copy the rows they own
+	// from their parent's store in this member, rather than link its files
+	// (see replica.Config).
+	ForkCopiesRows bool
 	// ForkYield, if not 0, bounds how long a parent's readers hold their
 	// reads while a new shard of this member forks from its store; 0: they
 	// don't (see replica.Config).
@@ -133,8 +137,9 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.UintVar(&f.ShardLimit, "consumer.limit", uint(f.envInt("consumer.limit", "CONSUMER_LIMIT", 1024, 1)), "most shards this member runs (env CONSUMER_LIMIT)")
 	fs.StringVar(&f.StateDir, "consumer.state-dir", env("CONSUMER_STATE_DIR", ""), "directory of the shards' local stores (env CONSUMER_STATE_DIR)")
 	fs.DurationVar(&f.Handoff, "consumer.handoff", f.envDuration("consumer.handoff", "CONSUMER_HANDOFF", 30*time.Second), "how long to wait for other members to take over on shutdown (env CONSUMER_HANDOFF)")
-	fs.BoolVar(&f.ForkFromLog, "consumer.fork-from-log", f.envBool("consumer.fork-from-log", "CONSUMER_FORK_FROM_LOG", false), "new shards of a rescale always play their parent's recovery log, even when the parent's primary runs in this member (whose store they read otherwise) (env CONSUMER_FORK_FROM_LOG)")
-	fs.DurationVar(&f.ForkYield, "consumer.fork-yield", f.envDuration("consumer.fork-yield", "CONSUMER_FORK_YIELD", 0), "if not 0, how long at most a shard's primary holds its reads, leaving the processors to a new shard of a rescale forking from its store in this member (which then serves sooner); 0: it goes on consuming (env CONSUMER_FORK_YIELD)")
+	fs.BoolVar(&f.ForkFromLog, "consumer.fork-from-log", f.envBool("consumer.fork-from-log", "CONSUMER_FORK_FROM_LOG", false), "new shards of a rescale always play their parent's recovery log, even when the parent's primary runs in this member (whose files they link otherwise) (env CONSUMER_FORK_FROM_LOG)")
+	fs.BoolVar(&f.ForkCopiesRows, "consumer.fork-copies-rows", f.envBool("consumer.fork-copies-rows", "CONSUMER_FORK_COPIES_ROWS", false), "new shards of a rescale whose parent's primary runs in this member copy the rows they own from its store, rather than link its files (env CONSUMER_FORK_COPIES_ROWS)")
+	fs.DurationVar(&f.ForkYield, "consumer.fork-yield", f.envDuration("consumer.fork-yield", "CONSUMER_FORK_YIELD", 0), "if not 0, how long at most a shard's primary holds its reads, leaving the processors to a new shard of a rescale copying rows from its store in this member (--consumer.fork-copies-rows), which then serves sooner; 0: it goes on consuming (env CONSUMER_FORK_YIELD)")
 	fs.BoolVar(&f.ReadyIgnoresFailed, "consumer.ready-ignores-failed", f.envBool("consumer.ready-ignores-failed", "CONSUMER_READY_IGNORES_FAILED", false), "keep the member ready (/debug/ready, gRPC health) while shards of its are FAILED (env CONSUMER_READY_IGNORES_FAILED)")
 	f.LogLevel = slog.LevelInfo
 	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
@@ -420,6 +425,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 			StateDir:            f.StateDir,
 			DirectFragmentReads: f.FileRoot != "",
 			ForkFromLog:         f.ForkFromLog,
+			ForkCopiesRows:      f.ForkCopiesRows,
 			ForkYield:           f.ForkYield,
 		},
 		ReadyIgnoresFailed: f.ReadyIgnoresFailed,

@@ -52,6 +52,19 @@ func NewDB() *DB {
 // read concurrently.
 func (db *DB) Snapshot() *txnkv.ReadOnly { return txnkv.NewReadOnly("", db.version()) }
 
+// Link makes db hold the rows from holds now, committed, and their
+// checkpoint, in place of its own, as a RocksDB store opened on links of
+// another's files holds the other's (see runtime.FileLinker): they're
+// shared, and each DB's later commits are its own.
+func (db *DB) Link(from *DB) {
+	from.mu.Lock()
+	var rows = from.rows.Load().Clone() // Clone marks the tree shared, which commits of from's Clone too.
+	from.mu.Unlock()
+	db.mu.Lock()
+	db.rows.Store(rows)
+	db.mu.Unlock()
+}
+
 // version returns the rows db holds now.
 func (db *DB) version() version { return version{db.rows.Load()} }
 

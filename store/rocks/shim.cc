@@ -435,3 +435,27 @@ extern "C" size_t gc_wbm_buffer_size(void* wbm) { return (*static_cast<WBM*>(wbm
 extern "C" void gc_options_set_wbm(void* c_opts, void* wbm) {
   static_cast<rocksdb_options_t*>(c_opts)->rep.write_buffer_manager = *static_cast<WBM*>(wbm);
 }
+
+extern "C" char* gc_live_files(void* c_db, int flush, char** names, size_t* names_len, uint64_t* manifest_size) {
+  *names = nullptr;
+  *names_len = 0;
+  try {
+    rocksdb::DB* db = static_cast<rocksdb_t*>(c_db)->rep;
+    std::vector<std::string> files;
+    rocksdb::Status s = db->GetLiveFiles(files, manifest_size, flush != 0);
+    if (!s.ok()) {
+      return strdup(s.ToString().c_str());
+    }
+    std::string joined;
+    for (const std::string& f : files) {
+      joined.append(f);
+      joined.push_back('\n');
+    }
+    *names = static_cast<char*>(malloc(joined.size() + 1));
+    memcpy(*names, joined.data(), joined.size());
+    *names_len = joined.size();
+    return nullptr;
+  } catch (const std::exception& e) {
+    return strdup(e.what());
+  }
+}

@@ -74,6 +74,15 @@ size_t gc_wbm_buffer_size(void* wbm);
 // rocksdb_options_t) share the manager wbm.
 void gc_options_set_wbm(void* c_opts, void* wbm);
 
+// gc_live_files lists the live files of c_db (a rocksdb_t), flushing its
+// memtable first if flush is non-zero: their names (relative to the
+// database's directory, each with a leading '/'), each followed by '\n', in
+// *names (of *names_len bytes, to be freed by the caller), and the size of
+// the manifest through the version listed. Call it with the database's file
+// deletions disabled, else the files may be gone before they're used. It
+// returns NULL, or an error message to be freed by the caller.
+char* gc_live_files(void* c_db, int flush, char** names, size_t* names_len, uint64_t* manifest_size);
+
 #ifdef __cplusplus
 }
 #endif

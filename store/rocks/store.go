@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -59,7 +60,8 @@ type Store struct {
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
 	multi   multiGet       // Keys and values of the last Prefetch's MultiGet.
 	closing chan struct{}  // Closed by Destroy.
-	tasks   sync.WaitGroup // Background tasks (log compaction).
+	tasks   sync.WaitGroup // Background tasks (log compaction, compactions asked).
+	compact atomic.Bool    // A compaction of all files is asked after the next write.
 }
 
 // logCompacter is implemented by a FileRecorder which can compact its log,
@@ -74,6 +76,7 @@ var (
 	_ runtime.KV              = (*Store)(nil)
 	_ runtime.CommittedReader = (*Store)(nil)
 	_ runtime.Loader          = (*Store)(nil)
+	_ runtime.Compactor       = (*Store)(nil)
 	_ txnkv.Base              = (*database)(nil)
 	_ txnkv.HashedBase        = (*database)(nil)
 	_ txnkv.PrefetchBase      = (*database)(nil)
@@ -303,7 +306,31 @@ func (d *database) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, 
 		}
 		return nil, err
 	}
+	if d.compact.CompareAndSwap(true, false) {
+		d.tasks.Go((*Store)(d).compactAll)
+	}
 	return loggedWrite{d.rec.Barrier(nil)}, nil
+}
+
+// CompactAfterCommit has the database rewrite all its files, down to its
+// last level, in the background, once the next commit is written
+// (runtime.Compactor). Destroy cancels it.
+func (s *Store) CompactAfterCommit() { s.compact.Store(true) }
+
+// compactAll rewrites the files of the database, down to its last level.
+func (s *Store) compactAll() {
+	var began = time.Now()
+	var o = grocksdb.NewCompactRangeOptions()
+	defer o.Destroy()
+	o.SetBottommostLevelCompaction(grocksdb.KForce)
+	o.SetExclusiveManualCompaction(false)
+	s.db.CompactRangeOpt(grocksdb.Range{}, o)
+	select {
+	case <-s.closing:
+		slog.Info("store's compaction of its files ended as the store closed", "dir", s.dir, "took", time.Since(began))
+	default:
+		slog.Info("store compacted its files", "dir", s.dir, "took", time.Since(began))
+	}
 }
 
 // loggedWrite is the future of a write held by the recovery log.
@@ -387,6 +414,7 @@ func (d *database) write(wb *grocksdb.WriteBatch) error {
 func (s *Store) Destroy() {
 	close(s.closing)
 	s.Store.Destroy()
+	s.db.DisableManualCompaction() // Ends a compactAll.
 	s.tasks.Wait()
 	s.release()
 	if err := os.RemoveAll(s.dir); err != nil {

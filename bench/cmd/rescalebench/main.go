@@ -33,8 +33,9 @@
 //     -settle runs while they serve); the time from its spec's creation is
 //     printed too. Bytes each fork read,
 //     and its time, are those of the member's "shard forked" log lines (a
-//     fork from the parent's store, as the one ledger member forks unless
-//     -fork-from-log, reads no log: its bytes are 0). The
+//     fork in the parent's member, as the one ledger member forks unless
+//     -fork-from-log, links the parent's files, or with -fork-copies-rows
+//     reads the parent's store, and reads no log: its bytes are 0). The
 //     parent's live state is the greater, as the command starts, of its
 //     store's files and the live files of its newest hints. The rate during
 //     the split is the ledger's consumption from the command's start to its
@@ -99,6 +100,7 @@ type config struct {
 	fromLog   bool          // New shards play their parent's recovery log (--consumer.fork-from-log).
 	profile   time.Duration // CPU profile of the ledger member from the split's start, if not 0.
 	forkYield time.Duration // The members' --consumer.fork-yield.
+	copyRows  bool          // New shards copy rows from a local parent's store (--consumer.fork-copies-rows).
 }
 
 func main() {
@@ -117,6 +119,7 @@ func main() {
 	flag.StringVar(&c.logLevel, "ledger-log-level", "info", "--log.level of the ledger members (debug logs each transaction a splitting shard commits)")
 	flag.BoolVar(&c.direct, "direct", true, "members open the stack's persisted fragments themselves (--broker.file-root), recovery logs included; without, a member may retry a read of a persisted fragment forever (see docs/benchmarks.md)")
 	flag.BoolVar(&c.fromLog, "fork-from-log", false, "new shards always play their parent's recovery log (the members' --consumer.fork-from-log), rather than read the parent's store when its primary runs in their member, as the one ledger member here does")
+	flag.BoolVar(&c.copyRows, "fork-copies-rows", false, "new shards whose parent's primary runs in their member copy the rows they own from its store (the members' --consumer.fork-copies-rows), rather than link its files")
 	flag.DurationVar(&c.forkYield, "fork-yield", 0, "the members' --consumer.fork-yield: if not 0, how long at most a parent holds its reads while a child forks from its store (0: it goes on consuming)")
 	flag.DurationVar(&c.profile, "profile", 0, "if not 0, a CPU profile of the ledger member of this long from the split's start, to rep-N/split.pprof (go tool pprof)")
 	flag.StringVar(&c.work, "dir", "", "directory of the runs' files (default: a temporary one, removed after)")
@@ -161,8 +164,8 @@ func run(ctx context.Context, c config) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("load: %d orders and %d payments of %d customers (%d accounts each), in transactions of %d; rescale --settle %s; member lease %s; members read fragments directly: %t; forks play the parent's log: %t; parents yield to forks for at most %s\n",
-		c.messages/2, c.messages-c.messages/2, c.customers, c.accounts, c.txn, c.settle, c.lease, c.direct, c.fromLog, c.forkYield)
+	fmt.Printf("load: %d orders and %d payments of %d customers (%d accounts each), in transactions of %d; rescale --settle %s; member lease %s; members read fragments directly: %t; forks play the parent's log: %t; forks copy rows: %t; parents yield to forks for at most %s\n",
+		c.messages/2, c.messages-c.messages/2, c.customers, c.accounts, c.txn, c.settle, c.lease, c.direct, c.fromLog, c.copyRows, c.forkYield)
 
 	var results []*result
 	for rep := range c.reps {

@@ -312,11 +312,12 @@ func applyShards(ctx context.Context, ep pb.Endpoint, file string) error {
 
 // logLine is a line of a member's JSON logs, with the fields read here.
 type logLine struct {
-	Msg       string `json:"msg"`
-	Shard     string `json:"shard"`
-	Journal   string `json:"journal"`
-	BytesRead int64  `json:"bytesRead"`
-	Took      int64  `json:"took"` // Nanoseconds.
+	Time      time.Time `json:"time"`
+	Msg       string    `json:"msg"`
+	Shard     string    `json:"shard"`
+	Journal   string    `json:"journal"`
+	BytesRead int64     `json:"bytesRead"`
+	Took      int64     `json:"took"` // Nanoseconds.
 }
 
 // shardLog is what a member's logs say of a shard.
@@ -326,6 +327,7 @@ type shardLog struct {
 	forkTook time.Duration // Time of its fork's playback and Fork, or read of its parent's store.
 	forkSeen bool          // It forked.
 	local    bool          // It forked from its parent's store, in its member.
+	linked   time.Time     // When it began to link its parent's files, if it did.
 }
 
 // readLog reads the JSON logs of a member's process, by shard.
@@ -355,9 +357,17 @@ func readLog(file string) (map[string]*shardLog, error) {
 		case "shard forked":
 			var s = of(l.Shard)
 			s.forked, s.forkTook, s.forkSeen = l.BytesRead, time.Duration(l.Took), true
-		case "shard forked from the store of its parent's primary, in this member":
+		case "shard forked from the store of its parent's primary, in this member",
+			"shard forked from links of the files of its parent's primary, in this member":
 			var s = of(l.Shard)
 			s.forkTook, s.forkSeen, s.local = time.Duration(l.Took), true, true
+		case "shard linked the files of its parent's primary, in this member":
+			// Before its store opened; it forks once that's open.
+			of(l.Shard).linked = l.Time.Add(-time.Duration(l.Took))
+		case "shard forked from links of its parent's files":
+			if s := of(l.Shard); !s.linked.IsZero() {
+				s.forkTook, s.forkSeen, s.local = l.Time.Sub(s.linked), true, true
+			}
 		}
 	}
 	return out, sc.Err()

@@ -92,6 +92,9 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		common = append(common, "--consumer.fork-from-log")
 	}
 	common = append(common, "--consumer.fork-yield", c.forkYield.String())
+	if c.copyRows {
+		common = append(common, "--consumer.fork-copies-rows")
+	}
 
 	// The ledger's hold window is longer than its backlog lasts here: the
 	// window is processing time, and a payment read more than a window

@@ -1,0 +1,84 @@
+package rocks
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gazconsumer/gazconsumer/recoverylog"
+)
+
+// A store opened on links of another's files holds the other's rows as of
+// the link, those still in its memtable included, and none it commits
+// after; its recovery log adopts the linked table files rather than
+// holding their bytes, and played back elsewhere, after the other has
+// compacted them away, it holds the same rows, and those it committed.
+func TestLinkFiles(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var parentLog, childLog = newLog(t), newLog(t)
+	var opts Options
+	smallTune(&opts)
+	var p = openRecorded(t, parentLog, 0xE1, opts)
+	defer p.store.Destroy()
+	var commit = func(s *Store, from, to int, tag string, cp int64) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if err := s.Put(fmt.Appendf(nil, "row/%05d", i), fmt.Appendf(nil, "%s-%d-%0100d", tag, i, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		await(t, s.StartCommit(nil, checkpointAt(cp), nil))
+	}
+	for i := range 6 {
+		commit(p.store, i*500, i*500+800, "parent", int64(i+1)) // Overlapping: rows rewritten.
+	}
+	commit(p.store, 0, 10, "memtable", 7) // Flushed by the link.
+	var want = contents(t, p.store)
+
+	// The child's store is opened empty, then destroyed, as a replica does
+	// before it links its parent's files.
+	var rec, dir = playRecorder(t, childLog, 0xE2)
+	empty, err := Open(dir, rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty.Destroy()
+	if err = (Opener{}).LinkFiles(ctx, p.store, rec); err != nil {
+		t.Fatal(err)
+	}
+	// The parent goes on, and compacts away the files the child linked.
+	commit(p.store, 0, 3000, "after", 8)
+	p.store.DB().CompactRange(rangeAll())
+
+	c, err := Open(dir, rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	if got := contents(t, c); !mapsEqual(got, want) {
+		t.Fatalf("the linked store holds %d rows, want the parent's %d as of the link", len(got), len(want))
+	} else if cp := readThrough(t, c); cp != 7 {
+		t.Fatalf("the linked store's checkpoint reads through %d, want 7", cp)
+	}
+	commit(c, 2000, 2100, "child", 9)
+	want = contents(t, c)
+
+	h, err := rec.Hints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st = recoverylog.StatsOf(h)
+	t.Logf("child's hints: %+v", st)
+	if st.AdoptedFiles == 0 || st.AdoptedBytes < st.HintedBytes {
+		t.Fatalf("the child's log adopts %d files of %d bytes, and holds %d bytes", st.AdoptedFiles, st.AdoptedBytes, st.HintedBytes)
+	}
+	var b = openRecorded(t, childLog, 0xE3, opts)
+	defer b.store.Destroy()
+	if got := contents(t, b.store); !mapsEqual(got, want) {
+		t.Fatalf("played back, the child's store holds %d rows, want %d", len(got), len(want))
+	} else if cp := readThrough(t, b.store); cp != 9 {
+		t.Fatalf("played back, the child's checkpoint reads through %d, want 9", cp)
+	}
+}
