@@ -60,15 +60,17 @@ func TestRescaleUnderLoad(t *testing.T) {
 	var broker = string(stack.Brokers()[0].Endpoint())
 	// The command dies at a step, or a moment, picked at random, and is run
 	// again; then a member dies, mid-split or a moment later. New shards
-	// fork from their parent's store (it runs in their member), or play its
-	// recovery log.
+	// link their parent's files (it runs in their member), or copy the
+	// rows they own from its store, or play its recovery log.
 	var seed = uint64(time.Now().UnixNano())
 	if s := os.Getenv("RESCALE_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	var rng = rand.New(rand.NewPCG(seed, 2))
-	var fromLog = rng.IntN(2) == 0
+	var fork = rng.IntN(3)
+	var fromLog, copyRows = fork == 1, fork == 2
 	t.Setenv("CONSUMER_FORK_FROM_LOG", strconv.FormatBool(fromLog))
+	t.Setenv("CONSUMER_FORK_COPIES_ROWS", strconv.FormatBool(copyRows))
 	var ledger, leaderboard = startBank(ctx, t, bin, gazctl(t), stack.EtcdURL(), broker)
 
 	var msgs, rec, err = load.Generate(load.Options{Orders: 12000, Payments: 12000, Poison: 6, Customers: 300, Accounts: 3, Seed: 7, TxnSize: 100})
@@ -103,8 +105,8 @@ func TestRescaleUnderLoad(t *testing.T) {
 	var killCmd, victim, killMember = rng.IntN(3), []*member{ledger, leaderboard}[rng.IntN(2)], rng.IntN(2)
 	// Shards hand off their rows in one transaction, or over many.
 	batch = []int{0, 4 << 10, 64 << 10}[rng.IntN(3)]
-	t.Logf("seed %d (set RESCALE_SEED to repeat): the command dies at point %d, the %s's member at point %d; --handoff-batch %d; --consumer.fork-from-log=%t",
-		seed, killCmd, victim.app, killMember, batch, fromLog)
+	t.Logf("seed %d (set RESCALE_SEED to repeat): the command dies at point %d, the %s's member at point %d; --handoff-batch %d; --consumer.fork-from-log=%t; --consumer.fork-copies-rows=%t",
+		seed, killCmd, victim.app, killMember, batch, fromLog, copyRows)
 
 	// Queries go on throughout, through the ledger's member: a customer's
 	// activity, once found, is found again, never less advanced, whichever

@@ -45,14 +45,14 @@ type FileLinker interface {
 // FileLinker).
 type LinkForker interface {
 	// LinkFork makes the directory of rec hold links of the files of
-	// parent, the store of the shard's parent, split, for a store opened
-	// on it to be forked by ForkLinked: it calls release, which ends every
-	// use of the directory (destroying the shard's store), then links
-	// them, and returns once the split is durable. It returns
-	// ErrParentNotSplit (wrapped) while the parent has not split, and
-	// ErrNotLinkable (wrapped) if the store can't be built so, both before
-	// it calls release. If it fails once it called release, the directory
-	// may hold links, which the caller removes.
+	// parent, the store of the shard's parent, for a store opened on it to
+	// be forked by ForkLinked: once the parent's split is durable, it calls
+	// release, which ends every use of the directory (destroying the
+	// shard's store), then links them. It returns ErrParentNotSplit
+	// (wrapped) while the parent has not split, and ErrNotLinkable
+	// (wrapped) if the store can't be built so, both before it calls
+	// release. If it fails once it called release, the directory may hold
+	// links, which the caller removes.
 	LinkFork(shard Shard, parent Store, rec Recorder, release func()) error
 	// CheckPlayed checks, as LinkFork does before it links, the copy of
 	// the parent's files played from its recovery log into dir: a store
@@ -90,18 +90,19 @@ func (a *Adapter[H, T]) LinkFork(shard Shard, parent Store, rec Recorder, releas
 	} else if err = a.rescalable(); err != nil {
 		return fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
-	// The files are linked once the split is read, as its commit becomes
-	// durable: ReadState returns once it is (or fails if it failed).
-	return sr.ReadState(shard.Context(), []byte(ForkCheckpointKey), func(r Reader) error {
-		if err := linkable(spec, r, m); err != nil {
-			return err
-		}
-		release()
-		if err := linker.LinkFiles(shard.Context(), parent, rec); err != nil {
-			return fmt.Errorf("shard %s: linking the files of shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
-		}
-		return nil
-	})
+	// ReadState returns once the split read is durable, and so written to
+	// the parent's files (a commit started, which it reads too, may not
+	// be yet).
+	if err = sr.ReadState(shard.Context(), []byte(ForkCheckpointKey), func(r Reader) error {
+		return linkable(spec, r, m)
+	}); err != nil {
+		return err
+	}
+	release()
+	if err = linker.LinkFiles(shard.Context(), parent, rec); err != nil {
+		return fmt.Errorf("shard %s: linking the files of shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
+	}
+	return nil
 }
 
 // CheckPlayed checks that the shard may be forked from links of the copy

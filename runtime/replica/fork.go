@@ -50,10 +50,21 @@ func (s *Replica) forkIfNew(dir string, rec runtime.Recorder, store runtime.Stor
 	}
 	var linker, canLink = s.host.App.(runtime.LinkForker)
 	if canLink {
-		// Its store holds links of the other's files already, if its last
-		// primary linked them and ended before it forked.
-		if linked, err := linker.ForkLinked(s, store); err != nil || linked {
+		// Its store holds links of the other's files already, if linkIfNew
+		// linked them, or its last primary did and ended before it forked.
+		if linked, err := linker.ForkLinked(s, store); err == nil && linked {
+			return store, nil
+		} else if err != nil && !errors.Is(err, runtime.ErrParentNotSplit) {
 			return store, err
+		} else if err != nil {
+			// Linked as of before the split: link them again.
+			slog.Warn("the shard's store holds its parent's state as of before its split: it forks again", "shard", spec.Id, "from", from, "err", err)
+			store.Destroy()
+			if err = removeRecorded(rec); err != nil {
+				return nil, fmt.Errorf("shard %s: removing the files linked from shard %s: %w", spec.Id, from, err)
+			} else if store, err = s.host.App.NewStore(s, rec); err != nil {
+				return nil, fmt.Errorf("shard %s: opening store: %w", spec.Id, err)
+			}
 		}
 	}
 	var lf *logFork // Of the plays of the other's log.

@@ -74,11 +74,36 @@ func TestLinkFiles(t *testing.T) {
 	if st.AdoptedFiles == 0 || st.AdoptedBytes < st.HintedBytes {
 		t.Fatalf("the child's log adopts %d files of %d bytes, and holds %d bytes", st.AdoptedFiles, st.AdoptedBytes, st.HintedBytes)
 	}
+	// Played back elsewhere, it reads the adopted files from the parent's log.
 	var b = openRecorded(t, childLog, 0xE3, opts)
-	defer b.store.Destroy()
 	if got := contents(t, b.store); !mapsEqual(got, want) {
 		t.Fatalf("played back, the child's store holds %d rows, want %d", len(got), len(want))
 	} else if cp := readThrough(t, b.store); cp != 9 {
 		t.Fatalf("played back, the child's checkpoint reads through %d, want 9", cp)
+	}
+
+	// Compacted after a commit, as a shard is once it has dropped what it
+	// doesn't own, its files are its own: its log adopts none.
+	b.store.CompactAfterCommit()
+	commit(b.store, 2100, 2110, "compacted", 10)
+	want = contents(t, b.store)
+	for {
+		h, err = b.rec.Hints(ctx)
+		if err != nil {
+			t.Fatal(err)
+		} else if recoverylog.StatsOf(h).AdoptedFiles == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("after a compaction, the child's log still adopts: %+v", recoverylog.StatsOf(h))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	b.store.Destroy()
+	var a = openRecorded(t, childLog, 0xE4, opts)
+	defer a.store.Destroy()
+	if got := contents(t, a.store); !mapsEqual(got, want) {
+		t.Fatalf("played back after the compaction, the child's store holds %d rows, want %d", len(got), len(want))
 	}
 }
