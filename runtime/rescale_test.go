@@ -658,3 +658,83 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		}
 	}
 }
+
+// A new shard links its parent's files only once the parent's split is
+// written to them: a split commit started (its writes read by ReadState),
+// but not yet written, as it waits for its transaction's appends, holds
+// the link off; once written, the linked state is split, and forks.
+func TestLinkForkWaitsForTheSplitWrite(t *testing.T) {
+	var family = &orderFamily{n: 1}
+	var log = newTimeLog(rand.New(rand.NewPCG(1, 2)))
+	var open = func(index int, parent *mem.DB) *forkShard {
+		var id = pc.ShardID(fmt.Sprintf("s-%02d", index))
+		log.owns[id] = runtime.Ownership{Index: index, Of: family.n}
+		var s = &forkShard{sh: &rescaleShard{spec: pc.ShardSpec{Id: id}}, db: mem.NewDB(), own: family.journal(index)}
+		s.sh.spec.Sources = []pc.ShardSpec_Source{{Journal: s.own}}
+		var a, err = runtime.NewAdapter(tally, tallyHandler{log}, snapshotOpener{s.db, parent}, family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.app, s.store = a, mem.Open(s.db)
+		return s
+	}
+	// txn runs a transaction of orders, and starts its commit once appends resolves.
+	var offset pb.Offset
+	var txn = func(s *forkShard, appends client.OpFuture, customers ...string) client.OpFuture {
+		var bf = s.app.(runtime.BeginFinisher)
+		if err := bf.BeginTxn(s.sh, s.store); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range customers {
+			offset += 10
+			var env = message.Envelope{Journal: &pb.JournalSpec{Name: s.own, LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")},
+				Begin: offset - 10, End: offset, Message: &order{Customer: c, Cents: 1}}
+			if err := s.app.ConsumeMessage(s.sh, s.store, env, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
+			t.Fatal(err)
+		}
+		var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: offset}}}
+		return s.store.StartCommit(s.sh, cp, client.OpFutures{appends: {}})
+	}
+	var parent = open(0, nil)
+	if err := txn(parent, client.FinishedOperation(nil), "c-1", "c-2", "c-3").Err(); err != nil {
+		t.Fatal(err)
+	}
+	parent.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, "2")
+	var appends = client.NewAsyncOperation()
+	var split = txn(parent, appends, "c-4")
+	log.owns[parent.sh.spec.Id] = runtime.Ownership{Index: 0, Of: 2}
+	family.n = 2
+
+	var child = open(1, parent.db)
+	child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, "2")
+	child.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.sh.spec.Id.String())
+	var lf = child.app.(runtime.LinkForker)
+	var released, linked = make(chan struct{}), make(chan error, 1)
+	go func() {
+		linked <- lf.LinkFork(child.sh, parent.store, nil, func() { close(released); child.store.Destroy() })
+	}()
+	select {
+	case <-released:
+		t.Fatal("the child linked its parent's files before its split was written")
+	case err := <-linked:
+		t.Fatalf("LinkFork returned before the split was written: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	appends.Resolve(nil)
+	if err := split.Err(); err != nil {
+		t.Fatal(err)
+	} else if err = <-linked; err != nil {
+		t.Fatal(err)
+	}
+	child.store = mem.Open(child.db)
+	if ok, err := lf.ForkLinked(child.sh, child.store); err != nil || !ok {
+		t.Fatalf("ForkLinked: %t, %v", ok, err)
+	}
+	if err := parent.app.(runtime.BeginFinisher).FinishTxn(parent.sh, parent.store, nil); err != nil {
+		t.Fatal(err)
+	}
+}
