@@ -52,9 +52,11 @@ type sharedFiles struct {
 	content  []byte // Of the manifest, through the version.
 }
 
-// shareFiles flushes the store's memtable and calls fn with the files of
-// its database as of then, once their table files' bytes are committed to
-// its recovery log. The database removes none of its files until fn returns.
+// shareFiles calls fn with the files of the store's database as of the
+// flush of its memtable begun as its last split was written (see Forked),
+// or else as of a flush now, once their table files' bytes are committed
+// to its recovery log. The database removes none of its files until fn
+// returns.
 func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) error {
 	var src, ok = s.rec.FileRecorder.(sourcer)
 	if !ok {
@@ -70,7 +72,19 @@ func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) erro
 	}()
 	var sf = sharedFiles{dir: s.dir}
 	var began = time.Now()
-	var names, manifestSize, err = liveFiles(s.cdb)
+	// The last split's rows are in its table files once the flush begun
+	// as it was written is done: they're shared as of then. Else, as of a
+	// flush of the memtable now.
+	var flush = true
+	if f := s.forkFlush.Load(); f != nil {
+		select {
+		case <-f.done:
+			flush = f.err != nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var names, manifestSize, err = liveFiles(s.cdb, flush)
 	if err != nil {
 		return fmt.Errorf("store %s: listing its files: %w", s.dir, err)
 	}
@@ -105,32 +119,49 @@ func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) erro
 		return err
 	}
 	slog.Debug("store shared its files", "store", s.dir, "tables", len(sf.tables), "manifest", len(sf.content),
-		"flush", listed.Sub(began), "durable", sourced.Sub(listed), "linked", time.Since(sourced))
+		"flushedNow", flush, "flush", listed.Sub(began), "durable", sourced.Sub(listed), "linked", time.Since(sourced))
 	return nil
 }
 
-// Forked begins a flush of the memtable, without waiting for it, once a
-// commit whose checkpoint new shards fork from is applied
-// (txnkv.ForkNotified): a new shard linking the store's files flushes the
-// memtable first, which is then done, or under way.
+// Forked flushes the memtable, in the background, once a commit whose
+// checkpoint new shards fork from is applied (txnkv.ForkNotified): a new
+// shard linking the store's files waits for that flush, which holds the
+// split, rather than flushing the memtable again with what was written
+// since.
 func (d *database) Forked() {
-	var fo = grocksdb.NewDefaultFlushOptions()
-	defer fo.Destroy()
-	fo.SetWait(false)
-	if err := d.db.Flush(fo); err != nil {
-		slog.Warn("flushing the memtable of a store split for a rescale", "store", d.dir, "err", err)
-	}
+	var f = &forkFlush{done: make(chan struct{})}
+	d.forkFlush.Store(f)
+	d.tasks.Go(func() {
+		defer close(f.done)
+		var fo = grocksdb.NewDefaultFlushOptions()
+		defer fo.Destroy()
+		fo.SetWait(true)
+		if f.err = d.db.Flush(fo); f.err != nil {
+			slog.Warn("flushing the memtable of a store split for a rescale", "store", d.dir, "err", f.err)
+		}
+	})
+}
+
+// forkFlush is the flush of the memtable begun by Forked.
+type forkFlush struct {
+	done chan struct{} // Closed once it's done.
+	err  error         // Set before done is closed.
 }
 
 var _ txnkv.ForkNotified = (*database)(nil)
 
 // liveFiles returns the names of the live files of cdb, its memtable
-// flushed, and the size of its manifest through the version they are of.
-func liveFiles(cdb unsafe.Pointer) ([]string, int64, error) {
+// flushed first if flush, and the size of its manifest through the version
+// they are of.
+func liveFiles(cdb unsafe.Pointer, flush bool) ([]string, int64, error) {
 	var names *C.char
 	var n C.size_t
 	var size C.uint64_t
-	if msg := C.gc_live_files(cdb, 1, &names, &n, &size); msg != nil {
+	var f C.int
+	if flush {
+		f = 1
+	}
+	if msg := C.gc_live_files(cdb, f, &names, &n, &size); msg != nil {
 		return nil, 0, cError(msg)
 	}
 	defer C.free(unsafe.Pointer(names))

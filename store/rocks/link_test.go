@@ -13,8 +13,17 @@ import (
 // the link, those still in its memtable included, and none it commits
 // after; its recovery log adopts the linked table files rather than
 // holding their bytes, and played back elsewhere, after the other has
-// compacted them away, it holds the same rows, and those it committed.
+// compacted them away, it holds the same rows, and those it committed. Of
+// a store split for a rescale, the link takes its files as of the flush
+// begun as the split was written, which holds the split.
 func TestLinkFiles(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		t.Run(fmt.Sprintf("split=%t", split), func(t *testing.T) { linkFiles(t, split) })
+	}
+}
+
+// linkFiles is TestLinkFiles, of a store which split or not.
+func linkFiles(t *testing.T, split bool) {
 	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var parentLog, childLog = newLog(t), newLog(t)
@@ -35,6 +44,14 @@ func TestLinkFiles(t *testing.T) {
 		commit(p.store, i*500, i*500+800, "parent", int64(i+1)) // Overlapping: rows rewritten.
 	}
 	commit(p.store, 0, 10, "memtable", 7) // Flushed by the link.
+	if split {
+		// A split's commit, whose flush the link waits for.
+		p.store.ForkAtCommit([]byte("fork-checkpoint"))
+		commit(p.store, 10, 20, "split", 7)
+		if p.store.forkFlush.Load() == nil {
+			t.Fatal("the split's commit began no flush")
+		}
+	}
 	var want = contents(t, p.store)
 
 	// The child's store is opened empty, then destroyed, as a replica does

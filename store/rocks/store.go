@@ -62,6 +62,8 @@ type Store struct {
 	closing chan struct{}  // Closed by Destroy.
 	tasks   sync.WaitGroup // Background tasks (log compaction, compactions asked).
 	compact atomic.Bool    // A compaction of all files is asked after the next write.
+	// forkFlush is the flush begun as the last split was written, if any.
+	forkFlush atomic.Pointer[forkFlush]
 }
 
 // logCompacter is implemented by a FileRecorder which can compact its log,
