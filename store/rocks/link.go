@@ -8,23 +8,26 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
 
-	"github.com/linxGnu/grocksdb"
-
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
-	"github.com/gazconsumer/gazconsumer/store/txnkv"
 )
 
 // A new shard of a rescale, whose parent's primary runs in its member,
-// starts from links of the parent's table files rather than from a copy of
-// its rows (Opener.LinkFiles): its recovery log adopts them, so that their
+// starts from links of the parent's files rather than from a copy of its
+// rows (Opener.LinkFiles): its recovery log adopts them, so that their
 // bytes stay in the parent's log, and it records only the manifest, its own.
+// The parent's memtable is not flushed: the new shard takes a copy of the
+// parent's write-ahead logs as recorded (they're appended to as the parent
+// goes on), and adopts that too, and its database replays them as it opens.
 
 // sourcer is a FileRecorder which gives its recorded files as sources that
 // another recovery log may adopt (*recoverylog.Recorder is one).
@@ -41,22 +44,31 @@ type adopter interface {
 	Dir() string
 }
 
-// sharedFiles are the files of a store's database as of a version of it:
-// its table files, which are never changed, with where the recovery log
-// holds each, and its manifest through that version.
+// sharedFiles are the files of a store's database as of a version of it,
+// with where its recovery log holds each: its table files, which are never
+// changed, its write-ahead logs, which are appended to, and its manifest
+// through that version.
 type sharedFiles struct {
 	dir      string
-	tables   []string // Names within dir.
-	sources  []*recoverylog.Source
-	manifest string // Name within dir.
-	content  []byte // Of the manifest, through the version.
+	tables   []string              // Names within dir.
+	wals     []string              // Names within dir.
+	sources  []*recoverylog.Source // Of tables, then wals.
+	manifest string                // Name within dir.
+	content  []byte                // Of the manifest, through the version.
 }
 
-// shareFiles calls fn with the files of the store's database as of the
-// flush of its memtable begun as its last split was written (see Forked),
-// or else as of a flush now, once their table files' bytes are committed
-// to its recovery log. The database removes none of its files until fn
-// returns.
+// File types of rocksdb::FileType, as gc_live_files lists them.
+const (
+	walFile        = 0
+	tableFile      = 2
+	descriptorFile = 3
+)
+
+// shareFiles calls fn with the files of the store's database as of now,
+// once their bytes, as recorded, are committed to its recovery log. The
+// database removes none of its files until fn returns. Its write-ahead
+// logs hold what its memtables do: a copy of each, of the bytes recorded,
+// holds the database's every write as of now.
 func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) error {
 	var src, ok = s.rec.FileRecorder.(sourcer)
 	if !ok {
@@ -72,43 +84,36 @@ func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) erro
 	}()
 	var sf = sharedFiles{dir: s.dir}
 	var began = time.Now()
-	// The last split's rows are in its table files once the flush begun
-	// as it was written is done: they're shared as of then. Else, as of a
-	// flush of the memtable now.
-	var flush = true
-	if f := s.forkFlush.Load(); f != nil {
-		select {
-		case <-f.done:
-			flush = f.err != nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	var names, manifestSize, err = liveFiles(s.cdb, flush)
+	var files, err = liveFiles(s.cdb)
 	if err != nil {
 		return fmt.Errorf("store %s: listing its files: %w", s.dir, err)
 	}
-	var paths []string
-	for _, name := range names {
-		switch {
-		case strings.HasSuffix(name, ".sst"):
-			sf.tables = append(sf.tables, name)
-			paths = append(paths, filepath.Join(s.dir, name))
-		case strings.HasPrefix(name, "MANIFEST-"):
-			sf.manifest = name
+	var manifestSize int64
+	for _, f := range files {
+		switch f.kind {
+		case tableFile:
+			sf.tables = append(sf.tables, f.name)
+		case walFile:
+			sf.wals = append(sf.wals, f.name)
+		case descriptorFile:
+			sf.manifest, manifestSize = f.name, f.size
 		}
 	}
 	if sf.manifest == "" {
-		return fmt.Errorf("store %s: its live files %q have no manifest", s.dir, names)
+		return fmt.Errorf("store %s: its live files %v have no manifest", s.dir, files)
 	}
-	var f *os.File
-	if f, err = os.Open(filepath.Join(s.dir, sf.manifest)); err == nil {
+	var m *os.File
+	if m, err = os.Open(filepath.Join(s.dir, sf.manifest)); err == nil {
 		sf.content = make([]byte, manifestSize)
-		_, err = io.ReadFull(f, sf.content)
-		f.Close()
+		_, err = io.ReadFull(m, sf.content)
+		m.Close()
 	}
 	if err != nil {
 		return fmt.Errorf("store %s: reading %d bytes of its manifest: %w", s.dir, manifestSize, err)
+	}
+	var paths []string
+	for _, name := range slices.Concat(sf.tables, sf.wals) {
+		paths = append(paths, filepath.Join(s.dir, name))
 	}
 	var listed = time.Now()
 	if sf.sources, err = src.Sources(ctx, paths...); err != nil {
@@ -118,60 +123,47 @@ func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) erro
 	if err = fn(sf); err != nil {
 		return err
 	}
-	slog.Debug("store shared its files", "store", s.dir, "tables", len(sf.tables), "manifest", len(sf.content),
-		"flushedNow", flush, "flush", listed.Sub(began), "durable", sourced.Sub(listed), "linked", time.Since(sourced))
+	slog.Debug("store shared its files", "store", s.dir, "tables", len(sf.tables), "wals", len(sf.wals), "manifest", len(sf.content),
+		"listed", listed.Sub(began), "durable", sourced.Sub(listed), "linked", time.Since(sourced))
 	return nil
 }
 
-// Forked flushes the memtable, in the background, once a commit whose
-// checkpoint new shards fork from is applied (txnkv.ForkNotified): a new
-// shard linking the store's files waits for that flush, which holds the
-// split, rather than flushing the memtable again with what was written
-// since.
-func (d *database) Forked() {
-	var f = &forkFlush{done: make(chan struct{})}
-	d.forkFlush.Store(f)
-	d.tasks.Go(func() {
-		defer close(f.done)
-		var fo = grocksdb.NewDefaultFlushOptions()
-		defer fo.Destroy()
-		fo.SetWait(true)
-		if f.err = d.db.Flush(fo); f.err != nil {
-			slog.Warn("flushing the memtable of a store split for a rescale", "store", d.dir, "err", f.err)
-		}
-	})
+// liveFile is a file gc_live_files lists.
+type liveFile struct {
+	kind int
+	name string
+	size int64
 }
 
-// forkFlush is the flush of the memtable begun by Forked.
-type forkFlush struct {
-	done chan struct{} // Closed once it's done.
-	err  error         // Set before done is closed.
-}
-
-var _ txnkv.ForkNotified = (*database)(nil)
-
-// liveFiles returns the names of the live files of cdb, its memtable
-// flushed first if flush, and the size of its manifest through the version
-// they are of.
-func liveFiles(cdb unsafe.Pointer, flush bool) ([]string, int64, error) {
-	var names *C.char
+// liveFiles lists the live files of cdb as of one version of it, without
+// flushing its memtables.
+func liveFiles(cdb unsafe.Pointer) ([]liveFile, error) {
+	var out *C.char
 	var n C.size_t
-	var size C.uint64_t
-	var f C.int
-	if flush {
-		f = 1
+	if msg := C.gc_live_files(cdb, C.uint64_t(math.MaxUint64), &out, &n); msg != nil {
+		return nil, cError(msg)
 	}
-	if msg := C.gc_live_files(cdb, f, &names, &n, &size); msg != nil {
-		return nil, 0, cError(msg)
-	}
-	defer C.free(unsafe.Pointer(names))
-	var out []string
-	for _, l := range strings.Split(C.GoStringN(names, C.int(n)), "\n") {
-		if l = strings.TrimPrefix(l, "/"); l != "" {
-			out = append(out, l)
+	defer C.free(unsafe.Pointer(out))
+	var files []liveFile
+	for _, l := range strings.Split(C.GoStringN(out, C.int(n)), "\n") {
+		if l == "" {
+			continue
 		}
+		var f liveFile
+		var parts = strings.Split(l, "\t")
+		var err error
+		if len(parts) != 3 {
+			err = fmt.Errorf("%d fields", len(parts))
+		} else if f.kind, err = strconv.Atoi(parts[0]); err == nil {
+			f.size, err = strconv.ParseInt(parts[2], 10, 64)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("a live file listed as %q: %w", l, err)
+		}
+		f.name = strings.TrimPrefix(parts[1], "/")
+		files = append(files, f)
 	}
-	return out, int64(size), nil
+	return files, nil
 }
 
 // LinkFiles makes the directory of rec, which records a new store, hold the
@@ -202,6 +194,15 @@ func (o Opener) LinkFiles(ctx context.Context, parent runtime.Store, rec runtime
 				return err
 			}
 		}
+		for i, name := range sf.wals {
+			// Appended to by the parent: a copy of what was recorded.
+			var target, src = filepath.Join(dir, name), sf.sources[len(sf.tables)+i]
+			if err := copyPrefix(filepath.Join(sf.dir, name), target, src.Node.Size); err != nil {
+				return fmt.Errorf("copying a write-ahead log of store %s: %w", sf.dir, err)
+			} else if err = ad.Adopt(target, src); err != nil {
+				return err
+			}
+		}
 		if err := writeRecorded(ad, filepath.Join(dir, sf.manifest), sf.content); err != nil {
 			return err
 		}
@@ -213,6 +214,24 @@ func (o Opener) LinkFiles(ctx context.Context, parent runtime.Store, rec runtime
 		}
 	}
 	return err
+}
+
+// copyPrefix copies the first n bytes of file from to a new file to.
+func copyPrefix(from, to string, n int64) error {
+	var in, err = os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err = io.CopyN(out, in, n); err != nil {
+		out.Close()
+		return fmt.Errorf("%d bytes of %s: %w", n, from, err)
+	}
+	return out.Close()
 }
 
 // writeRecorded writes file name with content, and records it.

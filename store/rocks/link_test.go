@@ -3,27 +3,31 @@ package rocks
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime"
 )
 
 // A store opened on links of another's files holds the other's rows as of
 // the link, those still in its memtable included, and none it commits
 // after; its recovery log adopts the linked table files rather than
 // holding their bytes, and played back elsewhere, after the other has
-// compacted them away, it holds the same rows, and those it committed. Of
-// a store split for a rescale, the link takes its files as of the flush
-// begun as the split was written, which holds the split.
+// compacted them away, it holds the same rows, and those it committed. The
+// other's memtable is not flushed: the linked store replays a copy of its
+// write-ahead log, adopted too.
 func TestLinkFiles(t *testing.T) {
-	for _, split := range []bool{false, true} {
-		t.Run(fmt.Sprintf("split=%t", split), func(t *testing.T) { linkFiles(t, split) })
+	for _, wal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wal=%t", wal), func(t *testing.T) { linkFiles(t, wal) })
 	}
 }
 
-// linkFiles is TestLinkFiles, of a store which split or not.
-func linkFiles(t *testing.T, split bool) {
+// linkFiles is TestLinkFiles, of a store whose last rows are in its
+// write-ahead log and memtable (wal), or flushed.
+func linkFiles(t *testing.T, wal bool) {
 	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var parentLog, childLog = newLog(t), newLog(t)
@@ -43,14 +47,12 @@ func linkFiles(t *testing.T, split bool) {
 	for i := range 6 {
 		commit(p.store, i*500, i*500+800, "parent", int64(i+1)) // Overlapping: rows rewritten.
 	}
-	commit(p.store, 0, 10, "memtable", 7) // Flushed by the link.
-	if split {
-		// A split's commit, whose flush the link waits for.
-		p.store.ForkAtCommit([]byte("fork-checkpoint"))
-		commit(p.store, 10, 20, "split", 7)
-		if p.store.forkFlush.Load() == nil {
-			t.Fatal("the split's commit began no flush")
-		}
+	commit(p.store, 0, 10, "memtable", 7)
+	if wal {
+		// Rows in the memtable, and so in the write-ahead log only.
+		commit(p.store, 10, 20, "wal", 7)
+	} else {
+		p.store.DB().Flush(flushOpts())
 	}
 	var want = contents(t, p.store)
 
@@ -122,5 +124,26 @@ func linkFiles(t *testing.T, split bool) {
 	defer a.store.Destroy()
 	if got := contents(t, a.store); !mapsEqual(got, want) {
 		t.Fatalf("played back after the compaction, the child's store holds %d rows, want %d", len(got), len(want))
+	}
+}
+
+// A file the database writes anew, at the name of a file linked from
+// another store's directory (as a partly linked directory may hold), is a
+// new file: the other's is left as it was.
+func TestNewFileSparesALinkedFile(t *testing.T) {
+	var a = openRecorded(t, newLog(t), 0xE5, Options{})
+	defer a.store.Destroy()
+	var other = filepath.Join(t.TempDir(), "other.sst")
+	if err := os.WriteFile(other, []byte("the other store's file"), 0o644); err != nil {
+		t.Fatal(err)
+	} else if err = os.Link(other, filepath.Join(a.dir, loadFile)); err != nil {
+		t.Fatal(err)
+	}
+	// A load writes its table file at loadFile, through the recorded file system.
+	if n, err := runtime.LoadRows(a.store, rowsOf([]string{"a", "b"})); err != nil || n != 2 {
+		t.Fatalf("Load: %d, %v", n, err)
+	}
+	if b, err := os.ReadFile(other); err != nil || string(b) != "the other store's file" {
+		t.Fatalf("the linked file holds %q (%v)", b, err)
 	}
 }

@@ -153,10 +153,17 @@ class RecordedFS : public rocksdb::FileSystemWrapper {
   static const char* kClassName() { return "GazconsumerRecordedFS"; }
   const char* Name() const override { return kClassName(); }
 
+  // NewWritableFile records a new file. A file of that name is removed
+  // first, not truncated: its inode may be shared with a file of another
+  // store, linked (see Opener.LinkFiles).
   IOStatus NewWritableFile(const std::string& f, const FileOptions& opts,
                            std::unique_ptr<FSWritableFile>* r,
                            IODebugContext* dbg) override {
-    IOStatus s = target()->NewWritableFile(f, opts, r, dbg);
+    IOStatus s = target()->DeleteFile(f, opts.io_options, dbg);
+    if (!s.ok() && !s.IsNotFound() && !s.IsPathNotFound()) {
+      return s;
+    }
+    s = target()->NewWritableFile(f, opts, r, dbg);
     if (!s.ok()) {
       return s;
     }
@@ -171,7 +178,9 @@ class RecordedFS : public rocksdb::FileSystemWrapper {
   }
 
   // ReopenWritableFile records the file anew, with its current content, as
-  // the recorder continues only files it created itself.
+  // the recorder continues only files it created itself. It's written anew
+  // too, rather than appended to in place: its inode may be shared with a
+  // file of another store, linked (see Opener.LinkFiles).
   IOStatus ReopenWritableFile(const std::string& f, const FileOptions& opts,
                               std::unique_ptr<FSWritableFile>* r,
                               IODebugContext* dbg) override {
@@ -180,7 +189,15 @@ class RecordedFS : public rocksdb::FileSystemWrapper {
     if (!s.ok() && !s.IsNotFound() && !s.IsPathNotFound()) {
       return s;
     }
-    if (!(s = target()->ReopenWritableFile(f, opts, r, dbg)).ok()) {
+    s = target()->DeleteFile(f, opts.io_options, dbg);
+    if (!s.ok() && !s.IsNotFound() && !s.IsPathNotFound()) {
+      return s;
+    }
+    if (!(s = target()->NewWritableFile(f, opts, r, dbg)).ok()) {
+      return s;
+    }
+    if (!content.empty() && !(s = (*r)->Append(content, opts.io_options, dbg)).ok()) {
+      r->reset();
       return s;
     }
     uint64_t fnode = 0;
@@ -436,24 +453,34 @@ extern "C" void gc_options_set_wbm(void* c_opts, void* wbm) {
   static_cast<rocksdb_options_t*>(c_opts)->rep.write_buffer_manager = *static_cast<WBM*>(wbm);
 }
 
-extern "C" char* gc_live_files(void* c_db, int flush, char** names, size_t* names_len, uint64_t* manifest_size) {
-  *names = nullptr;
-  *names_len = 0;
+extern "C" void gc_options_set_avoid_flush_during_recovery(void* c_opts, int avoid) {
+  static_cast<rocksdb_options_t*>(c_opts)->rep.avoid_flush_during_recovery = avoid != 0;
+}
+
+extern "C" char* gc_live_files(void* c_db, uint64_t wal_size_for_flush, char** out, size_t* out_len) {
+  *out = nullptr;
+  *out_len = 0;
   try {
     rocksdb::DB* db = static_cast<rocksdb_t*>(c_db)->rep;
-    std::vector<std::string> files;
-    rocksdb::Status s = db->GetLiveFiles(files, manifest_size, flush != 0);
+    rocksdb::LiveFilesStorageInfoOptions opts;
+    opts.wal_size_for_flush = wal_size_for_flush;
+    std::vector<rocksdb::LiveFileStorageInfo> files;
+    rocksdb::Status s = db->GetLiveFilesStorageInfo(opts, &files);
     if (!s.ok()) {
       return strdup(s.ToString().c_str());
     }
     std::string joined;
-    for (const std::string& f : files) {
-      joined.append(f);
+    for (const rocksdb::LiveFileStorageInfo& f : files) {
+      joined.append(std::to_string(static_cast<int>(f.file_type)));
+      joined.push_back('\t');
+      joined.append(f.relative_filename);
+      joined.push_back('\t');
+      joined.append(std::to_string(f.size));
       joined.push_back('\n');
     }
-    *names = static_cast<char*>(malloc(joined.size() + 1));
-    memcpy(*names, joined.data(), joined.size());
-    *names_len = joined.size();
+    *out = static_cast<char*>(malloc(joined.size() + 1));
+    memcpy(*out, joined.data(), joined.size());
+    *out_len = joined.size();
     return nullptr;
   } catch (const std::exception& e) {
     return strdup(e.what());

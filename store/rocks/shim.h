@@ -74,14 +74,22 @@ size_t gc_wbm_buffer_size(void* wbm);
 // rocksdb_options_t) share the manager wbm.
 void gc_options_set_wbm(void* c_opts, void* wbm);
 
-// gc_live_files lists the live files of c_db (a rocksdb_t), flushing its
-// memtable first if flush is non-zero: their names (relative to the
-// database's directory, each with a leading '/'), each followed by '\n', in
-// *names (of *names_len bytes, to be freed by the caller), and the size of
-// the manifest through the version listed. Call it with the database's file
-// deletions disabled, else the files may be gone before they're used. It
-// returns NULL, or an error message to be freed by the caller.
-char* gc_live_files(void* c_db, int flush, char** names, size_t* names_len, uint64_t* manifest_size);
+// gc_options_set_avoid_flush_during_recovery sets the option of c_opts (a
+// rocksdb_options_t), which grocksdb lacks: if avoid is non-zero, a
+// database opened replays its write-ahead logs into its memtables and keeps
+// them, rather than flushing them to table files.
+void gc_options_set_avoid_flush_during_recovery(void* c_opts, int avoid);
+
+// gc_live_files lists the live files of c_db (a rocksdb_t), as of one
+// version of it, flushing its memtables first if its write-ahead logs hold
+// wal_size_for_flush bytes or more: a line for each, of its type (a
+// rocksdb::FileType), its name relative to the database's directory, and
+// its size (the bytes of it the version holds), separated by tabs, in
+// *out (of *out_len bytes, to be freed by the caller). Call it with the
+// database's file deletions disabled, else the files may be gone before
+// they're used. It returns NULL, or an error message to be freed by the
+// caller.
+char* gc_live_files(void* c_db, uint64_t wal_size_for_flush, char** out, size_t* out_len);
 
 #ifdef __cplusplus
 }

@@ -62,8 +62,6 @@ type Store struct {
 	closing chan struct{}  // Closed by Destroy.
 	tasks   sync.WaitGroup // Background tasks (log compaction, compactions asked).
 	compact atomic.Bool    // A compaction of all files is asked after the next write.
-	// forkFlush is the flush begun as the last split was written, if any.
-	forkFlush atomic.Pointer[forkFlush]
 }
 
 // logCompacter is implemented by a FileRecorder which can compact its log,
@@ -134,6 +132,22 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 			return nil, fmt.Errorf("opening store %s: %w", dir, err)
 		}
 		s.budget = o.Budget
+	}
+	// A database opened on recovered (or linked) files replays their
+	// write-ahead logs into its memtables, rather than also writing them
+	// to table files before it serves: it serves sooner.
+	if err = avoidFlushDuringRecovery(s.opts); err != nil {
+		s.opts.Destroy()
+		s.bbto.Destroy()
+		if s.cache != nil {
+			s.cache.Destroy()
+		}
+		if s.budget != nil {
+			s.budget.detach()
+		}
+		env.Destroy()
+		s.handle.Delete()
+		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
 	s.opts.SetBlockBasedTableFactory(s.bbto)
 	s.opts.SetCompression(compression)

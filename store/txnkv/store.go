@@ -82,17 +82,6 @@ type Base interface {
 	Shared() runtime.Reader
 }
 
-// ForkNotified is a Base told when it has applied the writes of a commit
-// whose checkpoint other stores fork from (see Store.ForkAtCommit): a
-// RocksDB store flushes its memtable then, ahead of the stores that link
-// its files.
-type ForkNotified interface {
-	Base
-	// Forked is called once Write applied the commit, from the goroutine
-	// that called Write.
-	Forked()
-}
-
 // HashedBase is a Base whose Gets are given the hash of the key (HashKey)
 // that the Store computed to look the key up in its overlays, so that the
 // Base, finding keys by the same hash, needn't hash them again, as
@@ -171,7 +160,6 @@ type Store struct {
 type commit struct {
 	writes     *Overlay
 	checkpoint []byte        // Marshaled checkpoint, written with writes.
-	fork       bool          // The checkpoint is written under a ForkAtCommit key too.
 	done       chan struct{} // Closed once writes are applied, or the commit failed.
 	err        error         // Set before done closes.
 	// durable is closed once the Base holds the writes durably, or the
@@ -240,13 +228,12 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	if err != nil {
 		return client.FinishedOperation(fmt.Errorf("store %s: encoding checkpoint: %w", s.name, err))
 	}
-	var fork = s.forkKey != nil
-	if fork {
+	if s.forkKey != nil {
 		s.txn.Put(s.forkKey, b)
 		s.forkKey = nil
 	}
 	s.txn.Freeze() // Read concurrently from here.
-	var c = &commit{writes: s.txn, checkpoint: b, fork: fork, done: make(chan struct{}), durable: make(chan struct{})}
+	var c = &commit{writes: s.txn, checkpoint: b, done: make(chan struct{}), durable: make(chan struct{})}
 	c.refs.Store(1)
 	var prior = s.pending // Not yet applied, if settle left it.
 	s.txn, s.pending, s.prior = NewOverlay(), c, prior
@@ -279,8 +266,6 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures, prior *commit) (err 
 	close(c.done)
 	if c.err != nil {
 		return fmt.Errorf("store %s: commit: %w", s.name, c.err)
-	} else if f, ok := s.base.(ForkNotified); ok && c.fork {
-		f.Forked()
 	}
 	var applied = time.Now()
 	select {
