@@ -523,15 +523,7 @@ func (p *Player) play(ctx context.Context, f *frame) error {
 			return err
 		}
 		p.files[fn] = file
-		for _, l := range links[1:] {
-			var target = p.localPath(l)
-			if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
-				err = os.Link(file.Name(), target)
-			}
-			if err != nil {
-				return fmt.Errorf("linking node %d: %w", fn, err)
-			}
-		}
+		return p.linkAt(fn, file, links[1:])
 	case *Op_Adopt:
 		return p.adopt(ctx, Fnode(f.op.Seq), k.Adopt.Source)
 	case *Op_Write:
@@ -620,9 +612,15 @@ func (p *Player) adopt(ctx context.Context, fn Fnode, src *Source) error {
 		return fmt.Errorf("node %d adopts node %d of %s: %w", fn, src.Node.Fnode, src.Log, err)
 	}
 	p.files[fn] = file
-	for _, l := range links[1:] {
+	return p.linkAt(fn, file, links[1:])
+}
+
+// linkAt links file, of node fn, at each of links.
+func (p *Player) linkAt(fn Fnode, file *os.File, links []string) error {
+	for _, l := range links {
 		var target = p.localPath(l)
-		if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+		var err = os.MkdirAll(filepath.Dir(target), 0o755)
+		if err == nil {
 			err = os.Link(file.Name(), target)
 		}
 		if err != nil {

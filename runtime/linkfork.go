@@ -82,13 +82,9 @@ func (a *Adapter[H, T]) LinkFork(shard Shard, parent Store, rec Recorder, releas
 	if !ok {
 		return fmt.Errorf("shard %s: %w: its parent's store %T can't be read from another shard", spec.Id, ErrNotLinkable, parent)
 	}
-	var m, err = splitTo(spec)
+	var m, err = a.forkTo(spec)
 	if err != nil {
 		return err
-	} else if m == 0 {
-		return fmt.Errorf("shard %s: labeled %s but not %s", spec.Id, LabelSplitFrom, LabelSplitTo)
-	} else if err = a.rescalable(); err != nil {
-		return fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	// ReadState returns once the split read is durable, and so written to
 	// the parent's files (a commit started, which it reads too, may not
@@ -115,13 +111,9 @@ func (a *Adapter[H, T]) CheckPlayed(shard Shard, dir string) error {
 	if !ok {
 		return fmt.Errorf("shard %s: %w: stores of %T can't be opened read-only", spec.Id, ErrNotLinkable, a.stores)
 	}
-	var m, err = splitTo(spec)
+	var m, err = a.forkTo(spec)
 	if err != nil {
 		return err
-	} else if m == 0 {
-		return fmt.Errorf("shard %s: labeled %s but not %s", spec.Id, LabelSplitFrom, LabelSplitTo)
-	} else if err = a.rescalable(); err != nil {
-		return fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	parent, err := opener.OpenReadOnly(dir)
 	if err != nil {
@@ -170,11 +162,9 @@ func (a *Adapter[H, T]) ForkLinked(shard Shard, store Store) (bool, error) {
 	} else if !found || rec.Shard.String() != from {
 		return false, nil
 	}
-	var m, err = splitTo(spec)
+	var m, err = a.forkTo(spec)
 	if err != nil {
 		return true, err
-	} else if m == 0 {
-		return true, fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, from, LabelSplitTo)
 	}
 	parentRec, err := splitOf(spec, kv, m)
 	if err != nil {

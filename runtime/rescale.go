@@ -649,12 +649,8 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (_ pc.Chec
 	var spec = shard.Spec()
 	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
 	var m int
-	if m, err = splitTo(spec); err != nil {
+	if m, err = a.forkTo(spec); err != nil {
 		return pc.Checkpoint{}, nil, err
-	} else if m == 0 {
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, from, LabelSplitTo)
-	} else if err = a.rescalable(); err != nil {
-		return pc.Checkpoint{}, nil, fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	var kvs, ok = store.(KVStore)
 	if !ok {
@@ -768,6 +764,21 @@ func (a *Adapter[H, T]) fork(shard Shard, store Store, parent Reader) (_ pc.Chec
 	slog.Info("shard forked from another's state", "shard", spec.Id, "from", from, "rows", kept,
 		"owns", index, "of", m, "readThrough", pc.FlattenReadThrough(cp))
 	return cp, load, nil
+}
+
+// forkTo returns the count of partitions a shard made by a rescale, spec,
+// is forked for, failing if its spec doesn't say (LabelSplitTo) or the
+// consumer's state can't be split.
+func (a *Adapter[H, T]) forkTo(spec *pc.ShardSpec) (int, error) {
+	var m, err = splitTo(spec)
+	if err != nil {
+		return 0, err
+	} else if m == 0 {
+		return 0, fmt.Errorf("shard %s: labeled %s=%s but not %s", spec.Id, LabelSplitFrom, spec.LabelSet.ValueOf(LabelSplitFrom), LabelSplitTo)
+	} else if err = a.rescalable(); err != nil {
+		return 0, fmt.Errorf("shard %s: %w", spec.Id, err)
+	}
+	return m, nil
 }
 
 // familyLists returns the lists of the journals of each family the consumer
