@@ -25,17 +25,6 @@ func cPointer[T grocksdb.DB | grocksdb.ReadOptions | grocksdb.Options | grocksdb
 	return *(*unsafe.Pointer)(unsafe.Pointer(v)), nil
 }
 
-// avoidFlushDuringRecovery sets opts' avoid_flush_during_recovery, which
-// grocksdb lacks (see gc_options_set_avoid_flush_during_recovery).
-func avoidFlushDuringRecovery(opts *grocksdb.Options) error {
-	var copts, err = cPointer(opts)
-	if err != nil {
-		return err
-	}
-	C.gc_options_set_avoid_flush_during_recovery(copts, 1)
-	return nil
-}
-
 // cHandles returns the C objects of db and ro, for the shim's reads.
 func cHandles(db *grocksdb.DB, ro *grocksdb.ReadOptions) (cdb, cro unsafe.Pointer, err error) {
 	if cdb, err = cPointer(db); err == nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,9 +24,12 @@ import (
 // starts from links of the parent's files rather than from a copy of its
 // rows (Opener.LinkFiles): its recovery log adopts them, so that their
 // bytes stay in the parent's log, and it records only the manifest, its own.
-// The parent's memtable is not flushed: the new shard takes a copy of the
-// parent's write-ahead logs as recorded (they're appended to as the parent
-// goes on), and adopts that too, and its database replays them as it opens.
+// The parent's memtables are flushed first: the new shard also takes a copy
+// of the parent's write-ahead log as recorded (it's appended to as the
+// parent goes on), adopted too, which holds what the parent wrote since the
+// flush, and its database replays that as it opens. (Not flushing, the new
+// shard would replay the whole memtable's log, which takes longer than the
+// flush: docs/benchmarks.md.)
 
 // sourcer is a FileRecorder which gives its recorded files as sources that
 // another recovery log may adopt (*recoverylog.Recorder is one).
@@ -64,11 +66,11 @@ const (
 	descriptorFile = 3
 )
 
-// shareFiles calls fn with the files of the store's database as of now,
-// once their bytes, as recorded, are committed to its recovery log. The
-// database removes none of its files until fn returns. Its write-ahead
-// logs hold what its memtables do: a copy of each, of the bytes recorded,
-// holds the database's every write as of now.
+// shareFiles flushes the store's memtables and calls fn with the files of
+// its database as of then, once their bytes, as recorded, are committed to
+// its recovery log. The database removes none of its files until fn
+// returns. Its write-ahead logs hold what its memtables do: a copy of each,
+// of the bytes recorded, holds the database's every write since.
 func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) error {
 	var src, ok = s.rec.FileRecorder.(sourcer)
 	if !ok {
@@ -135,12 +137,12 @@ type liveFile struct {
 	size int64
 }
 
-// liveFiles lists the live files of cdb as of one version of it, without
-// flushing its memtables.
+// liveFiles lists the live files of cdb as of one version of it, once its
+// memtables are flushed.
 func liveFiles(cdb unsafe.Pointer) ([]liveFile, error) {
 	var out *C.char
 	var n C.size_t
-	if msg := C.gc_live_files(cdb, C.uint64_t(math.MaxUint64), &out, &n); msg != nil {
+	if msg := C.gc_live_files(cdb, 0, &out, &n); msg != nil {
 		return nil, cError(msg)
 	}
 	defer C.free(unsafe.Pointer(out))

@@ -16,9 +16,7 @@ import (
 // the link, those still in its memtable included, and none it commits
 // after; its recovery log adopts the linked table files rather than
 // holding their bytes, and played back elsewhere, after the other has
-// compacted them away, it holds the same rows, and those it committed. The
-// other's memtable is not flushed: the linked store replays a copy of its
-// write-ahead log, adopted too.
+// compacted them away, it holds the same rows, and those it committed.
 func TestLinkFiles(t *testing.T) {
 	for _, wal := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wal=%t", wal), func(t *testing.T) { linkFiles(t, wal) })
@@ -49,7 +47,8 @@ func linkFiles(t *testing.T, wal bool) {
 	}
 	commit(p.store, 0, 10, "memtable", 7)
 	if wal {
-		// Rows in the memtable, and so in the write-ahead log only.
+		// Rows in the memtable, and so in the write-ahead log only, until
+		// the link flushes them.
 		commit(p.store, 10, 20, "wal", 7)
 	} else {
 		p.store.DB().Flush(flushOpts())

@@ -74,12 +74,6 @@ size_t gc_wbm_buffer_size(void* wbm);
 // rocksdb_options_t) share the manager wbm.
 void gc_options_set_wbm(void* c_opts, void* wbm);
 
-// gc_options_set_avoid_flush_during_recovery sets the option of c_opts (a
-// rocksdb_options_t), which grocksdb lacks: if avoid is non-zero, a
-// database opened replays its write-ahead logs into its memtables and keeps
-// them, rather than flushing them to table files.
-void gc_options_set_avoid_flush_during_recovery(void* c_opts, int avoid);
-
 // gc_live_files lists the live files of c_db (a rocksdb_t), as of one
 // version of it, flushing its memtables first if its write-ahead logs hold
 // wal_size_for_flush bytes or more: a line for each, of its type (a

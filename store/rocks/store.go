@@ -133,22 +133,6 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		}
 		s.budget = o.Budget
 	}
-	// A database opened on recovered (or linked) files replays their
-	// write-ahead logs into its memtables, rather than also writing them
-	// to table files before it serves: it serves sooner.
-	if err = avoidFlushDuringRecovery(s.opts); err != nil {
-		s.opts.Destroy()
-		s.bbto.Destroy()
-		if s.cache != nil {
-			s.cache.Destroy()
-		}
-		if s.budget != nil {
-			s.budget.detach()
-		}
-		env.Destroy()
-		s.handle.Delete()
-		return nil, fmt.Errorf("opening store %s: %w", dir, err)
-	}
 	s.opts.SetBlockBasedTableFactory(s.bbto)
 	s.opts.SetCompression(compression)
 	s.opts.SetInfoLogLevel(grocksdb.WarnInfoLogLevel)
