@@ -61,10 +61,10 @@ type LinkForker interface {
 	CheckPlayed(shard Shard, dir string) error
 	// ForkLinked builds the shard's first state from store, if it holds
 	// its parent's state (linked by LinkFork, or from a copy checked by
-	// CheckPlayed), and commits it: the
-	// shard's record of its partitioning, which owns its partition and
-	// hides the rest, and the checkpoint of the parent's split. It returns
-	// whether store held its parent's state.
+	// CheckPlayed), and commits it: the shard's record of its
+	// partitioning, which owns its partition and hides the rest, and the
+	// checkpoint of the parent's split. It returns whether store held its
+	// parent's state.
 	ForkLinked(shard Shard, store Store) (bool, error)
 }
 
@@ -180,8 +180,9 @@ func (a *Adapter[H, T]) ForkLinked(shard Shard, store Store) (bool, error) {
 		return true, err
 	}
 	// The parent's reserved keys, but for its record and its checkpoint
-	// (both written anew), are its own: its fork checkpoint. What a split
-	// divides stays, what another shard owns hidden, until it's dropped.
+	// (both written anew), are its own (its fork checkpoint): deleted.
+	// What a split divides stays, what another shard owns hidden, until
+	// it's dropped.
 	var reserved = []byte("\x01gazconsumer/")
 	var drop [][]byte
 	for _, gap := range gaps(reserved, keyenc.PrefixEnd(reserved), a.splitRanges()) {

@@ -446,7 +446,7 @@ func TestScaffoldClashAcrossRuns(t *testing.T) {
 
 // TestScaffoldClashConcurrent runs the plugin for two consumers of the same
 // name at once, as buf does for two directories: one scaffolds its
-// consumer, whole, and the other fails, naming both.
+// consumer, whole, and the other fails, naming both, and writes nothing.
 func TestScaffoldClashConcurrent(t *testing.T) {
 	reqs := map[string]*pluginpb.CodeGeneratorRequest{"a": auditorRequest(t, "a"), "b": auditorRequest(t, "b")}
 	for i := range 20 {
@@ -471,8 +471,11 @@ func TestScaffoldClashConcurrent(t *testing.T) {
 		if errs["a"] != "" {
 			winner, loser = "b", "a"
 		}
+		// The loser fails at whichever of the scaffold's files it finds the
+		// winner's first: its handlers, or its command.
 		if errs[winner] != "" || !strings.Contains(errs[loser], loser+"/v1/auditor.proto:16:1: the ") ||
-			!strings.Contains(errs[loser], "already holds the handlers of consumer "+winner+".v1.Auditor;") {
+			!strings.Contains(errs[loser], "already holds the handlers of consumer "+winner+".v1.Auditor;") &&
+				!strings.Contains(errs[loser], "already holds the command of consumer "+winner+".v1.Auditor;") {
 			t.Fatalf("run %d: errors %q", i, errs)
 		}
 		for _, path := range []string{filepath.Join(opts.ScaffoldDir, "auditor", "handlers.go"), filepath.Join(opts.ScaffoldMainDir, "auditor", "main.go")} {
