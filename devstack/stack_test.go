@@ -131,8 +131,15 @@ func appendTo(t *testing.T, jc pb.RoutedJournalClient, journal pb.Journal, data 
 	t.Helper()
 	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := client.Append(ctx, jc, pb.AppendRequest{Journal: journal}, strings.NewReader(data)); err != nil {
-		t.Fatalf("Append to %s: %v", journal, err)
+	for {
+		var _, err = client.Append(ctx, jc, pb.AppendRequest{Journal: journal}, strings.NewReader(data))
+		if err == nil {
+			return
+		} else if !errors.Is(err, client.ErrJournalNotFound) || ctx.Err() != nil {
+			t.Fatalf("Append to %s: %v", journal, err)
+		}
+		// A journal just applied: the broker asked hasn't seen it yet.
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
