@@ -86,6 +86,24 @@ func TestAdoptedFiles(t *testing.T) {
 	var dir, _ = playCopy(t, grandLog, grandHints)
 	sameTree(t, grand.dir, dir)
 
+	// A player ended amid an adoption leaves the directory it adopted in,
+	// beside its own: the next player of its directory removes it (and not
+	// another's), and leaves none of its own.
+	var base = t.TempDir()
+	var into, stale, others = filepath.Join(base, "shard"), filepath.Join(base, ".shard.adopt-123"), filepath.Join(base, ".shard2.adopt-1")
+	for _, d := range []string{into, filepath.Join(stale, "sub"), others} {
+		grand.check(os.MkdirAll(d, 0o755))
+	}
+	if err = NewPlayer(stack.Journals(), grandLog, into, 0xF2).PlayToWriteHead(ctx, grandHints); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, grand.dir, into)
+	if entries, err := os.ReadDir(base); err != nil {
+		t.Fatal(err)
+	} else if len(entries) != 2 || entries[0].Name() != ".shard2.adopt-1" || entries[1].Name() != "shard" {
+		t.Fatalf("beside the player's directory after its play: %v; want only the other's scratch and its own", entries)
+	}
+
 	// The parent's own hints no longer need what it removed; the child's
 	// and the grandchild's do.
 	var first = func(src *Source) int64 { return src.Node.Segments[0].FirstOffset }

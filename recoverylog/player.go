@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,7 @@ func (p *Player) Offset() int64 { return p.offset.Load() }
 // context's error if it's cancelled first.
 func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 	defer p.closeFiles()
+	p.removeScratch()
 
 	if p.author == 0 {
 		return nil, fmt.Errorf("playing %s: author must be non-zero", p.journal)
@@ -184,6 +186,7 @@ func (p *Player) PlayToWriteHead(ctx context.Context, hints *Hints) error {
 // head the log had is one), at or after the end of hints.
 func (p *Player) PlayTo(ctx context.Context, hints *Hints, end int64) error {
 	defer p.closeFiles()
+	p.removeScratch()
 	if entries, err := os.ReadDir(p.dir); err != nil {
 		return fmt.Errorf("playing %s: %w", p.journal, err)
 	} else if len(entries) != 0 {
@@ -582,7 +585,7 @@ func (p *Player) play(ctx context.Context, f *frame) error {
 // segments of src's node into a directory beside the player's, then moves
 // the file into the player's directory, at fn's links.
 func (p *Player) adopt(ctx context.Context, fn Fnode, src *Source) error {
-	var tmp, err = os.MkdirTemp(filepath.Dir(p.dir), "."+filepath.Base(p.dir)+".adopt-")
+	var tmp, err = os.MkdirTemp(filepath.Dir(p.dir), p.scratchPrefix())
 	if err != nil {
 		return fmt.Errorf("node %d adopts node %d of %s: %w", fn, src.Node.Fnode, src.Log, err)
 	}
@@ -613,6 +616,31 @@ func (p *Player) adopt(ctx context.Context, fn Fnode, src *Source) error {
 	}
 	p.files[fn] = file
 	return p.linkAt(fn, file, links[1:])
+}
+
+// scratchPrefix is the prefix of the names of the directories, beside the
+// player's, in which it adopts files (see adopt).
+func (p *Player) scratchPrefix() string { return "." + filepath.Base(p.dir) + ".adopt-" }
+
+// removeScratch removes the directories in which an earlier player of the
+// same directory adopted files, if it ended before it removed them.
+func (p *Player) removeScratch() {
+	var parent = filepath.Dir(p.dir)
+	var entries, err = os.ReadDir(parent)
+	if err != nil {
+		return // Play fails on the directory, naming it.
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), p.scratchPrefix()) {
+			continue
+		}
+		var dir = filepath.Join(parent, e.Name())
+		if err = os.RemoveAll(dir); err != nil {
+			slog.Warn("removing a directory left by an earlier player's adoption", "dir", dir, "err", err)
+		} else {
+			slog.Info("removed a directory left by an earlier player's adoption", "dir", dir)
+		}
+	}
 }
 
 // linkAt links file, of node fn, at each of links.

@@ -40,6 +40,18 @@ type FileLinker interface {
 	LinkFiles(ctx context.Context, parent Store, rec Recorder) error
 }
 
+// Flusher is implemented by stores whose FileLinker flushes what they hold
+// in memory to files before it links them (rocks.Store is one). The primary
+// of a shard asked to split has its store begin that flush as it sees the
+// ask, before its split commits: the link that follows the split then
+// flushes only what the store wrote since, and a new shard in the member
+// serves sooner.
+type Flusher interface {
+	// FlushAhead begins to write what the store holds in memory to files,
+	// in the background. It returns at once.
+	FlushAhead()
+}
+
 // LinkForker is implemented by Forkers whose new shards may be built from
 // links of their parent's files (Adapter is one, if its StoreOpener is a
 // FileLinker).

@@ -60,10 +60,8 @@ func (s *Replica) forkIfNew(dir string, rec runtime.Recorder, store runtime.Stor
 			// Linked as of before the split: link them again.
 			slog.Warn("the shard's store holds its parent's state as of before its split: it forks again", "shard", spec.Id, "from", from, "err", err)
 			store.Destroy()
-			if err = removeRecorded(rec); err != nil {
-				return nil, fmt.Errorf("shard %s: removing the files linked from shard %s: %w", spec.Id, from, err)
-			} else if store, err = s.host.App.NewStore(s, rec); err != nil {
-				return nil, fmt.Errorf("shard %s: opening store: %w", spec.Id, err)
+			if store, err = s.reopenEmpty(rec); err != nil {
+				return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
 			}
 		}
 	}
@@ -118,17 +116,42 @@ func (s *Replica) forkIfNew(dir string, rec runtime.Recorder, store runtime.Stor
 			return store, nil
 		} else if !errors.Is(err, runtime.ErrParentNotSplit) {
 			return store, err
-		} else if !logged {
-			slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err, "retryEvery", forkRetry)
-		}
-		select {
-		case <-s.ctx.Done():
-			return store, s.ctx.Err()
-		case <-parentCommitted:
-			// The local parent committed since: perhaps its split.
-		case <-time.After(forkRetry):
+		} else if err = s.awaitSplit(from, err, logged, parentCommitted); err != nil {
+			return store, err
 		}
 	}
+}
+
+// awaitSplit waits before a new shard tries again to fork from shard from,
+// which had not split (the error of the last try is notSplit): until
+// parentCommitted is closed (a local parent's next commit, perhaps its
+// split; nil if none) or forkRetry passed. It logs the first wait (logged is
+// false), and returns the error of the replica's context if it ends first.
+func (s *Replica) awaitSplit(from pc.ShardID, notSplit error, logged bool, parentCommitted <-chan struct{}) error {
+	if !logged {
+		slog.Info("waiting for the shard to fork from to split its state", "shard", s.Spec().Id, "from", from, "err", notSplit, "retryEvery", forkRetry)
+	}
+	select {
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	case <-parentCommitted:
+	case <-time.After(forkRetry):
+	}
+	return nil
+}
+
+// reopenEmpty removes what the shard's directory holds, and its record in
+// rec, and opens an empty store on it: a new shard whose links of its
+// parent's files can't serve forks otherwise.
+func (s *Replica) reopenEmpty(rec runtime.Recorder) (runtime.Store, error) {
+	if err := removeRecorded(rec); err != nil {
+		return nil, fmt.Errorf("removing what it linked of its parent's files: %w", err)
+	}
+	var store, err = s.host.App.NewStore(s, rec)
+	if err != nil {
+		return nil, fmt.Errorf("opening its store again, empty: %w", err)
+	}
+	return store, nil
 }
 
 // linkIfNew links the files of the shard this one is split from into its
@@ -172,15 +195,9 @@ func (s *Replica) linkIfNew(rec runtime.Recorder) (bool, error) {
 				return false, fmt.Errorf("shard %s: removing what it linked of its parent's files: %w", spec.Id, err)
 			}
 			return false, nil
-		case !logged:
-			slog.Info("waiting for the shard to fork from to split its state", "shard", spec.Id, "from", from, "err", err, "retryEvery", forkRetry)
 		}
-		select {
-		case <-s.ctx.Done():
-			return false, s.ctx.Err()
-		case <-committed:
-			// The parent committed since: perhaps its split.
-		case <-time.After(forkRetry):
+		if err = s.awaitSplit(from, err, logged, committed); err != nil {
+			return false, err
 		}
 	}
 }
@@ -218,12 +235,9 @@ func (s *Replica) linkFork(linker runtime.LinkForker, parent *Replica, rec runti
 		return store, err
 	} else if err != nil {
 		// Open an empty store again, to fork from a copy of the rows.
-		if oerr := removeRecorded(rec); oerr != nil {
-			return nil, fmt.Errorf("shard %s: removing what it linked of its parent's files (%v): %w", spec.Id, err, oerr)
-		}
-		again, oerr := s.host.App.NewStore(s, rec)
+		var again, oerr = s.reopenEmpty(rec)
 		if oerr != nil {
-			return nil, fmt.Errorf("shard %s: opening its store again after linking its parent's files failed (%v): %w", spec.Id, err, oerr)
+			return nil, fmt.Errorf("shard %s: linking its parent's files failed (%v), then %w", spec.Id, err, oerr)
 		}
 		return again, fmt.Errorf("%w: %w", runtime.ErrNotLinkable, err)
 	}

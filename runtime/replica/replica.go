@@ -260,6 +260,12 @@ func (s *Replica) Update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
 	if to := spec.LabelSet.ValueOf(runtime.LabelSplitTo); s.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != to {
 		if to != "" && s.promoted {
 			s.split.take(&s.gate, spec.Id)
+			// A new shard in this member links the store's files once the
+			// split commits, flushing its memtables: most of that flush is
+			// done by then.
+			if f, ok := s.serving.(runtime.Flusher); ok {
+				f.FlushAhead()
+			}
 		}
 		s.nudgeTxn()
 	}

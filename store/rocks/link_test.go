@@ -146,3 +146,49 @@ func TestNewFileSparesALinkedFile(t *testing.T) {
 		t.Fatalf("the linked file holds %q (%v)", b, err)
 	}
 }
+
+// FlushAhead writes the memtable's rows to table files in the background,
+// the rows unchanged; asked again while under way, it begins no other; a
+// store destroyed while it's asked waits for a flush under way, and begins
+// none after.
+func TestFlushAhead(t *testing.T) {
+	var s, err = Open(t.TempDir(), &nopRecorder{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		if err = s.Put(fmt.Appendf(nil, "row/%05d", i), fmt.Appendf(nil, "%0100d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await(t, s.StartCommit(nil, checkpointAt(1), nil))
+	var want = contents(t, s)
+	var inMemory = func() string {
+		return s.DB().GetProperty("rocksdb.num-entries-active-mem-table") + "+" + s.DB().GetProperty("rocksdb.num-entries-imm-mem-tables")
+	}
+	if got := inMemory(); got == "0+0" {
+		t.Fatal("no rows in the memtables before the flush")
+	}
+	s.FlushAhead()
+	s.FlushAhead()
+	for deadline := time.Now().Add(30 * time.Second); inMemory() != "0+0" || s.flushing.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rows in the memtables 30s after FlushAhead: %s", inMemory())
+		}
+	}
+	if got := s.DB().GetProperty("rocksdb.num-files-at-level0"); got != "1" {
+		t.Fatalf("%s table files at level 0 after two FlushAheads; want the one flush's", got)
+	} else if got := contents(t, s); !mapsEqual(got, want) {
+		t.Fatalf("after the flush, the store holds %d rows; want its %d", len(got), len(want))
+	}
+
+	var done = make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			s.FlushAhead()
+		}
+	}()
+	s.Destroy()
+	<-done
+}

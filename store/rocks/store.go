@@ -60,8 +60,12 @@ type Store struct {
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
 	multi   multiGet       // Keys and values of the last Prefetch's MultiGet.
 	closing chan struct{}  // Closed by Destroy.
-	tasks   sync.WaitGroup // Background tasks (log compaction, compactions asked).
+	tasks   sync.WaitGroup // Background tasks (log compaction, compactions and flushes asked).
 	compact atomic.Bool    // A compaction of all files is asked after the next write.
+	// asked guards tasks asked from outside the store's transactions
+	// (FlushAhead) against Destroy: none starts once it closed closing.
+	asked    sync.Mutex
+	flushing atomic.Bool // A FlushAhead is under way.
 }
 
 // logCompacter is implemented by a FileRecorder which can compact its log,
@@ -77,6 +81,7 @@ var (
 	_ runtime.CommittedReader = (*Store)(nil)
 	_ runtime.Loader          = (*Store)(nil)
 	_ runtime.Compactor       = (*Store)(nil)
+	_ runtime.Flusher         = (*Store)(nil)
 	_ txnkv.Base              = (*database)(nil)
 	_ txnkv.HashedBase        = (*database)(nil)
 	_ txnkv.PrefetchBase      = (*database)(nil)
@@ -317,6 +322,36 @@ func (d *database) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, 
 // (runtime.Compactor). Destroy cancels it.
 func (s *Store) CompactAfterCommit() { s.compact.Store(true) }
 
+// FlushAhead begins a flush of the database's memtables in the background
+// (runtime.Flusher), unless one it began is under way or the store is
+// destroyed: a later link of its files (Opener.LinkFiles) then flushes only
+// what was written since.
+func (s *Store) FlushAhead() {
+	s.asked.Lock()
+	defer s.asked.Unlock()
+	select {
+	case <-s.closing:
+		return
+	default:
+	}
+	if !s.flushing.CompareAndSwap(false, true) {
+		return
+	}
+	s.tasks.Go(func() {
+		defer s.flushing.Store(false)
+		var began = time.Now()
+		var fo = grocksdb.NewDefaultFlushOptions()
+		defer fo.Destroy()
+		fo.SetWait(true)
+		if err := s.db.Flush(fo); err != nil {
+			// The link flushes anyway: this one only saves it time.
+			slog.Warn("store's flush ahead of a link failed", "dir", s.dir, "err", err)
+			return
+		}
+		slog.Debug("store flushed ahead of a link", "dir", s.dir, "took", time.Since(began))
+	})
+}
+
 // compactAll rewrites the files of the database, down to its last level.
 func (s *Store) compactAll() {
 	var began = time.Now()
@@ -412,7 +447,9 @@ func (d *database) write(wb *grocksdb.WriteBatch) error {
 // Destroy closes the database, abandoning the current transaction and any
 // commit still waiting, and removes the store's local files.
 func (s *Store) Destroy() {
+	s.asked.Lock()
 	close(s.closing)
+	s.asked.Unlock()
 	s.Store.Destroy()
 	s.db.DisableManualCompaction() // Ends a compactAll.
 	s.tasks.Wait()
