@@ -44,8 +44,8 @@ type FileLinker interface {
 // in memory to files before it links them (rocks.Store is one). The primary
 // of a shard asked to split has its store begin that flush as it sees the
 // ask, before its split commits: the link that follows the split then
-// flushes only what the store wrote since, and a new shard in the member
-// serves sooner.
+// flushes only what the store wrote since (under a backlog, mostly the
+// commit before the split).
 type Flusher interface {
 	// FlushAhead begins to write what the store holds in memory to files,
 	// in the background. It returns at once.

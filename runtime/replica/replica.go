@@ -261,8 +261,8 @@ func (s *Replica) Update(spec *pc.ShardSpec, asn keyspace.KeyValue) {
 		if to != "" && s.promoted {
 			s.split.take(&s.gate, spec.Id)
 			// A new shard in this member links the store's files once the
-			// split commits, flushing its memtables: most of that flush is
-			// done by then.
+			// split commits, flushing its memtables: what they held before
+			// the ask is flushed by then.
 			if f, ok := s.serving.(runtime.Flusher); ok {
 				f.FlushAhead()
 			}
