@@ -192,3 +192,85 @@ func TestFlushAhead(t *testing.T) {
 	s.Destroy()
 	<-done
 }
+
+// A linked store replays the copy of its parent's write-ahead log as
+// recorded, which may end within the record of a commit the parent was
+// writing: it opens as of the commit before, and opened again after commits
+// of its own (as a recovery plays them back), it holds those too.
+func TestReplayOfALogCutMidCommit(t *testing.T) {
+	var parentDir, dir = t.TempDir(), t.TempDir()
+	var p, err = Open(parentDir, &nopRecorder{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Destroy()
+	var commit = func(s *Store, from, to int, tag string, cp int64) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if err := s.Put(fmt.Appendf(nil, "row/%05d", i), fmt.Appendf(nil, "%s-%0100d", tag, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		await(t, s.StartCommit(nil, checkpointAt(cp), nil))
+	}
+	var walOf = func() (string, int64) {
+		t.Helper()
+		var logs, _ = filepath.Glob(filepath.Join(parentDir, "*.log"))
+		if len(logs) != 1 {
+			t.Fatalf("the parent has write-ahead logs %v; want one", logs)
+		}
+		var fi, err = os.Stat(logs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Base(logs[0]), fi.Size()
+	}
+	commit(p, 0, 500, "a", 1)
+	var want = contents(t, p)
+	var wal, before = walOf()
+	commit(p, 0, 2000, "b", 2) // One record of about 250 KB, over blocks of 32 KiB.
+	if _, after := walOf(); after < before+200_000 {
+		t.Fatalf("the commit wrote %d bytes of log", after-before)
+	} else {
+		before += (after - before) / 2
+	}
+	var files, _ = os.ReadDir(parentDir)
+	for _, f := range files {
+		var n = int64(-1)
+		if f.Name() == "LOCK" || f.IsDir() {
+			continue
+		} else if f.Name() == wal {
+			n = before
+		} else if fi, err := f.Info(); err == nil {
+			n = fi.Size()
+		}
+		if err = copyPrefix(filepath.Join(parentDir, f.Name()), filepath.Join(dir, f.Name()), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c, err := Open(dir, &nopRecorder{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	} else if got := contents(t, c); !mapsEqual(got, want) {
+		t.Fatalf("opened on a log cut within a commit, the store holds %d rows; want the %d of the commit before", len(got), len(want))
+	} else if cp := readThrough(t, c); cp != 1 {
+		t.Fatalf("its checkpoint reads through %d, want 1", cp)
+	}
+	commit(c, 100, 200, "c", 3)
+	commit(c, 150, 300, "d", 4)
+	want = contents(t, c)
+	// Closed, not destroyed, then opened again as a recovery opens it.
+	c.Store.Destroy()
+	c.tasks.Wait()
+	c.release()
+	if c, err = Open(dir, &nopRecorder{}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	if got := contents(t, c); !mapsEqual(got, want) {
+		t.Fatalf("opened again, the store holds %d rows; want the %d it committed", len(got), len(want))
+	} else if cp := readThrough(t, c); cp != 4 {
+		t.Fatalf("opened again, its checkpoint reads through %d, want 4", cp)
+	}
+}
