@@ -21,9 +21,9 @@ import (
 
 // Recorder records the file operations of a store's directory into its
 // recovery log. Its methods are safe for concurrent use, as RocksDB calls
-// them from many threads. Ops are appended asynchronously: Sync, Barrier and
-// Hints wait for them to commit, and an append's failure is returned by the
-// call which waits for it and by every later call.
+// them from many threads. Ops are appended asynchronously: SyncAll, Barrier
+// and Hints wait for them to commit, and an append's failure is returned by
+// the call which waits for it and by every later call.
 //
 // Ops are gathered in memory and handed to the journal client in batches of
 // up to FlushBytes, or sooner by Sync, Barrier and Hints, so that a commit
@@ -489,9 +489,19 @@ func (r *Recorder) recordWrites(fn Fnode, data []byte, offset int64) error {
 	return nil
 }
 
-// Sync waits until every op recorded so far, file fn's included, is
-// committed to the log.
-func (r *Recorder) Sync(fn Fnode) error { return r.SyncAll(context.Background()) }
+// Sync hands every op recorded so far, file fn's included, to the journal
+// client, without waiting for them to commit. That's all a sync of a
+// recorded file needs: a log holds an op only if it holds every op before
+// it, so no later op of the store (a manifest naming the file, a removal
+// of what the file replaces) outlives the file's writes, whenever the log
+// ends. A store's commits wait for theirs to commit (Barrier): a sync that
+// waited too would only hold the store's flushes and compactions up for a
+// round trip to the brokers, behind its commits' appends.
+func (r *Recorder) Sync(fn Fnode) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flushLocked(nil)
+}
 
 // SyncAll waits until every op recorded so far is committed to the log.
 func (r *Recorder) SyncAll(ctx context.Context) error {

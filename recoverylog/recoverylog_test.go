@@ -504,3 +504,45 @@ func TestPlayOnThroughLaterHeads(t *testing.T) {
 		t.Error("played on without a PlayTo")
 	}
 }
+
+// Sync hands the ops recorded so far to the journal client, in order, and
+// returns without waiting for them to commit: with an append held back (by
+// a Barrier waiting on an operation not yet done), Sync returns and
+// SyncAll waits; once the operation is done, the log holds every op, the
+// file's writes before what was recorded after the Sync.
+func TestSyncOrdersWithoutWaiting(t *testing.T) {
+	var journal = newLog(t)
+	var a = newMirror(t, journal, nil, 0xA1)
+	a.create("one")
+	a.write("one", []byte("before"), -1)
+	var held = client.NewAsyncOperation()
+	var barrier = a.rec.Barrier(client.OpFutures{held: {}})
+
+	a.write("one", []byte(" synced"), -1)
+	var synced = make(chan error, 1)
+	go func() { synced <- a.rec.Sync(a.fns["one"]) }()
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync waited for an append held back")
+	}
+	a.property("CURRENT", []byte("after"))
+	var ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := a.rec.SyncAll(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SyncAll with an append held back: %v; want the context's deadline", err)
+	}
+
+	held.Resolve(nil)
+	<-barrier.Done()
+	if err := barrier.Err(); err != nil {
+		t.Fatal(err)
+	} else if err = a.rec.SyncAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var _, dir, _ = play(t, journal, nil, 0xA2)
+	sameTree(t, a.dir, dir)
+}

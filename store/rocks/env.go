@@ -27,7 +27,9 @@ type FileRecorder interface {
 	Append(fn recoverylog.Fnode, data []byte) error
 	// PositionedAppend records data written at offset of the file.
 	PositionedAppend(fn recoverylog.Fnode, data []byte, offset int64) error
-	// Sync waits until every op recorded so far is committed to the log.
+	// Sync orders every op recorded so far before those recorded after:
+	// the log holds none of these without all of those. It needn't wait
+	// for them to commit: commits wait (Barrier).
 	Sync(fn recoverylog.Fnode) error
 	// Close releases the file handle.
 	Close(fn recoverylog.Fnode) error
