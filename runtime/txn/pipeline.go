@@ -150,17 +150,18 @@ type Pipeline struct {
 	// a shard's read progress must reach them although no commit will
 	// report them, as Gazette's consumers report them.
 	Progress func(journal pb.Journal, readThrough pb.Offset)
-	// Hurry, if set, is asked, while a transaction waits for its
-	// predecessor's commit or acknowledgements, whether the shard hurries.
-	// A transaction that has begun then hurries (unless its predecessor
-	// hurried itself, and is not done): it takes no more reads, as at
-	// MaxDuration, and finishes once it may but for its predecessor,
-	// starting its commit beside its predecessor's, which the Store orders
-	// after it (see runtime.Store.StartCommit). One that may not hurry
-	// consumes nothing meanwhile: its predecessors' commits go first. A
-	// shard splitting its state hurries, until its split commits, so that
-	// the shards it's split to may read it sooner. It's called often: it
-	// must be cheap.
+	// Hurry, if set, is asked, while a transaction has begun or waits for
+	// its predecessor's commit or acknowledgements, whether the shard
+	// hurries. A transaction that has begun then hurries (unless its
+	// predecessor hurried itself, and is not done): it takes no more
+	// reads, as at MaxDuration (what it has taken and not consumed is its
+	// successor's), and finishes once it may but for its predecessor,
+	// starting its commit beside its predecessor's, if that's not done,
+	// which the Store orders after it (see runtime.Store.StartCommit). One
+	// that may not hurry consumes nothing meanwhile: its predecessors'
+	// commits go first. A shard splitting its state hurries, until its
+	// split commits, so that the shards it's split to may read it sooner.
+	// It's called often: it must be cheap.
 	Hurry func() bool
 	// Skip records a Read whose content could not be decoded, within the
 	// current transaction: it may publish through pub, and its error fails
@@ -275,8 +276,8 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 		}
 	}()
 	for {
-		if cur.barrier != nil && p.Hurry != nil && p.Hurry() {
-			if mayHurry(cur, prev) {
+		if (cur.barrier != nil || cur.began) && p.Hurry != nil && p.Hurry() {
+			if cur.barrier == nil || mayHurry(cur, prev) {
 				// It takes no more, as at MaxDuration: its successor
 				// consumes what it has taken and not yet consumed.
 				cur.reads = nil

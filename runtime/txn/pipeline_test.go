@@ -631,6 +631,48 @@ func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 	}
 }
 
+// A transaction that has begun, with no commit before it in flight, takes
+// no more reads once the shard hurries: it finishes with what it consumed,
+// and its successor consumes what it had not.
+func TestHurriedTransactionTakesNoMoreReads(t *testing.T) {
+	var h = newHarness(t, false)
+	var hurry sync.Mutex
+	var hurrying bool
+	h.pipeline.Hurry = func() bool { hurry.Lock(); defer hurry.Unlock(); return hurrying }
+	h.run()
+
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	hurry.Lock()
+	hurrying = true
+	hurry.Unlock()
+	h.send("b", message.Flag_OUTSIDE_TXN)
+	h.expectNone() // Not consumed: the transaction takes no more.
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var first, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 10 {
+		t.Fatalf("the hurried checkpoint reads through %d, want 10", got)
+	}
+	hurry.Lock()
+	hurrying = false // As its commit resolves.
+	hurry.Unlock()
+	first.Resolve(nil)
+	h.expect("consume b")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var second, _ = h.commit()
+	second.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if s := <-h.stats; s.Messages != 1 {
+			t.Fatalf("transaction %d stats = %+v, want 1 message", i+1, s)
+		}
+	}
+}
+
 func TestBeginAndFinishArePaired(t *testing.T) {
 	var h = newHarness(t, true)
 	h.run()
