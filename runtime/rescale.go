@@ -156,10 +156,10 @@ type StateReader interface {
 	// commits it started, durable or not, and of those applied as fn runs,
 	// which it doesn't hold off (perhaps some of a commit's writes and not
 	// others, and a row being written half-written): fn relies only on
-	// rows no commit writes. It returns once the commits fn read that were
-	// not yet durable, the one which wrote key settled (if one did) among
-	// them, are durable, failing if one failed: what fn read is the
-	// caller's only then.
+	// rows no commit writes. It returns once the commit which wrote key
+	// settled, if one not yet durable did, and the commits before it are
+	// durable (fn relies on no row of a later one), failing if one
+	// failed: what fn read is the caller's only then.
 	ReadState(ctx context.Context, settled []byte, fn func(Reader) error) error
 }
 

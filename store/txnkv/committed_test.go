@@ -492,3 +492,49 @@ func TestReadStateReadsAStartedCommit(t *testing.T) {
 		s.Destroy()
 	}
 }
+
+// ReadState waits for the started commit which wrote its settled key, but
+// not for one started after it: the fork it reads for relies on none of
+// its rows.
+func TestReadStateWaitsNotForLaterStartedCommits(t *testing.T) {
+	var settled = []byte("\x01split")
+	var b = &base{rows: map[string]string{}, durable: client.NewAsyncOperation()}
+	var s = txnkv.New("test", b)
+	defer s.Destroy()
+	var appends = []*client.AsyncOperation{client.NewAsyncOperation(), client.NewAsyncOperation()}
+	var ops []client.OpFuture
+	for i, key := range []string{string(settled), "b"} {
+		_ = s.Put([]byte(key), []byte("1"))
+		ops = append(ops, s.StartCommit(nil, checkpointAt(int64(i+1)), client.OpFutures{appends[i]: {}}))
+	}
+	var done = make(chan error, 1)
+	go func() {
+		done <- s.ReadState(context.Background(), settled, func(r runtime.Reader) error {
+			if _, found, err := r.Get(settled); err != nil || !found {
+				return fmt.Errorf("the settled key is not read: %v, %v", found, err)
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("returned with the commit of the settled key not written: %v", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	appends[0].Resolve(nil)
+	b.durable.Resolve(nil) // The first is written and durable; the second waits for its appends.
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadState waits for a commit started after the one which wrote its settled key")
+	}
+	appends[1].Resolve(nil)
+	for _, op := range ops {
+		if err := op.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -357,10 +357,12 @@ func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error
 // ReadState calls fn with a view of the store's whole state, the reserved
 // keys too (runtime.StateReader): the writes of every commit started, as
 // StartCommit returned, durable or not, over the Base (those not yet handed
-// to it from their overlays). Once fn returns, it waits until the commits
-// started but not yet handed to the Base as fn began, and a commit handed
-// to the Base but not yet durable which wrote key settled, are durable,
-// and fails if one failed: what fn read of them is the caller's only then.
+// to it from their overlays). Once fn returns, it waits until the commit
+// which wrote key settled, if one not yet durable did (started, or handed
+// to the Base), and the commits started before it are durable, and fails
+// if one failed: what fn read of them is the caller's only then. (With
+// settled nil, it waits for every commit started but not yet handed to
+// the Base as fn began.)
 // fn's reads don't hold off commits: the Base applies them as fn runs, and
 // fn's reads may see some of a later commit's writes and not others, and a
 // row being written as it's read half-written (RocksDB updates rows in
@@ -395,10 +397,11 @@ func (s *Store) untilRead(ctx context.Context, read func() (*commit, error)) err
 }
 
 // readState runs fn once, over the commits staged as it began and the
-// Base, and then returns those of them, and the commit handed to the Base
-// but not yet durable which wrote settled (before fn returned: perhaps as
-// it ran), that are not yet durable, each with a hold of its writes the
-// caller drops.
+// Base, and then returns those of them that are not yet durable (if
+// settled is not nil, only the last which wrote it and those before it),
+// and the commit handed to the Base but not yet durable which wrote
+// settled (before fn returned: perhaps as it ran), each with a hold of its
+// writes the caller drops.
 func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) ([]*commit, error) {
 	s.shared.RLock()
 	var staged = slices.Clone(s.staged)
@@ -410,6 +413,20 @@ func (s *Store) readState(fn func(runtime.Reader) error, settled []byte) ([]*com
 
 	if err == nil {
 		err = s.read(func(r runtime.Reader) error { return fn(&stateView{r: r, staged: staged}) })
+	}
+	if settled != nil {
+		// Commits started after the last which wrote settled need not be
+		// durable: fn relies on none of their rows. If none wrote it, none.
+		var last = -1
+		for i, c := range staged {
+			if _, ok := c.writes.Get(settled); ok {
+				last = i
+			}
+		}
+		for _, c := range staged[last+1:] {
+			c.unref()
+		}
+		staged = staged[:last+1]
 	}
 	var c *commit
 	if err == nil {
