@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -557,9 +558,7 @@ func TestSuccessorConsumesButWaitsForPredecessorCommit(t *testing.T) {
 func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		var h = newHarness(t, false)
-		var hurry sync.Mutex
-		var hurrying bool
-		h.pipeline.Hurry = func() bool { hurry.Lock(); defer hurry.Unlock(); return hurrying }
+		var hurry = hurrying(h)
 		h.run()
 
 		h.send("a", message.Flag_OUTSIDE_TXN)
@@ -572,9 +571,7 @@ func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 		h.expect("consume b")
 		h.clock.Advance(minDur)
 		h.expectNone() // Not hurrying: it waits for its predecessor.
-		hurry.Lock()
-		hurrying = true
-		hurry.Unlock()
+		hurry.Store(true)
 		h.send("c", message.Flag_OUTSIDE_TXN) // Asked again as it reads.
 		h.expect("finalize")
 		var second, cp = h.commit()
@@ -608,9 +605,7 @@ func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 		}
 		second.Resolve(nil) // Out of order: the pipeline waits for the first all the same.
 		h.expectNone()
-		hurry.Lock()
-		hurrying = false // As the split's commit resolves.
-		hurry.Unlock()
+		hurry.Store(false) // As the split's commit resolves.
 		first.Resolve(nil)
 		h.expect("consume c", "consume d")
 		h.clock.Advance(minDur)
@@ -636,16 +631,12 @@ func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 // and its successor consumes what it had not.
 func TestHurriedTransactionTakesNoMoreReads(t *testing.T) {
 	var h = newHarness(t, false)
-	var hurry sync.Mutex
-	var hurrying bool
-	h.pipeline.Hurry = func() bool { hurry.Lock(); defer hurry.Unlock(); return hurrying }
+	var hurry = hurrying(h)
 	h.run()
 
 	h.send("a", message.Flag_OUTSIDE_TXN)
 	h.expect("consume a")
-	hurry.Lock()
-	hurrying = true
-	hurry.Unlock()
+	hurry.Store(true)
 	h.send("b", message.Flag_OUTSIDE_TXN)
 	h.expectNone() // Not consumed: the transaction takes no more.
 	h.clock.Advance(minDur)
@@ -654,9 +645,7 @@ func TestHurriedTransactionTakesNoMoreReads(t *testing.T) {
 	if got := cp.Sources[journal.Name].ReadThrough; got != 10 {
 		t.Fatalf("the hurried checkpoint reads through %d, want 10", got)
 	}
-	hurry.Lock()
-	hurrying = false // As its commit resolves.
-	hurry.Unlock()
+	hurry.Store(false) // As its commit resolves.
 	first.Resolve(nil)
 	h.expect("consume b")
 	h.clock.Advance(minDur)
@@ -671,6 +660,13 @@ func TestHurriedTransactionTakesNoMoreReads(t *testing.T) {
 			t.Fatalf("transaction %d stats = %+v, want 1 message", i+1, s)
 		}
 	}
+}
+
+// hurrying has the harness's shard hurry while the returned flag is set.
+func hurrying(h *harness) *atomic.Bool {
+	var hurry = new(atomic.Bool)
+	h.pipeline.Hurry = hurry.Load
+	return hurry
 }
 
 func TestBeginAndFinishArePaired(t *testing.T) {

@@ -33,23 +33,14 @@ func linkFiles(t *testing.T, wal bool) {
 	smallTune(&opts)
 	var p = openRecorded(t, parentLog, 0xE1, opts)
 	defer p.store.Destroy()
-	var commit = func(s *Store, from, to int, tag string, cp int64) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			if err := s.Put(fmt.Appendf(nil, "row/%05d", i), fmt.Appendf(nil, "%s-%d-%0100d", tag, i, i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		await(t, s.StartCommit(nil, checkpointAt(cp), nil))
-	}
 	for i := range 6 {
-		commit(p.store, i*500, i*500+800, "parent", int64(i+1)) // Overlapping: rows rewritten.
+		commitRows(t, p.store, i*500, i*500+800, "parent", int64(i+1)) // Overlapping: rows rewritten.
 	}
-	commit(p.store, 0, 10, "memtable", 7)
+	commitRows(t, p.store, 0, 10, "memtable", 7)
 	if wal {
 		// Rows in the memtable, and so in the write-ahead log only, until
 		// the link flushes them.
-		commit(p.store, 10, 20, "wal", 7)
+		commitRows(t, p.store, 10, 20, "wal", 7)
 	} else {
 		p.store.DB().Flush(flushOpts())
 	}
@@ -67,7 +58,7 @@ func linkFiles(t *testing.T, wal bool) {
 		t.Fatal(err)
 	}
 	// The parent goes on, and compacts away the files the child linked.
-	commit(p.store, 0, 3000, "after", 8)
+	commitRows(t, p.store, 0, 3000, "after", 8)
 	p.store.DB().CompactRange(rangeAll())
 
 	c, err := Open(dir, rec, opts)
@@ -80,7 +71,7 @@ func linkFiles(t *testing.T, wal bool) {
 	} else if cp := readThrough(t, c); cp != 7 {
 		t.Fatalf("the linked store's checkpoint reads through %d, want 7", cp)
 	}
-	commit(c, 2000, 2100, "child", 9)
+	commitRows(t, c, 2000, 2100, "child", 9)
 	want = contents(t, c)
 
 	h, err := rec.Hints(ctx)
@@ -103,7 +94,7 @@ func linkFiles(t *testing.T, wal bool) {
 	// Compacted after a commit, as a shard is once it has dropped what it
 	// doesn't own, its files are its own: its log adopts none.
 	b.store.CompactAfterCommit()
-	commit(b.store, 2100, 2110, "compacted", 10)
+	commitRows(t, b.store, 2100, 2110, "compacted", 10)
 	want = contents(t, b.store)
 	for {
 		h, err = b.rec.Hints(ctx)
@@ -204,15 +195,6 @@ func TestReplayOfALogCutMidCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Destroy()
-	var commit = func(s *Store, from, to int, tag string, cp int64) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			if err := s.Put(fmt.Appendf(nil, "row/%05d", i), fmt.Appendf(nil, "%s-%0100d", tag, i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		await(t, s.StartCommit(nil, checkpointAt(cp), nil))
-	}
 	var walOf = func() (string, int64) {
 		t.Helper()
 		var logs, _ = filepath.Glob(filepath.Join(parentDir, "*.log"))
@@ -225,10 +207,10 @@ func TestReplayOfALogCutMidCommit(t *testing.T) {
 		}
 		return filepath.Base(logs[0]), fi.Size()
 	}
-	commit(p, 0, 500, "a", 1)
+	commitRows(t, p, 0, 500, "a", 1)
 	var want = contents(t, p)
 	var wal, before = walOf()
-	commit(p, 0, 2000, "b", 2) // One record of about 250 KB, over blocks of 32 KiB.
+	commitRows(t, p, 0, 2000, "b", 2) // One record of about 250 KB, over blocks of 32 KiB.
 	if _, after := walOf(); after < before+200_000 {
 		t.Fatalf("the commit wrote %d bytes of log", after-before)
 	} else {
@@ -257,8 +239,8 @@ func TestReplayOfALogCutMidCommit(t *testing.T) {
 	} else if cp := readThrough(t, c); cp != 1 {
 		t.Fatalf("its checkpoint reads through %d, want 1", cp)
 	}
-	commit(c, 100, 200, "c", 3)
-	commit(c, 150, 300, "d", 4)
+	commitRows(t, c, 100, 200, "c", 3)
+	commitRows(t, c, 150, 300, "d", 4)
 	want = contents(t, c)
 	// Closed, not destroyed, then opened again as a recovery opens it.
 	c.Store.Destroy()
@@ -273,4 +255,16 @@ func TestReplayOfALogCutMidCommit(t *testing.T) {
 	} else if cp := readThrough(t, c); cp != 4 {
 		t.Fatalf("opened again, its checkpoint reads through %d, want 4", cp)
 	}
+}
+
+// commitRows commits rows row/FROM to row/TO (not included) of s, their
+// values tagged, at checkpoint cp.
+func commitRows(t testing.TB, s *Store, from, to int, tag string, cp int64) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := s.Put(fmt.Appendf(nil, "row/%05d", i), fmt.Appendf(nil, "%s-%d-%0100d", tag, i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await(t, s.StartCommit(nil, checkpointAt(cp), nil))
 }
