@@ -216,14 +216,19 @@ func TestReplayOfALogCutMidCommit(t *testing.T) {
 	} else {
 		before += (after - before) / 2
 	}
-	var files, _ = os.ReadDir(parentDir)
+	files, err := os.ReadDir(parentDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
-		var n = int64(-1)
+		var n = before
 		if f.Name() == "LOCK" || f.IsDir() {
 			continue
-		} else if f.Name() == wal {
-			n = before
-		} else if fi, err := f.Info(); err == nil {
+		} else if f.Name() != wal {
+			var fi, err = f.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
 			n = fi.Size()
 		}
 		if err = copyPrefix(filepath.Join(parentDir, f.Name()), filepath.Join(dir, f.Name()), n); err != nil {
@@ -243,9 +248,7 @@ func TestReplayOfALogCutMidCommit(t *testing.T) {
 	commitRows(t, c, 150, 300, "d", 4)
 	want = contents(t, c)
 	// Closed, not destroyed, then opened again as a recovery opens it.
-	c.Store.Destroy()
-	c.tasks.Wait()
-	c.release()
+	c.close()
 	if c, err = Open(dir, &nopRecorder{}, Options{}); err != nil {
 		t.Fatal(err)
 	}

@@ -447,6 +447,15 @@ func (d *database) write(wb *grocksdb.WriteBatch) error {
 // Destroy closes the database, abandoning the current transaction and any
 // commit still waiting, and removes the store's local files.
 func (s *Store) Destroy() {
+	s.close()
+	if err := os.RemoveAll(s.dir); err != nil {
+		slog.Warn("removing store files", "dir", s.dir, "err", err)
+	}
+}
+
+// close closes the database, abandoning the current transaction and any
+// commit still waiting, once its background tasks end; its files remain.
+func (s *Store) close() {
 	s.asked.Lock()
 	close(s.closing)
 	s.asked.Unlock()
@@ -454,9 +463,6 @@ func (s *Store) Destroy() {
 	s.db.DisableManualCompaction() // Ends a compactAll.
 	s.tasks.Wait()
 	s.release()
-	if err := os.RemoveAll(s.dir); err != nil {
-		slog.Warn("removing store files", "dir", s.dir, "err", err)
-	}
 }
 
 // release closes the database and frees its resources.
