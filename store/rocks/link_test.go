@@ -10,6 +10,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/linxGnu/grocksdb"
 )
 
 // A store opened on links of another's files holds the other's rows as of
@@ -61,7 +62,14 @@ func linkFiles(t *testing.T, wal bool) {
 	commitRows(t, p.store, 0, 3000, "after", 8)
 	p.store.DB().CompactRange(rangeAll())
 
-	c, err := Open(dir, rec, opts)
+	// It doesn't compact on its own: a compaction would rewrite the linked
+	// files into its own before its hints are read.
+	var childOpts = opts
+	childOpts.Tune = func(ro *grocksdb.Options) {
+		opts.Tune(ro)
+		ro.SetDisableAutoCompactions(true)
+	}
+	c, err := Open(dir, rec, childOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
