@@ -52,7 +52,7 @@ func needStack(t testing.TB) {
 }
 
 // numJournals is how many test journals the stack has.
-const numJournals = 32
+const numJournals = 40
 
 var nextJournal = 0
 

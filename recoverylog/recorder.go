@@ -155,14 +155,14 @@ func (r *Recorder) record(op *Op, data []byte) error {
 		return fmt.Errorf("recording %s: %w", r.journal, err)
 	}
 	r.buf, r.offset = buf, end
-	if len(r.buf) >= FlushBytes {
-		return r.flushLocked(nil)
-	}
 	return nil
 }
 
 // FlushBytes is the size of gathered ops at which a Recorder hands them to
-// the journal client without waiting for a Sync or Barrier.
+// the journal client without waiting for a Sync or Barrier: as it records a
+// write, between its Write ops. The ops of any other call, such as the
+// Unlink and Links of a Rename, go to the journal client in one append, so
+// that the log holds all of them or none.
 const FlushBytes = 1 << 20
 
 // flushLocked hands the gathered ops to the journal client, in an append
@@ -483,6 +483,13 @@ func (r *Recorder) recordWrites(fn Fnode, data []byte, offset int64) error {
 		}}}
 		if err := r.record(op, data[:n]); err != nil {
 			return err
+		}
+		// A log which ends within a write holds a prefix of it, as a
+		// file system which fails within one might: it needn't be whole.
+		if len(r.buf) >= FlushBytes {
+			if err := r.flushLocked(nil); err != nil {
+				return err
+			}
 		}
 		data, offset = data[n:], offset+int64(n)
 	}

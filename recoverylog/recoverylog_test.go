@@ -546,3 +546,49 @@ func TestSyncOrdersWithoutWaiting(t *testing.T) {
 	var _, dir, _ = play(t, journal, nil, 0xA2)
 	sameTree(t, a.dir, dir)
 }
+
+// The ops of one call that records several, each a step which leaves the
+// directory as no file system would (a Rename's removal of the file it
+// replaces, and its links), go to the journal client in one append: the log
+// holds all of them or none, however near a batch is to FlushBytes. Only a
+// write's ops may be split, between them: a log ending within a write holds
+// a prefix of it, as a file system failing within one may.
+func TestCallsRecordTheirOpsInOneAppend(t *testing.T) {
+	var journal = newLog(t)
+	var a = newMirror(t, journal, nil, 0xA1)
+	var calls = []struct {
+		name string
+		call func()
+	}{
+		{"a rename over a file", func() { a.create("tmp"); a.rename("tmp", "target") }},
+		{"a property over a file", func() { a.property("target", []byte("property")) }},
+		{"a file over a property", func() { a.create("target") }},
+		{"a file over a file", func() { a.create("target") }},
+		{"a rename of a property over a file", func() { a.property("tmp", []byte("p")); a.create("target"); a.rename("tmp", "target") }},
+	}
+	a.create("target")
+	a.create("filler")
+	for _, c := range calls {
+		for gap := 1; gap < 400; gap += 37 {
+			// Gather ops just short of FlushBytes, then make the call.
+			a.check(a.rec.SyncAll(context.Background()))
+			a.write("filler", make([]byte, FlushBytes-100-gap), -1)
+			a.rec.mu.Lock()
+			var last, gathered = a.rec.last, len(a.rec.buf)
+			a.rec.mu.Unlock()
+			if gathered >= FlushBytes {
+				t.Fatalf("gathered %d bytes, FlushBytes or more, without an append", gathered)
+			}
+			c.call()
+			a.rec.mu.Lock()
+			var split = a.rec.last != last || len(a.rec.buf) <= gathered
+			a.rec.mu.Unlock()
+			if split {
+				t.Fatalf("%s, %d bytes short of FlushBytes: its ops went to the journal client apart from the ops gathered before it", c.name, FlushBytes-gathered)
+			}
+		}
+	}
+	a.check(a.rec.SyncAll(context.Background()))
+	var _, dir, _ = play(t, journal, nil, 0xA2)
+	sameTree(t, a.dir, dir)
+}

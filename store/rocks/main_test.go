@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 		var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		var err error
-		if stack, err = devstacktest.Start(ctx, devstacktest.Journals("rocks", 32, 1<<20)); err != nil {
+		if stack, err = devstacktest.Start(ctx, devstacktest.Journals("rocks", numJournals, 1<<20)); err != nil {
 			panic(err)
 		}
 		defer stack.Close()
@@ -40,11 +40,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// numJournals is how many test journals the stack has.
+const numJournals = 40
+
 var nextJournal = 0
 
 // newLog returns a fresh journal of the stack.
 func newLog(t testing.TB) pb.Journal {
-	if nextJournal == 32 {
+	if nextJournal == numJournals {
 		t.Fatal("out of test journals")
 	}
 	nextJournal++

@@ -70,32 +70,55 @@ class RecordedFile : public rocksdb::FSWritableFileOwnerWrapper {
                uint64_t size)
       : FSWritableFileOwnerWrapper(std::move(t)), h_(h), fnode_(fnode), size_(size) {}
 
+  // A reopened file of size bytes, which the log goes on recording as it
+  // is: it can be synced, truncated to its size and closed, and refuses
+  // writes (see RecordedFS::ReopenWritableFile).
+  static RecordedFile* Reopened(std::unique_ptr<FSWritableFile>&& t, uintptr_t h, uint64_t size) {
+    RecordedFile* f = new RecordedFile(std::move(t), h, 0, size);
+    f->reopened_ = f->released_ = true;
+    return f;
+  }
+
   ~RecordedFile() override { release(); }
 
   IOStatus Append(const Slice& data, const IOOptions& options,
                   IODebugContext* dbg) override {
+    if (reopened_) {
+      return refuseReopenedWrite();
+    }
     IOStatus s = target()->Append(data, options, dbg);
     return s.ok() ? record(data, -1) : s;
   }
   IOStatus Append(const Slice& data, const IOOptions& options,
                   const DataVerificationInfo& info, IODebugContext* dbg) override {
+    if (reopened_) {
+      return refuseReopenedWrite();
+    }
     IOStatus s = target()->Append(data, options, info, dbg);
     return s.ok() ? record(data, -1) : s;
   }
   IOStatus PositionedAppend(const Slice& data, uint64_t offset,
                             const IOOptions& options, IODebugContext* dbg) override {
+    if (reopened_) {
+      return refuseReopenedWrite();
+    }
     IOStatus s = target()->PositionedAppend(data, offset, options, dbg);
     return s.ok() ? record(data, static_cast<int64_t>(offset)) : s;
   }
   IOStatus PositionedAppend(const Slice& data, uint64_t offset,
                             const IOOptions& options, const DataVerificationInfo& info,
                             IODebugContext* dbg) override {
+    if (reopened_) {
+      return refuseReopenedWrite();
+    }
     IOStatus s = target()->PositionedAppend(data, offset, options, info, dbg);
     return s.ok() ? record(data, static_cast<int64_t>(offset)) : s;
   }
   IOStatus Truncate(uint64_t size, const IOOptions& options,
                     IODebugContext* dbg) override {
-    if (size < size_) {
+    if (reopened_ && size != size_) {
+      return IOStatus::NotSupported("recovery log: truncation of a reopened file to another size");
+    } else if (size < size_) {
       // The recovery log has no truncate op: refuse rather than diverge.
       return IOStatus::NotSupported("recovery log: truncation of a written file");
     }
@@ -103,16 +126,16 @@ class RecordedFile : public rocksdb::FSWritableFileOwnerWrapper {
   }
   IOStatus Sync(const IOOptions& options, IODebugContext* dbg) override {
     IOStatus s = target()->Sync(options, dbg);
-    return s.ok() ? status(gcRecSync(h_, fnode_), "sync") : s;
+    return s.ok() && !reopened_ ? status(gcRecSync(h_, fnode_), "sync") : s;
   }
   IOStatus Fsync(const IOOptions& options, IODebugContext* dbg) override {
     IOStatus s = target()->Fsync(options, dbg);
-    return s.ok() ? status(gcRecSync(h_, fnode_), "fsync") : s;
+    return s.ok() && !reopened_ ? status(gcRecSync(h_, fnode_), "fsync") : s;
   }
   IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const IOOptions& options,
                      IODebugContext* dbg) override {
     IOStatus s = target()->RangeSync(offset, nbytes, options, dbg);
-    return s.ok() ? status(gcRecSync(h_, fnode_), "range sync") : s;
+    return s.ok() && !reopened_ ? status(gcRecSync(h_, fnode_), "range sync") : s;
   }
   IOStatus Close(const IOOptions& options, IODebugContext* dbg) override {
     IOStatus s = target()->Close(options, dbg);
@@ -138,9 +161,18 @@ class RecordedFile : public rocksdb::FSWritableFileOwnerWrapper {
     return status(gcRecClose(h_, fnode_), "close");
   }
 
+  static IOStatus refuseReopenedWrite() {
+    // Recording it anew, with its content, would cost its size in the log;
+    // recording it anew only at a first write would need the log to swap
+    // the file's content whole. RocksDB (7.8) never writes a reopened file:
+    // refuse rather than diverge, should a later one.
+    return IOStatus::NotSupported("recovery log: a write to a reopened file");
+  }
+
   uintptr_t h_;
   uint64_t fnode_;
   uint64_t size_;
+  bool reopened_ = false;
   bool released_ = false;
 };
 
@@ -177,39 +209,25 @@ class RecordedFS : public rocksdb::FileSystemWrapper {
     return s;
   }
 
-  // ReopenWritableFile records the file anew, with its current content, as
-  // the recorder continues only files it created itself. It's written anew
-  // too, rather than appended to in place: its inode may be shared with a
-  // file of another store, linked (see Opener.LinkFiles).
+  // ReopenWritableFile opens file f, which the log goes on recording as it
+  // is: RocksDB reopens its last write-ahead log as it recovers only to
+  // truncate it to its size. The file refuses writes, and truncations to
+  // another size, so that it's opened in place even if its inode is shared
+  // with a file of another store, linked (see Opener.LinkFiles). (A file
+  // recorded anew at each reopen, as once it was, cost its size in the log
+  // and the time to append it at each open, and a process which died while
+  // appending it left a log holding the file partly, its content lost.)
   IOStatus ReopenWritableFile(const std::string& f, const FileOptions& opts,
                               std::unique_ptr<FSWritableFile>* r,
                               IODebugContext* dbg) override {
-    std::string content;
-    IOStatus s = readAll(f, opts, &content, dbg);
-    if (!s.ok() && !s.IsNotFound() && !s.IsPathNotFound()) {
+    uint64_t size = 0;
+    IOStatus s = target()->GetFileSize(f, opts.io_options, &size, dbg);
+    if (s.IsNotFound() || s.IsPathNotFound()) {
+      return NewWritableFile(f, opts, r, dbg);
+    } else if (!s.ok() || !(s = target()->ReopenWritableFile(f, opts, r, dbg)).ok()) {
       return s;
     }
-    s = target()->DeleteFile(f, opts.io_options, dbg);
-    if (!s.ok() && !s.IsNotFound() && !s.IsPathNotFound()) {
-      return s;
-    }
-    if (!(s = target()->NewWritableFile(f, opts, r, dbg)).ok()) {
-      return s;
-    }
-    if (!content.empty() && !(s = (*r)->Append(content, opts.io_options, dbg)).ok()) {
-      r->reset();
-      return s;
-    }
-    uint64_t fnode = 0;
-    s = status(gcRecNew(h_, cstr(f), f.size(), &fnode), "reopen");
-    if (s.ok() && !content.empty()) {
-      s = status(gcRecWrite(h_, fnode, cstr(content), content.size(), 0), "reopen");
-    }
-    if (!s.ok()) {
-      r->reset();
-      return s;
-    }
-    r->reset(new RecordedFile(std::move(*r), h_, fnode, content.size()));
+    r->reset(RecordedFile::Reopened(std::move(*r), h_, size));
     return s;
   }
 
@@ -259,25 +277,6 @@ class RecordedFS : public rocksdb::FileSystemWrapper {
   }
 
  private:
-  IOStatus readAll(const std::string& f, const FileOptions& opts, std::string* out,
-                   IODebugContext* dbg) {
-    std::unique_ptr<rocksdb::FSSequentialFile> file;
-    IOStatus s = target()->NewSequentialFile(f, opts, &file, dbg);
-    if (!s.ok()) {
-      return s;
-    }
-    std::string buf(1 << 16, '\0');
-    for (;;) {
-      Slice chunk;
-      if (!(s = file->Read(buf.size(), opts.io_options, &chunk, &buf[0], dbg)).ok()) {
-        return s;
-      } else if (chunk.size() == 0) {
-        return s;
-      }
-      out->append(chunk.data(), chunk.size());
-    }
-  }
-
   uintptr_t h_;
 };
 
