@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -128,14 +129,15 @@ func crashChild() {
 	}
 }
 
-// A process recording a store is killed with SIGKILL while committing;
-// playing its log back yields every committed transaction through its last
-// checkpoint, and nothing after it.
-func TestCrashedProcessPlayback(t *testing.T) {
-	var journal = newLog(t)
+// startCrashChild starts crashChild in a process of its own, recording into
+// journal from a new directory, as author, with the hints file hints and the
+// tuning tune ("small", or the defaults), and returns the process and its
+// output. The process is killed when t ends, if it's still running.
+func startCrashChild(t *testing.T, journal pb.Journal, hints string, author recoverylog.Author, tune string) (*exec.Cmd, io.Reader) {
+	t.Helper()
 	var cmd = exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s c1 small", crashChildEnv, journal,
-		stack.Brokers()[0].Endpoint().GRPCAddr(), t.TempDir(), filepath.Join(t.TempDir(), "hints")))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s %x %s", crashChildEnv, journal,
+		stack.Brokers()[0].Endpoint().GRPCAddr(), t.TempDir(), hints, uint32(author), tune))
 	cmd.Stderr = os.Stderr
 	var out, err = cmd.StdoutPipe()
 	if err != nil {
@@ -144,6 +146,16 @@ func TestCrashedProcessPlayback(t *testing.T) {
 	if err = cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, out
+}
+
+// A process recording a store is killed with SIGKILL while committing;
+// playing its log back yields every committed transaction through its last
+// checkpoint, and nothing after it.
+func TestCrashedProcessPlayback(t *testing.T) {
+	var journal = newLog(t)
+	var cmd, out = startCrashChild(t, journal, filepath.Join(t.TempDir(), "hints"), 0xC1, "small")
 	var committed = -1
 	var lines = bufio.NewScanner(out)
 	var deadline = time.Now().Add(90 * time.Second)
@@ -157,7 +169,7 @@ func TestCrashedProcessPlayback(t *testing.T) {
 		}
 		committed = n
 	}
-	if err = cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
@@ -167,11 +179,22 @@ func TestCrashedProcessPlayback(t *testing.T) {
 
 	var b = openRecorded(t, journal, 0xB2, Options{})
 	defer b.store.Destroy()
-	var through = readThrough(t, b.store)
+	var through, keys = checkCrashed(t, b.store, committed)
+	t.Logf("killed after commit %d; played back through %d; %d keys; level-0/1 files %s/%s", committed, through,
+		keys, b.store.DB().GetProperty("rocksdb.num-files-at-level0"), b.store.DB().GetProperty("rocksdb.num-files-at-level1"))
+}
+
+// checkCrashed checks that s, played back from the log of crashChild
+// processes, holds every transaction through its checkpoint's, committed
+// or later, and nothing after it, and returns its checkpoint's transaction
+// and how many keys it holds.
+func checkCrashed(t *testing.T, s *Store, committed int) (through int64, keys int) {
+	t.Helper()
+	through = readThrough(t, s)
 	if through < int64(committed) {
-		t.Fatalf("played-back checkpoint reads through %d, but the child committed %d", through, committed)
+		t.Fatalf("played-back checkpoint reads through %d, but transaction %d committed", through, committed)
 	}
-	var got = contents(t, b.store)
+	var got = contents(t, s)
 	for txn := 0; txn <= int(through); txn++ {
 		for j := range crashTxnKeys {
 			if _, ok := got[crashKey(txn, j)]; !ok {
@@ -182,8 +205,7 @@ func TestCrashedProcessPlayback(t *testing.T) {
 	if want := (int(through) + 1) * crashTxnKeys; len(got) != want {
 		t.Fatalf("played-back store holds %d keys, want %d (through txn %d)", len(got), want, through)
 	}
-	t.Logf("killed after commit %d; played back through %d; %d keys; level-0/1 files %s/%s", committed, through,
-		len(got), b.store.DB().GetProperty("rocksdb.num-files-at-level0"), b.store.DB().GetProperty("rocksdb.num-files-at-level1"))
+	return through, len(got)
 }
 
 // Processes recording a store, one after another over one log as a shard's
@@ -217,18 +239,7 @@ func TestChainedCrashesNeverLoseACommit(t *testing.T) {
 		if g == 0 {
 			tune, after = "large", time.Second
 		}
-		var cmd = exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %s %x %s", crashChildEnv, journal,
-			stack.Brokers()[0].Endpoint().GRPCAddr(), t.TempDir(), hints, 0xD0+g, tune))
-		cmd.Stderr = os.Stderr
-		var out, err = cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err = cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		var cmd, out = startCrashChild(t, journal, hints, recoverylog.Author(0xD0+g), tune)
 		var timer = time.AfterFunc(after, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
 
 		var lines = bufio.NewScanner(out)
@@ -254,19 +265,5 @@ func TestChainedCrashesNeverLoseACommit(t *testing.T) {
 
 	var b = openRecorded(t, journal, 0xB2, Options{})
 	defer b.store.Destroy()
-	var through = readThrough(t, b.store)
-	if through < int64(committed) {
-		t.Fatalf("played-back checkpoint reads through %d, but transaction %d committed", through, committed)
-	}
-	var got = contents(t, b.store)
-	for txn := 0; txn <= int(through); txn++ {
-		for j := range crashTxnKeys {
-			if _, ok := got[crashKey(txn, j)]; !ok {
-				t.Fatalf("committed key %s is missing", crashKey(txn, j))
-			}
-		}
-	}
-	if want := (int(through) + 1) * crashTxnKeys; len(got) != want {
-		t.Fatalf("played-back store holds %d keys, want %d (through txn %d)", len(got), want, through)
-	}
+	checkCrashed(t, b.store, committed)
 }
