@@ -14,10 +14,11 @@ import (
 )
 
 // cPointer returns the C object that v, a *grocksdb.DB, ReadOptions,
-// Options or Cache, wraps: the first field of each. grocksdb exposes no way
-// to reach it, and the store calls RocksDB through its shim for reads (see
-// get) and for what grocksdb lacks (a WriteBufferManager: see Budget).
-func cPointer[T grocksdb.DB | grocksdb.ReadOptions | grocksdb.Options | grocksdb.Cache](v *T) (unsafe.Pointer, error) {
+// WriteOptions, Options or Cache, wraps: the first field of each. grocksdb
+// exposes no way to reach it, and the store calls RocksDB through its shim
+// for reads (see get), for writes (see batchBuffer) and for what grocksdb
+// lacks (a WriteBufferManager: see Budget).
+func cPointer[T grocksdb.DB | grocksdb.ReadOptions | grocksdb.WriteOptions | grocksdb.Options | grocksdb.Cache](v *T) (unsafe.Pointer, error) {
 	var f = reflect.TypeFor[T]().Field(0)
 	if f.Offset != 0 || f.Type.Kind() != reflect.Pointer || f.Name != "c" {
 		return nil, fmt.Errorf("%s layout changed: its first field is %s %s", reflect.TypeFor[T](), f.Name, f.Type)

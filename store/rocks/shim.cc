@@ -16,6 +16,7 @@
 #include "rocksdb/file_system.h"
 #include "rocksdb/options.h"
 #include "rocksdb/perf_level.h"
+#include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
 
 // The C API's handles, as laid out by rocksdb's c.cc (7.8).
@@ -330,6 +331,64 @@ struct rocksdb_t {
 struct rocksdb_readoptions_t {
   rocksdb::ReadOptions rep;
 };
+
+// The C API's handle of write options, as laid out by rocksdb's c.cc (7.8).
+struct rocksdb_writeoptions_t {
+  rocksdb::WriteOptions rep;
+};
+
+namespace {
+
+// RepBatch is a WriteBatch made from its representation, which it gives
+// back once written: the buffer of one commit's batch is that of the next.
+class RepBatch : public rocksdb::WriteBatch {
+ public:
+  explicit RepBatch(std::string&& rep) : rocksdb::WriteBatch(std::move(rep)) {}
+  std::string Release() { return std::move(rep_); }
+};
+
+// A batch buffer kept past this size is released after a write of less
+// than a quarter of it: one large commit doesn't hold its memory for good.
+constexpr size_t kBatchKeep = 8 << 20;
+
+}  // namespace
+
+extern "C" void* gc_batch_new() { return new std::string(); }
+
+extern "C" void gc_batch_free(void* b) { delete static_cast<std::string*>(b); }
+
+extern "C" char* gc_batch_reserve(void* b, size_t n, char** err) {
+  *err = nullptr;
+  try {
+    std::string* s = static_cast<std::string*>(b);
+    s->resize(n);
+    return s->data();
+  } catch (const std::exception& ex) {
+    *err = strdup(ex.what());
+    return nullptr;
+  }
+}
+
+extern "C" char* gc_batch_write(void* c_db, void* c_wo, void* b, size_t n) {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);  // As gc_get.
+  std::string* s = static_cast<std::string*>(b);
+  try {
+    s->resize(n);
+    RepBatch wb(std::move(*s));
+    rocksdb::Status st =
+        static_cast<rocksdb_t*>(c_db)->rep->Write(static_cast<rocksdb_writeoptions_t*>(c_wo)->rep, &wb);
+    *s = wb.Release();
+    if (s->capacity() > kBatchKeep && n < s->capacity() / 4) {
+      std::string().swap(*s);
+    }
+    if (!st.ok()) {
+      return strdup(st.ToString().c_str());
+    }
+    return nullptr;
+  } catch (const std::exception& ex) {
+    return strdup(ex.what());
+  }
+}
 
 extern "C" int64_t gc_multiget(void* c_db, void* c_ro, const char* keys, const int64_t* ends, size_t n, int64_t* lens,
                                char* buf, size_t cap, char** err) {

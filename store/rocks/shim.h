@@ -35,6 +35,26 @@ int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_len, char* bu
 int64_t gc_multiget(void* c_db, void* c_ro, const char* keys, const int64_t* ends, size_t n, int64_t* lens, char* buf,
                     size_t cap, char** err);
 
+// gc_batch_new returns a buffer of WriteBatch representations, as an
+// opaque handle to be released with gc_batch_free: each write reuses the
+// memory of the one before it.
+void* gc_batch_new(void);
+
+// gc_batch_free releases the buffer of gc_batch_new.
+void gc_batch_free(void* b);
+
+// gc_batch_reserve sizes the buffer b to n bytes and returns its first, for
+// the caller to write a WriteBatch's representation into (up to n bytes),
+// or NULL and an error message in *err, to be freed by the caller.
+char* gc_batch_reserve(void* b, size_t n, char** err);
+
+// gc_batch_write writes the WriteBatch whose representation is the first n
+// bytes of b (at least its 12-byte header) to c_db (a rocksdb_t) with c_wo (a
+// rocksdb_writeoptions_t), with RocksDB's performance counters off on the
+// calling thread, keeping the buffer's memory for the next. It returns NULL,
+// or an error message to be freed by the caller.
+char* gc_batch_write(void* c_db, void* c_wo, void* b, size_t n);
+
 // gc_scan_new returns an iterator of c_db with c_ro, at the first key at or
 // after start, as an opaque handle to be released with gc_scan_free.
 void* gc_scan_new(void* c_db, void* c_ro, const char* start, size_t start_len);

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	goruntime "runtime"
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
@@ -55,6 +54,8 @@ type Store struct {
 	db     *grocksdb.DB
 	cdb    unsafe.Pointer // The rocksdb_t of db, for get.
 	cro    unsafe.Pointer // The rocksdb_readoptions_t of ro, for get.
+	cwo    unsafe.Pointer // The rocksdb_writeoptions_t of wo, for batch.
+	batch  *batchBuffer   // Representations of the batches written.
 
 	rows    *rowCache      // Rows as of the last settled commit; nil if disabled.
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
@@ -179,10 +180,14 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
-	if s.cdb, s.cro, err = cHandles(s.db, s.ro); err != nil {
+	if s.cdb, s.cro, err = cHandles(s.db, s.ro); err == nil {
+		s.cwo, err = cPointer(s.wo)
+	}
+	if err != nil {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
+	s.batch = newBatchBuffer()
 	s.Store = txnkv.New(dir, (*database)(s))
 	if lc, ok := rec.(logCompacter); ok {
 		var policy, every = o.logCompaction()
@@ -302,10 +307,10 @@ func (d *database) Checkpoint() ([]byte, error) { return reader{db: d.db, ro: d.
 // Write writes w and the checkpoint to the database as one WriteBatch; the
 // returned future resolves once the recovery log holds the write.
 func (d *database) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, error) {
-	var rep = appendBatch(make([]byte, 0, batchLen(w, len(checkpointKey)+len(checkpoint))), w, checkpointKey, checkpoint)
-	var wb = grocksdb.WriteBatchFrom(rep)
-	defer wb.Destroy()
-	if err := d.write(wb); err != nil {
+	var err = d.batch.write(d.cdb, d.cwo, batchLen(w, len(checkpointKey)+len(checkpoint)), func(b []byte) []byte {
+		return appendBatch(b, w, checkpointKey, checkpoint)
+	})
+	if err != nil {
 		if rerr := d.rec.failure(); rerr != nil {
 			return nil, fmt.Errorf("recording: %w (rocksdb: %v)", rerr, err)
 		}
@@ -432,18 +437,6 @@ func (r reader) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 // Checkpoint reads the checkpoint of the last commit written.
 func (r reader) Checkpoint() ([]byte, error) { return r.db.GetBytes(r.ro, checkpointKey) }
 
-// write writes wb to the database with RocksDB's per-thread performance
-// counters off on the writing thread. They are on by default, and counting
-// every key comparison of a memtable insert takes about a third of the time
-// of a write of many rows (with the shared librocksdb, each count is a
-// lookup of thread-local storage).
-func (d *database) write(wb *grocksdb.WriteBatch) error {
-	goruntime.LockOSThread() // The level is the thread's: write on that thread.
-	defer goruntime.UnlockOSThread()
-	grocksdb.SetPerfLevel(grocksdb.KDisable)
-	return d.db.Write(d.wo, wb)
-}
-
 // Destroy closes the database, abandoning the current transaction and any
 // commit still waiting, and removes the store's local files.
 func (s *Store) Destroy() {
@@ -470,6 +463,9 @@ func (s *Store) release() {
 	if s.db != nil {
 		s.db.Close()
 		s.db = nil
+	}
+	if s.batch != nil {
+		s.batch.free()
 	}
 	s.ro.Destroy()
 	s.wo.Destroy()

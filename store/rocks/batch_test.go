@@ -1,0 +1,82 @@
+package rocks
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gazconsumer/gazconsumer/store/txnkv"
+	"github.com/linxGnu/grocksdb"
+)
+
+// Batches built in the reused buffer are written whole, whatever the size of
+// the one before them (larger, smaller, past what the buffer keeps); a batch
+// that outgrows its bound is refused and writes nothing; a freed buffer
+// refuses writes.
+func TestBatchBufferWritesBatchesOfEverySize(t *testing.T) {
+	var opts = grocksdb.NewDefaultOptions()
+	defer opts.Destroy()
+	opts.SetCreateIfMissing(true)
+	var db, err = grocksdb.OpenDb(opts, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var wo = grocksdb.NewDefaultWriteOptions()
+	defer wo.Destroy()
+	var ro = grocksdb.NewDefaultReadOptions()
+	defer ro.Destroy()
+	cdb, err := cPointer(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cwo, err := cPointer(wo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b = newBatchBuffer()
+
+	// Rows of 1 KiB: 20,000 of them are past the 8 MiB the buffer keeps
+	// after a smaller write.
+	for round, rows := range []int{2000, 3, 20000, 1, 20000, 500} {
+		var ov = txnkv.NewOverlay()
+		for i := range rows {
+			ov.Put(fmt.Appendf(nil, "round-%d/key-%06d", round, i), bytes.Repeat([]byte{byte(round + i)}, 1024))
+		}
+		var cp = fmt.Appendf(nil, "checkpoint %d", round)
+		if err := b.write(cdb, cwo, batchLen(ov, len(checkpointKey)+len(cp)), func(buf []byte) []byte {
+			return appendBatch(buf, ov, checkpointKey, cp)
+		}); err != nil {
+			t.Fatalf("round %d (%d rows): %v", round, rows, err)
+		}
+		for _, i := range []int{0, rows / 2, rows - 1} {
+			var v, err = db.GetBytes(ro, fmt.Appendf(nil, "round-%d/key-%06d", round, i))
+			if err != nil || !bytes.Equal(v, bytes.Repeat([]byte{byte(round + i)}, 1024)) {
+				t.Fatalf("round %d: row %d is %d bytes (%v)", round, i, len(v), err)
+			}
+		}
+		if v, _ := db.GetBytes(ro, checkpointKey); !bytes.Equal(v, cp) {
+			t.Fatalf("round %d: checkpoint %q, want %q", round, v, cp)
+		}
+	}
+
+	// A build which appends past its bound lands in Go memory: refused.
+	err = b.write(cdb, cwo, 64, func(buf []byte) []byte {
+		var ov = txnkv.NewOverlay()
+		ov.Put([]byte("outgrown"), bytes.Repeat([]byte("x"), 100))
+		return appendBatch(buf, ov, nil, nil)
+	})
+	if err == nil || !strings.Contains(err.Error(), "outgrew its bound of 64") {
+		t.Fatalf("outgrown batch: got %v", err)
+	}
+	if v, _ := db.GetBytes(ro, []byte("outgrown")); v != nil {
+		t.Fatalf("an outgrown batch was written: %q", v)
+	}
+
+	b.free()
+	b.free() // Twice is harmless.
+	if err = b.write(cdb, cwo, 64, func(buf []byte) []byte { return buf }); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("write after free: got %v", err)
+	}
+}
