@@ -73,11 +73,14 @@ type Stats struct {
 	// dead-letter journal under their failure policies.
 	DeadLettered int
 	// Fired are the rows expired and timers fired (see runtime.Timekeeper).
-	Fired    int
-	Bytes    int64         // Bytes of messages consumed.
-	Began    time.Time     // First message consumed.
-	Consume  time.Duration // From Began until FinalizeTxn.
-	Stalled  time.Duration // Time spent waiting on the predecessor after MaxDuration.
+	Fired   int
+	Bytes   int64         // Bytes of messages consumed.
+	Began   time.Time     // First message consumed.
+	Consume time.Duration // From Began until FinalizeTxn.
+	Stalled time.Duration // Time spent waiting on the predecessor after MaxDuration.
+	// Hurried is the time from Began until the transaction saw its shard
+	// hurry (Pipeline.Hurry) and took no more reads; zero if it did not.
+	Hurried  time.Duration
 	Finalize time.Duration // FinalizeTxn through StartCommit.
 	Commit   time.Duration // StartCommit until the commit resolved.
 	Ack      time.Duration // Commit until acknowledgements were written.
@@ -281,6 +284,9 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				// It takes no more, as at MaxDuration: its successor
 				// consumes what it has taken and not yet consumed.
 				cur.reads = nil
+				if cur.began && cur.stats.Hurried == 0 {
+					cur.stats.Hurried = max(time.Nanosecond, p.Clock.Now().Sub(cur.stats.Began))
+				}
 			} else {
 				// It may not hurry: it consumes nothing while the shard
 				// hurries, so that the commits in flight, and their

@@ -656,8 +656,13 @@ func TestHurriedTransactionTakesNoMoreReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if s := <-h.stats; s.Messages != 1 {
+		var s = <-h.stats
+		if s.Messages != 1 {
 			t.Fatalf("transaction %d stats = %+v, want 1 message", i+1, s)
+		}
+		// The first saw its shard hurry, the second did not.
+		if hurried := s.Hurried != 0; hurried != (i == 0) {
+			t.Fatalf("transaction %d stats = %+v: Hurried %s", i+1, s, s.Hurried)
 		}
 	}
 }
