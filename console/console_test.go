@@ -107,6 +107,9 @@ func TestConsoleReadsAGroup(t *testing.T) {
 	if err := sc.WaitCaughtUp(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := sc.WaitStandbys(ctx); err != nil { // BACKFILL until they tail their logs.
+		t.Fatal(err)
+	}
 	var c = newConsole(t, brokerconn.Security{})
 
 	var first = c.s.sample(ctx)

@@ -347,6 +347,62 @@ func WaitStatus(ctx context.Context, etcd *clientv3.Client, prefix string, id pc
 	}
 }
 
+// WaitStandbys waits until every hot standby that the spec of shard id asks
+// for tails its recovery log: as many of its assignments have status
+// STANDBY (a standby is BACKFILL while it plays the log up to its head),
+// and every live member's view of etcd shows it, as its Shard API and
+// metrics report it.
+func (c *Cluster) WaitStandbys(ctx context.Context, id pc.ShardID) error {
+	var rev, err = WaitStandbys(ctx, c.Stack.Etcd(), c.Prefix, id)
+	if err != nil {
+		return err
+	}
+	for _, m := range c.Live() {
+		var ks = m.Svc.KeySpace()
+		ks.Mu.RLock()
+		err = ks.WaitForRevision(ctx, rev)
+		ks.Mu.RUnlock()
+		if err != nil {
+			return fmt.Errorf("member %s seeing the standbys of shard %s: %w", m.ID().Suffix, id, err)
+		}
+	}
+	return nil
+}
+
+// WaitStandbys waits until every hot standby that the spec of shard id, of
+// the application under prefix in etcd, asks for has status STANDBY, and
+// returns the etcd revision at which they had.
+func WaitStandbys(ctx context.Context, etcd *clientv3.Client, prefix string, id pc.ShardID) (int64, error) {
+	var ks = groupkeys.NewKeySpace(prefix)
+	var item, assignments = allocator.ItemKey(ks, id.String()), allocator.ItemAssignmentsPrefix(ks, id.String())
+	for {
+		var spec pc.ShardSpec
+		var standbys int
+		var resp, err = etcd.Txn(ctx).Then(clientv3.OpGet(item), clientv3.OpGet(assignments, clientv3.WithPrefix())).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("reading shard %s and its assignments: %w", id, err)
+		}
+		var items, assigned = resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(items) != 0 {
+			if err = spec.Unmarshal(items[0].Value); err != nil {
+				return 0, fmt.Errorf("decoding the spec of shard %s: %w", id, err)
+			}
+		}
+		for _, kv := range assigned {
+			var st pc.ReplicaStatus
+			if st.Unmarshal(kv.Value) == nil && st.Code == pc.ReplicaStatus_STANDBY {
+				standbys++
+			}
+		}
+		if len(items) != 0 && standbys >= int(spec.HotStandbys) {
+			return resp.Header.Revision, nil
+		}
+		if err = sleep(ctx, PollInterval); err != nil {
+			return 0, fmt.Errorf("shard %s has %d of its %d standbys STANDBY: %w", id, standbys, spec.HotStandbys, err)
+		}
+	}
+}
+
 // WriteHead returns the write head of journal.
 func WriteHead(ctx context.Context, jc pb.RoutedJournalClient, journal pb.Journal) (pb.Offset, error) {
 	var resp, err = client.Append(ctx, jc, pb.AppendRequest{Journal: journal})

@@ -90,6 +90,7 @@ func TestCrashFailsShardsOverToStandbysWithExactState(t *testing.T) {
 	var feed = c.NewFeed(feedCtx)
 	must(t, feed.Publish(800))
 	must(t, c.WaitCaughtUp(ctx))
+	must(t, c.WaitStandbys(ctx)) // BACKFILL until they tail their logs.
 
 	// Gazette's own gazctl lists the shards through a member's Shard API,
 	// each with its primary and its standby.

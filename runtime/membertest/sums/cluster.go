@@ -72,6 +72,17 @@ func (c *Cluster) WaitCaughtUp(ctx context.Context) error {
 	return nil
 }
 
+// WaitStandbys waits until each shard's hot standbys tail its recovery
+// log (membertest.Cluster.WaitStandbys).
+func (c *Cluster) WaitStandbys(ctx context.Context) error {
+	for i := range c.Shards {
+		if err := c.Cluster.WaitStandbys(ctx, ShardID(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Feed publishes Adds to the shards' inputs, committed, and keeps the sums
 // they add up to.
 type Feed struct {
