@@ -19,7 +19,9 @@ import (
 // generation of hints and from the start stays byte-identical, and pruning
 // deletes only fragments which no kept generation needs.
 func TestCompactionThenPrune(t *testing.T) {
-	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	// Long enough for a broker's persister to persist a fragment it queued
+	// (one whose first persist failed): up to three ticks, a minute apart.
+	var ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var journal = newLog(t)
 	var m = newMirror(t, journal, nil, 0xA1)

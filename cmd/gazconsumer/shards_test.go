@@ -65,7 +65,12 @@ func TestShardsHintsPrintsStoredGenerations(t *testing.T) {
 }
 
 func TestShardsRecoveryReportsAndPrunes(t *testing.T) {
-	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	// Long enough for a broker's persister to retry a fragment whose first
+	// persist failed, or that completed while the broker did not yet know
+	// itself its journal's primary: it queues those, and persists them on
+	// its ticks, a minute apart, up to three ticks later (CI: none of 21
+	// fragments was persisted within the minute this test once allowed).
+	var ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stack = devstacktest.StartT(t, devstacktest.Journals("recovery", 1, 32<<10))
 	var spec = &pc.ShardSpec{
