@@ -357,13 +357,29 @@ func (c *Cluster) WaitStandbys(ctx context.Context, id pc.ShardID) error {
 	if err != nil {
 		return err
 	}
+	return c.waitLiveAt(ctx, rev)
+}
+
+// WaitSeen waits until every live member's view of etcd (its KeySpace) is
+// as recent as etcd is when it's called: each then routes, and lists, by
+// the specs and assignments written before.
+func (c *Cluster) WaitSeen(ctx context.Context) error {
+	var resp, err = c.Stack.Etcd().Get(ctx, c.Prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("reading etcd's revision: %w", err)
+	}
+	return c.waitLiveAt(ctx, resp.Header.Revision)
+}
+
+// waitLiveAt waits until every live member's KeySpace reached revision rev.
+func (c *Cluster) waitLiveAt(ctx context.Context, rev int64) error {
 	for _, m := range c.Live() {
 		var ks = m.Svc.KeySpace()
 		ks.Mu.RLock()
-		err = ks.WaitForRevision(ctx, rev)
+		var err = ks.WaitForRevision(ctx, rev)
 		ks.Mu.RUnlock()
 		if err != nil {
-			return fmt.Errorf("member %s seeing the standbys of shard %s: %w", m.ID().Suffix, id, err)
+			return fmt.Errorf("member %s seeing etcd revision %d: %w", m.ID().Suffix, rev, err)
 		}
 	}
 	return nil

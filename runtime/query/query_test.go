@@ -76,6 +76,11 @@ func newFixture(t *testing.T, ctx context.Context, n int, edit func(*membertest.
 		}
 	}
 	f.spread()
+	// Each member routes queries by its own view of etcd: it must hold the
+	// specs applied through the other.
+	if err := f.c.WaitSeen(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 
