@@ -169,3 +169,30 @@ func TestStripFieldsOfBadEncoding(t *testing.T) {
 		t.Fatal("stripped a truncated field")
 	}
 }
+
+// FuzzShortField checks that the fields shortField decodes, it decodes as
+// protowire does, whatever the bytes.
+func FuzzShortField(f *testing.F) {
+	f.Add([]byte{0x0a, 0x03, 'a', 'b', 'c'})
+	f.Add([]byte{0x08, 0x96, 0x01})
+	f.Add([]byte{0x0d, 1, 2, 3, 4})
+	f.Add([]byte{0x11, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add([]byte{0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		var num, n, m = shortField(b)
+		if m == 0 {
+			return
+		}
+		var wnum, typ, wn = protowire.ConsumeTag(b)
+		if wn < 0 {
+			t.Fatalf("shortField(%x) = %d, %d, %d; protowire rejects the tag: %v", b, num, n, m, protowire.ParseError(wn))
+		}
+		var wm = protowire.ConsumeFieldValue(wnum, typ, b[wn:])
+		if num != wnum || n != wn || m != wm {
+			t.Fatalf("shortField(%x) = %d, %d, %d; protowire decodes %d, %d, %d", b, num, n, m, wnum, wn, wm)
+		}
+	})
+}

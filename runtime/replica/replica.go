@@ -598,11 +598,16 @@ func (s *Replica) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc
 					}
 					err = fmt.Errorf("reading journal %s (next offset %d): %w", src.Journal, rr.Offset(), err)
 				}
-				var r txn.Read
-				if policy, perr := source.PolicyOf(s.Spec()); undecodable != nil && perr != nil {
-					r = txn.Read{Err: perr}
-				} else {
-					r = policy.ToRead(env, undecodable, err)
+				// The spec's policy is read only for a message that failed to
+				// decode (it may change with the spec; its labels' lookup,
+				// per message, costed a tenth of the reading).
+				var r = source.Policy{}.ToRead(env, nil, err)
+				if undecodable != nil && err == nil {
+					if policy, perr := source.PolicyOf(s.Spec()); perr != nil {
+						r = txn.Read{Err: perr}
+					} else {
+						r = policy.ToRead(env, undecodable, nil)
+					}
 				}
 				if err == nil {
 					r.Lag = max(0, rr.Reader.Response.WriteHead-env.End)

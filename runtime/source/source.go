@@ -341,7 +341,6 @@ func (s *Iter) Read() (env message.Envelope, undecodable *DecodeError, err error
 		}
 		s.wrap = lenient{Message: m, fresh: s.construct != nil}
 		err = s.unmarshal(&s.wrap)
-		var parseErr *csv.ParseError
 		switch {
 		case err == nil:
 			s.end = s.rr.AdjustedOffset(s.br)
@@ -362,7 +361,7 @@ func (s *Iter) Read() (env message.Envelope, undecodable *DecodeError, err error
 			// next offset there is.
 			slog.Warn("source journal offset jump", "journal", s.spec.Name, "from", begin, "to", s.rr.Offset())
 			continue
-		case errors.As(err, &parseErr) || errors.Is(err, message.ErrDesyncDetected):
+		case isParseError(err) || errors.Is(err, message.ErrDesyncDetected):
 			// The framing could not tell the message's end; reading goes
 			// on from the next message it finds.
 			s.end = s.rr.AdjustedOffset(s.br)
@@ -372,6 +371,14 @@ func (s *Iter) Read() (env message.Envelope, undecodable *DecodeError, err error
 			return env, nil, fmt.Errorf("framing at offset %d: %w", begin, err)
 		}
 	}
+}
+
+// isParseError reports whether err is a CSV framing's *csv.ParseError. Its
+// target lives here, not in Read, where errors.As would move it to the heap
+// on every message read.
+func isParseError(err error) bool {
+	var parseErr *csv.ParseError
+	return errors.As(err, &parseErr)
 }
 
 // badFrame checks the protobuf frame header at offset begin. If the content

@@ -90,6 +90,7 @@ func (o *Overlay) RollbackToSavepoint() {
 		o.chunks[full-1] = o.chunks[full-1][:n-(full-1)*entryChunk]
 	}
 	o.entries, o.indexed, o.bytes = n, min(o.indexed, n), sp.bytes
+	o.found = 0
 	// What was rolled back is written anew, if at all, from here on.
 	clear(sp.saved)
 	clear(sp.undo)

@@ -142,6 +142,19 @@ func FuzzSavepoint(f *testing.F) {
 			var key = fmt.Sprintf("k%d", op%23)
 			switch op % 8 {
 			case 0, 1, 2:
+				// Ops 1 and 2 read a key first, as a handler does before a
+				// write: 1 the key written (which the write then takes
+				// without a lookup), 2 another.
+				if op%8 != 0 {
+					var read = key
+					if op%8 == 2 {
+						read = fmt.Sprintf("k%d", (op/8)%23)
+					}
+					var e, ok = o.FindForWrite([]byte(read), txnkv.HashKey([]byte(read)))
+					if want, had := m[read]; ok != had || ok && (e.Deleted != (want == nil) || !bytes.Equal(e.Value, want)) {
+						t.Fatalf("op %d: FindForWrite(%q) = %+v, %v; want %q, %v", i, read, e, ok, want, had)
+					}
+				}
 				var v = bytes.Repeat([]byte{op}, int(op%5))
 				o.Put([]byte(key), v)
 				m[key] = v

@@ -630,7 +630,7 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	var h = HashKey(key)
-	if e, ok := s.txn.GetHashed(key, h); ok {
+	if e, ok := s.txn.FindForWrite(key, h); ok {
 		return e.Value, !e.Deleted, nil
 	} else if s.pending != nil {
 		// A commit still in flight, whose writes may or may not be in the
