@@ -99,7 +99,8 @@ func startSums(t *testing.T, ctx context.Context, name string, members int, edit
 func TestConsoleReadsAGroup(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var sc = startSums(t, ctx, "cread", 2, nil)
+	var name = stack.Name("cread") // Anew in each run of go test -count=N.
+	var sc = startSums(t, ctx, name, 2, nil)
 	var feed = sc.NewFeed(ctx)
 	if err := feed.Publish(200); err != nil {
 		t.Fatal(err)
@@ -113,10 +114,10 @@ func TestConsoleReadsAGroup(t *testing.T) {
 	var c = newConsole(t, brokerconn.Security{})
 
 	var first = c.s.sample(ctx)
-	var g = first.Group("cread")
+	var g = first.Group(name)
 	if g == nil {
-		t.Fatalf("no group cread in %+v", first)
-	} else if g.Prefix != "/gazette/consumers/cread" || len(g.Members) != 2 || len(g.Shards) != 2 || len(g.Errors) != 0 {
+		t.Fatalf("no group %s in %+v", name, first)
+	} else if g.Prefix != "/gazette/consumers/"+name || len(g.Members) != 2 || len(g.Shards) != 2 || len(g.Errors) != 0 {
 		t.Fatalf("group %+v, errors %v", g, g.Errors)
 	}
 	var primaries int
@@ -160,7 +161,7 @@ func TestConsoleReadsAGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second = c.s.sample(ctx)
-	for _, sh := range second.Group("cread").Shards {
+	for _, sh := range second.Group(name).Shards {
 		if sh.MsgRate <= 0 || sh.TxnRate <= 0 {
 			t.Errorf("shard %s: rates %v, %v", sh.ID, sh.MsgRate, sh.TxnRate)
 		}
@@ -170,20 +171,20 @@ func TestConsoleReadsAGroup(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("/: %d\n%s", code, page)
 	}
-	expect(t, "the consumers page", page, `data-group="cread"`, `data-shard="shard-0" data-status="PRIMARY"`, "cread-a", "cread-b", `data-src="/api/series?group=cread"`)
-	if code, page = get(t, c, "/?fragment=1"); code != http.StatusOK || strings.Contains(page, "<html") || !strings.Contains(page, `data-group="cread"`) {
+	expect(t, "the consumers page", page, `data-group="`+name+`"`, `data-shard="shard-0" data-status="PRIMARY"`, name+"-a", name+"-b", `data-src="/api/series?group=`+name+`"`)
+	if code, page = get(t, c, "/?fragment=1"); code != http.StatusOK || strings.Contains(page, "<html") || !strings.Contains(page, `data-group="`+name+`"`) {
 		t.Errorf("/?fragment=1: %d\n%s", code, page)
 	}
-	code, page = get(t, c, "/shard?group=cread&id=shard-1")
+	code, page = get(t, c, "/shard?group="+name+"&id=shard-1")
 	if code != http.StatusOK {
 		t.Fatalf("/shard: %d\n%s", code, page)
 	}
-	expect(t, "the shard page", page, "cread/input/part-1", `id="shard-lag" data-lag="0"`, "STANDBY", "cread/recovery/shard-1", "consume")
-	if code, page = get(t, c, "/shard?group=cread&id=shard-9"); code != http.StatusNotFound || !strings.Contains(page, `consumer group cread has no shard &#34;shard-9&#34;`) {
+	expect(t, "the shard page", page, name+"/input/part-1", `id="shard-lag" data-lag="0"`, "STANDBY", name+"/recovery/shard-1", "consume")
+	if code, page = get(t, c, "/shard?group="+name+"&id=shard-9"); code != http.StatusNotFound || !strings.Contains(page, `consumer group `+name+` has no shard &#34;shard-9&#34;`) {
 		t.Errorf("the page of a missing shard: %d\n%s", code, page)
 	}
 
-	code, page = get(t, c, "/api/series?group=cread")
+	code, page = get(t, c, "/api/series?group="+name)
 	var series Series
 	if err := json.Unmarshal([]byte(page), &series); err != nil || code != http.StatusOK {
 		t.Fatalf("/api/series: %d %v\n%s", code, err, page)
@@ -199,24 +200,24 @@ func TestConsoleReadsAGroup(t *testing.T) {
 	}
 	code, page = get(t, c, "/api/reading")
 	var reading Reading
-	if err := json.Unmarshal([]byte(page), &reading); err != nil || code != http.StatusOK || reading.Group("cread") == nil {
+	if err := json.Unmarshal([]byte(page), &reading); err != nil || code != http.StatusOK || reading.Group(name) == nil {
 		t.Errorf("/api/reading: %d %v\n%s", code, err, page)
 	}
 
-	code, page = get(t, c, "/journals?l=name:prefix=cread/")
+	code, page = get(t, c, "/journals?l=name:prefix="+name+"/")
 	if code != http.StatusOK {
 		t.Fatalf("/journals: %d\n%s", code, page)
 	}
-	expect(t, "the journals page", page, "cread/input/", `data-journal="cread/input/part-0"`, "cread/recovery/")
+	expect(t, "the journals page", page, name+"/input/", `data-journal="`+name+`/input/part-0"`, name+"/recovery/")
 	if strings.Contains(page, `class="error"`) {
 		t.Errorf("the journals page shows an error:\n%s", page)
 	}
-	code, page = get(t, c, "/journal?name=cread/input/part-0")
+	code, page = get(t, c, "/journal?name="+name+"/input/part-0")
 	expect(t, "the journal page", page, "Fragments", "write head")
 	if code != http.StatusOK || strings.Contains(page, "No fragment yet") {
 		t.Errorf("/journal: %d\n%s", code, page)
 	}
-	if code, page = get(t, c, "/journal?name=cread/none"); code != http.StatusNotFound || !strings.Contains(page, "the brokers list no journal") {
+	if code, page = get(t, c, "/journal?name="+name+"/none"); code != http.StatusNotFound || !strings.Contains(page, "the brokers list no journal") {
 		t.Errorf("the page of a missing journal: %d\n%s", code, page)
 	}
 	if code, page = get(t, c, "/journals?l=a%20b%20c"); !strings.Contains(page, `label selector &#34;a b c&#34;`) {
@@ -224,8 +225,8 @@ func TestConsoleReadsAGroup(t *testing.T) {
 	}
 
 	// Its members serve no queries service: the state browser says so.
-	code, page = get(t, c, "/state?group=cread")
-	expect(t, "the state browser", page, "the members of group cread serve no queries service")
+	code, page = get(t, c, "/state?group="+name)
+	expect(t, "the state browser", page, "the members of group "+name+" serve no queries service")
 }
 
 // What the console cannot read is shown, on the page of what it concerns:
@@ -254,7 +255,8 @@ func TestConsoleShowsWhatItCannotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startSums(t, ctx, "csecured", 1, func(c *membertest.Cluster) { c.Verifier, c.Authorizer = keyed, keyed })
+	var secured = stack.Name("csecured")
+	startSums(t, ctx, secured, 1, func(c *membertest.Cluster) { c.Verifier, c.Authorizer = keyed, keyed })
 
 	var c = newConsole(t, brokerconn.Security{})
 	var code, page = get(t, c, "/")
@@ -270,7 +272,7 @@ func TestConsoleShowsWhatItCannotRead(t *testing.T) {
 		!strings.Contains(strings.Join(g.Errors, "\n"), "listing the shards through member gone (http://127.0.0.1:1)") {
 		t.Errorf("the group whose member is down: %+v", g)
 	}
-	var g = rd.Group("csecured")
+	var g = rd.Group(secured)
 	if g == nil || len(g.Shards) != 2 || g.Shards[0].Status != StatusUnknown || !strings.Contains(strings.Join(g.Errors, "\n"), "Unauthenticated") {
 		t.Errorf("the group refusing the console's token: %+v", g)
 	}

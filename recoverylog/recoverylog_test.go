@@ -219,7 +219,7 @@ func TestHotStandbyHandoff(t *testing.T) {
 	b.remove("f3")
 	b.property("CURRENT", []byte("v3"))
 	// Hints go through etcd, as the runtime stores them after commits.
-	var key = "/test/hints/" + t.Name()
+	var key = stack.Name("/test/hints/" + t.Name()) // Anew in each run of go test -count=N.
 	if err = StoreHints(ctx, stack.Etcd(), key, b.hints(), 3); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestRecorderDetectsForeignAppend(t *testing.T) {
 func TestHintsGenerations(t *testing.T) {
 	needStack(t)
 	var ctx = context.Background()
-	var key = "/test/hints/" + t.Name()
+	var key = stack.Name("/test/hints/" + t.Name()) // Anew in each run of go test -count=N.
 	var got, err = FetchHints(ctx, stack.Etcd(), key, 3)
 	if err != nil || len(got) != 3 || got[0] != nil || got[1] != nil || got[2] != nil {
 		t.Fatalf("FetchHints of a missing key: %v, %v", got, err)

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/devstack"
 	"github.com/gazconsumer/gazconsumer/specs"
+	pb "go.gazette.dev/core/broker/protocol"
 	"go.uber.org/goleak"
 )
 
@@ -90,7 +92,44 @@ func Start(ctx context.Context, journalsYAML string) (*Stack, error) {
 }
 
 // Stack is a test stack which removes its directory on Close.
-type Stack struct{ *devstack.Stack }
+type Stack struct {
+	*devstack.Stack
+
+	mu    sync.Mutex
+	names map[string]int // Runs of each name Name gave.
+}
+
+// Name returns base the first time it's asked for base, and base-2, base-3
+// and so on after: a test which names the journals, shards or consumer
+// groups it makes in a stack its package's tests share by Name makes them
+// anew when it runs again in the same process (go test -count=N), rather
+// than failing on (or reading) what its last run left there.
+func (s *Stack) Name(base string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names == nil {
+		s.names = make(map[string]int)
+	}
+	s.names[base]++
+	if n := s.names[base]; n != 1 {
+		return fmt.Sprintf("%s-%d", base, n)
+	}
+	return base
+}
+
+// NewJournal applies a journal of Journals' settings, with fragments of
+// fragmentLength bytes, named by Name(prefix) + "/00", and returns its
+// name; it fails t if it can't.
+func (s *Stack) NewJournal(t testing.TB, prefix string, fragmentLength int64) pb.Journal {
+	t.Helper()
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prefix = s.Name(prefix)
+	if _, err := specs.ApplyJournals(ctx, s.Journals(), "test journal "+prefix, []byte(Journals(prefix, 1, fragmentLength))); err != nil {
+		t.Fatal(err)
+	}
+	return pb.Journal(prefix + "/00")
+}
 
 // Close closes the stack and removes its directory.
 func (s *Stack) Close() error {
