@@ -989,3 +989,29 @@ func TestPipelinePrefetchesTheReadsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A transaction consuming a long run of ready messages polls its timer every
+// pollEvery of them: a tick fired is seen within pollEvery messages.
+func TestPollSeesATickWithinPollEvery(t *testing.T) {
+	var p Pipeline
+	var timer = make(chan time.Time, 1)
+	var cur = &txn{timer: timer}
+	if _, ok := p.poll(cur); ok {
+		t.Fatal("polled a tick of a timer that didn't fire")
+	}
+	var fired = time.Unix(1, 0)
+	timer <- fired
+	for i := 1; ; i++ {
+		if i > pollEvery {
+			t.Fatalf("no tick after %d polls", i)
+		} else if tick, ok := p.poll(cur); ok {
+			if !tick.Equal(fired) {
+				t.Fatalf("polled tick %v, want %v", tick, fired)
+			}
+			break
+		}
+	}
+	if len(timer) != 0 {
+		t.Fatal("the tick is still in its channel")
+	}
+}
