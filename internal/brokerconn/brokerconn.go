@@ -64,6 +64,7 @@ func DialSecure(ep pb.Endpoint, router pb.DispatchRouter, sec Security) (pb.Rout
 		// per-stream flow control only, as Gazette's own clients do.
 		grpc.WithInitialConnWindowSize(math.MaxInt32),
 		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig": [{"%s":{}}]}`, pb.DispatcherGRPCBalancerName)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{})),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dialing broker %s: %w", ep, err)
