@@ -599,8 +599,8 @@ func (s *Replica) startReading(ctx context.Context, wg *sync.WaitGroup, spec *pc
 					err = fmt.Errorf("reading journal %s (next offset %d): %w", src.Journal, rr.Offset(), err)
 				}
 				// The spec's policy is read only for a message that failed to
-				// decode (it may change with the spec; its labels' lookup,
-				// per message, costed a tenth of the reading).
+				// decode (it may change with the spec; looking its labels up
+				// for every message cost a tenth of the reading).
 				var r = source.Policy{}.ToRead(env, nil, err)
 				if undecodable != nil && err == nil {
 					if policy, perr := source.PolicyOf(s.Spec()); perr != nil {
