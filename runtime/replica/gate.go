@@ -81,7 +81,22 @@ type splitHold struct {
 	mu      sync.Mutex
 	since   time.Time // When taken; zero if none is.
 	release func()
-	held    atomic.Bool // Whether since is set, read without mu.
+	held    atomic.Bool   // Whether since is set, read without mu.
+	taking  chan struct{} // Closed as the hold is taken; nil until asked for, and once released.
+}
+
+// hurried returns a channel closed once the hold is taken (at once, if it
+// is): the primary's pipeline waits on it (txn.Pipeline.Hurried).
+func (h *splitHold) hurried() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.taking == nil {
+		h.taking = make(chan struct{})
+		if !h.since.IsZero() {
+			close(h.taking)
+		}
+	}
+	return h.taking
 }
 
 // take takes the hold of the primary of shard id on g, unless one is
@@ -94,6 +109,9 @@ func (h *splitHold) take(g *readGate, id pc.ShardID) {
 	}
 	h.since, h.release = time.Now(), g.hold(splitYield)
 	h.held.Store(true)
+	if h.taking != nil {
+		close(h.taking)
+	}
 	slog.Debug("primary holds its reads until it splits its state", "shard", id)
 }
 
@@ -112,5 +130,6 @@ func (h *splitHold) committed(finalized time.Time) {
 		h.release()
 		h.since, h.release = time.Time{}, nil
 		h.held.Store(false)
+		h.taking = nil // The next hold closes a new one.
 	}
 }

@@ -532,6 +532,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 		Committed:            s.committed,
 		Progress:             s.readIdle,
 		Hurry:                s.split.taken,
+		Hurried:              s.split.hurried,
 		Skip:                 s.skip,
 	}
 	err = pipeline.Run(s.ctx, cp, reads)

@@ -166,6 +166,12 @@ type Pipeline struct {
 	// split commits, so that the shards it's split to may read it sooner.
 	// It's called often: it must be cheap.
 	Hurry func() bool
+	// Hurried, if set, returns a channel closed once the shard hurries (as
+	// Hurry then reports): a transaction that has begun, waiting on nothing
+	// but its predecessor's commit or its timer (the shard's readers, held
+	// as it hurries, deliver nothing), hurries at once rather than when one
+	// of them ends. A nil channel never closes.
+	Hurried func() <-chan struct{}
 	// Skip records a Read whose content could not be decoded, within the
 	// current transaction: it may publish through pub, and its error fails
 	// the shard. A Read to skip fails the shard if Skip is nil.
@@ -392,8 +398,14 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 				return err
 			}
 		}
+		var hurried <-chan struct{}
+		if p.Hurried != nil && cur.began && cur.stats.Hurried == 0 {
+			hurried = p.Hurried()
+		}
 
 		select {
+		case <-hurried:
+			// The shard hurries: the loop's top sees it.
 		case <-cur.due:
 			// Something fell due while no transaction ran: one begins, and
 			// fires it.

@@ -1015,3 +1015,44 @@ func TestPollSeesATickWithinPollEvery(t *testing.T) {
 		t.Fatal("the tick is still in its channel")
 	}
 }
+
+// A transaction waiting for its predecessor's commit, past its minimum
+// duration, with no read to wake it (the shard's readers are held as it
+// hurries), hurries as soon as the shard does: it finalizes, without a
+// read, and its commit is in flight beside its predecessor's.
+func TestHurryWakesATransactionWaitingForItsPredecessor(t *testing.T) {
+	var h = newHarness(t, false)
+	var hurry = hurrying(h)
+	var hurried = make(chan struct{})
+	h.pipeline.Hurried = func() <-chan struct{} { return hurried }
+	h.run()
+
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var first, _ = h.commit()
+
+	h.send("b", message.Flag_OUTSIDE_TXN)
+	h.expect("consume b")
+	h.clock.Advance(minDur)
+	h.expectNone() // It waits for its predecessor.
+	hurry.Store(true)
+	close(hurried) // No read follows.
+	h.expect("finalize")
+	var second, cp = h.commit()
+	if got := cp.Sources[journal.Name].ReadThrough; got != 20 {
+		t.Fatalf("the hurried checkpoint reads through %d, want 20", got)
+	}
+	hurry.Store(false)
+	first.Resolve(nil)
+	second.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if s := <-h.stats; (s.Hurried != 0) != (i == 1) {
+			t.Fatalf("transaction %d stats = %+v: Hurried %s", i+1, s, s.Hurried)
+		}
+	}
+}
