@@ -262,6 +262,25 @@ func (h *harness) expectNone() {
 	}
 }
 
+// awaitingPredecessor runs a first transaction, of message a, until it
+// commits, and a second, of message b, which consumes while the first
+// commits but, past its minimum duration, waits for the first's commit: it
+// returns that commit.
+func (h *harness) awaitingPredecessor() *client.AsyncOperation {
+	h.t.Helper()
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var first, _ = h.commit()
+
+	h.send("b", message.Flag_OUTSIDE_TXN)
+	h.expect("consume b")
+	h.clock.Advance(minDur)
+	h.expectNone() // It waits for its predecessor.
+	return first
+}
+
 func (h *harness) commit() (*client.AsyncOperation, pc.Checkpoint) {
 	h.t.Helper()
 	select {
@@ -508,18 +527,9 @@ func TestSuccessorConsumesButWaitsForPredecessorCommit(t *testing.T) {
 	var h = newHarness(t, false)
 	h.run()
 
-	h.send("a", message.Flag_OUTSIDE_TXN)
-	h.expect("consume a")
-	h.clock.Advance(minDur)
-	h.expect("finalize")
-	var first, _ = h.commit()
-
-	// The successor consumes while its predecessor commits...
-	h.send("b", message.Flag_OUTSIDE_TXN)
-	h.expect("consume b")
-	// ...but may not finalize before the predecessor has committed.
-	h.clock.Advance(minDur)
-	h.expectNone()
+	// The successor consumes while its predecessor commits, but may not
+	// finalize before the predecessor has committed.
+	var first = h.awaitingPredecessor()
 	// At MaxDuration it stalls: it reads no further message.
 	h.clock.Advance(maxDur - minDur)
 	h.send("c", message.Flag_OUTSIDE_TXN)
@@ -561,16 +571,7 @@ func TestHurriedTransactionCommitsBesideItsPredecessor(t *testing.T) {
 		var hurry = hurrying(h)
 		h.run()
 
-		h.send("a", message.Flag_OUTSIDE_TXN)
-		h.expect("consume a")
-		h.clock.Advance(minDur)
-		h.expect("finalize")
-		var first, _ = h.commit()
-
-		h.send("b", message.Flag_OUTSIDE_TXN)
-		h.expect("consume b")
-		h.clock.Advance(minDur)
-		h.expectNone() // Not hurrying: it waits for its predecessor.
+		var first = h.awaitingPredecessor() // Not hurrying.
 		hurry.Store(true)
 		h.send("c", message.Flag_OUTSIDE_TXN) // Asked again as it reads.
 		h.expect("finalize")
@@ -1027,16 +1028,7 @@ func TestHurryWakesATransactionWaitingForItsPredecessor(t *testing.T) {
 	h.pipeline.Hurried = func() <-chan struct{} { return hurried }
 	h.run()
 
-	h.send("a", message.Flag_OUTSIDE_TXN)
-	h.expect("consume a")
-	h.clock.Advance(minDur)
-	h.expect("finalize")
-	var first, _ = h.commit()
-
-	h.send("b", message.Flag_OUTSIDE_TXN)
-	h.expect("consume b")
-	h.clock.Advance(minDur)
-	h.expectNone() // It waits for its predecessor.
+	var first = h.awaitingPredecessor()
 	hurry.Store(true)
 	close(hurried) // No read follows.
 	h.expect("finalize")
