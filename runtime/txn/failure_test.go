@@ -131,9 +131,11 @@ func TestHandlerDeadLetterWithinTheTransactionsBounds(t *testing.T) {
 		recorded = append(recorded, cause)
 		return nil
 	}
-	h.run()
+	// Both are read before the pipeline runs: a's retry wait passes the
+	// minimum duration, and b must be there for the transaction to go on.
 	h.send("a", message.Flag_OUTSIDE_TXN)
 	h.send("b", message.Flag_OUTSIDE_TXN)
+	h.run()
 	h.expect("consume a", "consume a", "consume b")
 	h.clock.Advance(minDur)
 	h.expect("finalize")
