@@ -12,7 +12,8 @@ import (
 
 // A primary splitting its state for a rescale yields its processors: its
 // readers hold their reads, so that its open transaction finishes, and
-// splits, at once rather than after its longest duration, and, if the
+// splits, at once rather than after its longest duration (until that
+// transaction has started its commit), and, if the
 // member is so configured (Config.ForkYield), so that the new shards
 // forking from its store in this member, while they do, have the
 // processors its consumption would take. Holds are short and bounded (a
@@ -20,7 +21,8 @@ import (
 // after Config.ForkYield).
 
 // splitYield bounds how long a primary's readers hold their reads once its
-// spec asks it to split, until a transaction finalized since commits.
+// spec asks it to split, until a transaction finalized since starts its
+// commit.
 const splitYield = 2 * time.Second
 
 // readGate holds a primary's readers while any hold is taken.
@@ -76,7 +78,10 @@ func (g *readGate) wait(ctx context.Context) error {
 }
 
 // splitHold is the hold a primary takes when its spec asks it to split, and
-// releases once a transaction finalized after it commits.
+// releases once a transaction that began to finalize after it has started
+// its commit: that transaction split, and the next may go on consuming (it
+// writes nothing of what the new shards own, so they may fork from any
+// commit from the split's on), while the split commits.
 type splitHold struct {
 	mu      sync.Mutex
 	since   time.Time // When taken; zero if none is.
@@ -115,18 +120,19 @@ func (h *splitHold) take(g *readGate, id pc.ShardID) {
 	slog.Debug("primary holds its reads until it splits its state", "shard", id)
 }
 
-// taken reports whether the hold is taken: the primary has yet to commit
-// its split. Its open transaction then hurries (txn.Pipeline.Hurry): it
+// taken reports whether the hold is taken: the primary has yet to start
+// the commit of its split. Its open transaction then hurries (txn.Pipeline.Hurry): it
 // takes no more reads, splits, and starts its commit without waiting for
 // its predecessor's.
 func (h *splitHold) taken() bool { return h.held.Load() }
 
-// committed releases the hold if the transaction committed, which finalized
-// at finalized, did so after the hold was taken: it split.
-func (h *splitHold) committed(finalized time.Time) {
+// finalized releases the hold if the transaction which has started its
+// commit, and began to finalize at began, did so after the hold was taken:
+// it split.
+func (h *splitHold) finalized(began time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.since.IsZero() && finalized.After(h.since) {
+	if !h.since.IsZero() && began.After(h.since) {
 		h.release()
 		h.since, h.release = time.Time{}, nil
 		h.held.Store(false)

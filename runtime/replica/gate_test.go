@@ -54,18 +54,18 @@ func TestReadGateHolds(t *testing.T) {
 	}
 }
 
-func TestSplitHoldReleasesOnALaterCommit(t *testing.T) {
+func TestSplitHoldReleasesAsALaterFinalizeStartsItsCommit(t *testing.T) {
 	var g readGate
 	var h splitHold
 	var before = time.Now()
 	h.take(&g, "shard-a")
 	h.take(&g, "shard-a") // One hold at most.
-	h.committed(before)   // Finalized before the hold: it did not split.
-	if !waits(t, &g, 10*time.Millisecond) {
+	h.finalized(before)   // Began to finalize before the hold: it did not split.
+	if !waits(t, &g, 10*time.Millisecond) || !h.taken() {
 		t.Fatal("released by the commit of a transaction finalized before the hold")
 	}
-	h.committed(time.Now())
-	if waits(t, &g, 10*time.Millisecond) {
+	h.finalized(time.Now())
+	if waits(t, &g, 10*time.Millisecond) || h.taken() {
 		t.Fatal("not released by the commit of a transaction finalized after the hold")
 	}
 	if g.held.Load() != 0 {

@@ -125,7 +125,8 @@ type Replica struct {
 	hintsNow chan struct{}
 	// gate holds the primary's readers while it yields its processors to
 	// a rescale: split holds it from the spec's asking for a split until
-	// the split commits, and new shards forking from its store hold it.
+	// the split starts its commit, and new shards forking from its store
+	// hold it.
 	gate  readGate
 	split splitHold
 
@@ -530,6 +531,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 		},
 		ProducerPruneHorizon: 24 * time.Hour,
 		Committed:            s.committed,
+		Finalized:            func(st txn.Stats) { s.split.finalized(st.Began.Add(st.Consume)) },
 		Progress:             s.readIdle,
 		Hurry:                s.split.taken,
 		Hurried:              s.split.hurried,
@@ -672,7 +674,6 @@ func (s *Replica) committed(st txn.Stats) {
 		notRunning = max(0, st.Began.Sub(s.preparedAt))
 	}
 	s.preparedAt = st.Began.Add(st.Consume + st.Finalize)
-	s.split.committed(s.preparedAt)
 	shardmetrics.Committed(s.Spec().Id, s.fqn, notRunning, st)
 	s.progress.Lock()
 	for j, src := range st.Checkpoint.Sources {

@@ -147,6 +147,9 @@ type Pipeline struct {
 	// Committed, if set, is told of each transaction once it is fully
 	// committed and acknowledged.
 	Committed func(Stats)
+	// Finalized, if set, is told of each transaction as it has started its
+	// commit, with its Stats so far: Began, Consume, Hurried and Finalize.
+	Finalized func(Stats)
 	// Progress, if set, is told of reads that begin no transaction (a
 	// duplicate, a rolled-back message, or an acknowledgement read while
 	// no transaction is open) once the transactions before them are done:
@@ -162,8 +165,9 @@ type Pipeline struct {
 	// starting its commit beside its predecessor's, if that's not done,
 	// which the Store orders after it (see runtime.Store.StartCommit). One
 	// that may not hurry consumes nothing meanwhile: its predecessors'
-	// commits go first. A shard splitting its state hurries, until its
-	// split commits, so that the shards it's split to may read it sooner.
+	// commits go first. A shard splitting its state hurries until its
+	// split transaction has started its commit, so that the shards it's
+	// split to may read it sooner.
 	// It's called often: it must be cheap.
 	Hurry func() bool
 	// Hurried, if set, returns a channel closed once the shard hurries (as
@@ -952,6 +956,9 @@ func (p *Pipeline) startCommit(cur *txn) error {
 	cur.commit, cur.commitAt = commit, p.Clock.Now()
 	cur.stats.Finalize = cur.commitAt.Sub(cur.finalizeAt)
 	cur.stats.Checkpoint = cp
+	if p.Finalized != nil {
+		p.Finalized(cur.stats)
+	}
 
 	// Acknowledgements let readers consume what the transaction published.
 	// They are appended only once the commit is durable; if this process

@@ -1048,3 +1048,59 @@ func TestHurryWakesATransactionWaitingForItsPredecessor(t *testing.T) {
 		}
 	}
 }
+
+// Finalized is told of a transaction as it has started its commit, before
+// the commit resolves: a shard which hurries until then (as a splitting
+// one does) consumes the next messages while that commit is in flight.
+func TestFinalizedIsToldAsTheCommitStarts(t *testing.T) {
+	var h = newHarness(t, false)
+	var hurry = hurrying(h)
+	var finalized = make(chan Stats, 10)
+	h.pipeline.Finalized = func(s Stats) {
+		hurry.Store(false)
+		finalized <- s
+	}
+	h.run()
+
+	hurry.Store(true)
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	h.clock.Advance(minDur)
+	h.expect("finalize") // Hurried: it took no more reads.
+	var first, cp = h.commit()
+	var told = func() Stats {
+		t.Helper()
+		select {
+		case s := <-finalized:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("Finalized was not told of a transaction that started its commit")
+			return Stats{}
+		}
+	}
+	var s = told()
+	if s.Began.IsZero() || s.Hurried == 0 || s.Checkpoint.Sources[journal.Name].ReadThrough != cp.Sources[journal.Name].ReadThrough {
+		t.Fatalf("Finalized told %+v, checkpoint %v", s, cp)
+	}
+	select {
+	case <-first.Done():
+		t.Fatal("the commit resolved before the test resolved it")
+	default:
+	}
+	// With the hurry over, the next transaction consumes while its
+	// predecessor's commit is in flight, and waits for it to finish.
+	h.send("b", message.Flag_OUTSIDE_TXN)
+	h.expect("consume b")
+	h.clock.Advance(minDur)
+	h.expectNone()
+	first.Resolve(nil)
+	h.expect("finalize")
+	var second, _ = h.commit()
+	if s = told(); s.Hurried != 0 || s.Consume != minDur {
+		t.Fatalf("Finalized told %+v of the second transaction", s)
+	}
+	second.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+}
