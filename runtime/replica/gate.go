@@ -121,9 +121,9 @@ func (h *splitHold) take(g *readGate, id pc.ShardID) {
 }
 
 // taken reports whether the hold is taken: the primary has yet to start
-// the commit of its split. Its open transaction then hurries (txn.Pipeline.Hurry): it
-// takes no more reads, splits, and starts its commit without waiting for
-// its predecessor's.
+// the commit of its split. Its open transaction then hurries
+// (txn.Pipeline.Hurry): it takes no more reads, splits, and starts its
+// commit without waiting for its predecessor's.
 func (h *splitHold) taken() bool { return h.held.Load() }
 
 // finalized releases the hold if the transaction which has started its

@@ -62,11 +62,11 @@ func TestSplitHoldReleasesAsALaterFinalizeStartsItsCommit(t *testing.T) {
 	h.take(&g, "shard-a") // One hold at most.
 	h.finalized(before)   // Began to finalize before the hold: it did not split.
 	if !waits(t, &g, 10*time.Millisecond) || !h.taken() {
-		t.Fatal("released by the commit of a transaction finalized before the hold")
+		t.Fatal("released as a transaction that began to finalize before the hold started its commit")
 	}
 	h.finalized(time.Now())
 	if waits(t, &g, 10*time.Millisecond) || h.taken() {
-		t.Fatal("not released by the commit of a transaction finalized after the hold")
+		t.Fatal("not released as a transaction that began to finalize after the hold started its commit")
 	}
 	if g.held.Load() != 0 {
 		t.Fatalf("%d holds left", g.held.Load())
