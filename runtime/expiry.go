@@ -24,8 +24,9 @@ type TimedKV interface {
 // due at a time (as an Adapter of a consumer with tables that expire does):
 // a transaction pipeline has it fire, within a transaction, what is due by
 // its clock's time (processing time), as the transaction begins and again
-// before it finalizes, and begins a transaction when something falls due
-// while none is running.
+// before it finalizes (unless its shard hurries to split: the next
+// transaction, begun at once, fires it), and begins a transaction when
+// something falls due while none is running.
 type Timekeeper interface {
 	// Due returns the earliest time something of the store falls due, and
 	// whether anything does.

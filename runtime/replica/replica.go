@@ -665,8 +665,8 @@ func (s *Replica) skip(env message.Envelope, cause error, pub *message.Publisher
 func (s *Replica) committed(st txn.Stats) {
 	if s.Spec().LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
 		slog.Debug("splitting primary committed a transaction", "shard", s.Spec().Id, "began", st.Began,
-			"consume", st.Consume, "hurried", st.Hurried, "stalled", st.Stalled, "finalize", st.Finalize, "commit", st.Commit,
-			"messages", st.Messages, "bytes", st.Bytes)
+			"consume", st.Consume, "hurried", st.Hurried, "stalled", st.Stalled, "fire", st.Fire, "fired", st.Fired,
+			"finalize", st.Finalize, "commit", st.Commit, "ack", st.Ack, "messages", st.Messages, "bytes", st.Bytes)
 		// New shards fork from this one's recovery log, from its hints:
 		// fresh hints spare them reading its log since the last ones.
 		select {

@@ -94,6 +94,48 @@ func TestDueFiresWithinATransaction(t *testing.T) {
 	}
 }
 
+// A transaction that hurries (its shard splits) leaves what fell due while
+// it ran to its successor, which fires it as it begins: the hurried commit
+// starts without waiting for the firing.
+func TestHurriedTransactionLeavesWhatFellDueToItsSuccessor(t *testing.T) {
+	var h, app = newTimedHarness(t, time.Second)
+	var hurry = hurrying(h)
+	h.pipeline.Finalized = func(Stats) { hurry.Store(false) }
+	h.run()
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	hurry.Store(true)
+	h.clock.Advance(minDur)
+	h.expect("finalize") // Not "fire 1": it hurried.
+	var op, _ = h.commit()
+	op.Resolve(nil)
+	if s := <-h.stats; s.Messages != 1 || s.Fired != 0 || s.Fire != 0 {
+		t.Errorf("the hurried transaction's stats %+v", s)
+	}
+	// Its successor begins for it, as what is due falls due (already, by
+	// the time the pipeline asks the clock).
+	for deadline := time.Now().Add(10 * time.Second); !h.clock.pending(time.Second - minDur); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pipeline awaits nothing due")
+		}
+	}
+	h.clock.Advance(0)
+	h.expect("fire 1")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	op, _ = h.commit()
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Messages != 0 || s.Fired != 1 {
+		t.Errorf("its successor's stats %+v", s)
+	}
+	if len(app.due) != 0 {
+		t.Errorf("still due: %v", app.due)
+	}
+}
+
 // Reads that close leave what is due now to a last transaction.
 func TestDueFiresAfterReadsClose(t *testing.T) {
 	var h, app = newTimedHarness(t)

@@ -77,6 +77,9 @@ type Stats struct {
 	Bytes   int64         // Bytes of messages consumed.
 	Began   time.Time     // First message consumed.
 	Consume time.Duration // From Began until FinalizeTxn.
+	// Fire is the part of Consume spent firing, as the transaction
+	// finished, what fell due while it ran.
+	Fire    time.Duration
 	Stalled time.Duration // Time spent waiting on the predecessor after MaxDuration.
 	// Hurried is the time from Began until the transaction saw its shard
 	// hurry (Pipeline.Hurry) and took no more reads; zero if it did not.
@@ -920,9 +923,15 @@ func (p *Pipeline) resolve(t *txn) (<-chan struct{}, error) {
 
 // startCommit finalizes cur and starts its commit and acknowledgements.
 func (p *Pipeline) startCommit(cur *txn) error {
-	// What fell due while the transaction ran fires within it.
-	if err := p.fire(cur); err != nil {
-		return err
+	// What fell due while the transaction ran fires within it, unless the
+	// shard hurries (it splits): then its successor, which begins at once,
+	// fires it, and the commit which the shard hurries for starts sooner.
+	if p.Hurry == nil || !p.Hurry() {
+		var began = p.Clock.Now()
+		if err := p.fire(cur); err != nil {
+			return err
+		}
+		cur.stats.Fire = p.Clock.Now().Sub(began)
 	}
 	cur.finalizeAt = p.Clock.Now()
 	cur.stats.Consume = cur.finalizeAt.Sub(cur.stats.Began)
