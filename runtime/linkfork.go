@@ -58,9 +58,11 @@ type Flusher interface {
 type LinkForker interface {
 	// LinkFork makes the directory of rec hold links of the files of
 	// parent, the store of the shard's parent, for a store opened on it to
-	// be forked by ForkLinked: once the parent's split is durable, it calls
+	// be forked by ForkLinked: once the parent's split is written to its
+	// files (durable, unless parent is a WrittenStateReader), it calls
 	// release, which ends every use of the directory (destroying the
-	// shard's store), then links them. It returns ErrParentNotSplit
+	// shard's store), then links them, and returns once the split and
+	// the linked files are durable. It returns ErrParentNotSplit
 	// (wrapped) while the parent has not split, and ErrNotLinkable
 	// (wrapped) if the store can't be built so, both before it calls
 	// release. If it fails once it called release, the directory may hold
@@ -98,19 +100,32 @@ func (a *Adapter[H, T]) LinkFork(shard Shard, parent Store, rec Recorder, releas
 	if err != nil {
 		return err
 	}
-	// ReadState returns once the split read is durable, and so written to
-	// the parent's files (a commit started, which it reads too, may not
-	// be yet).
-	if err = sr.ReadState(shard.Context(), []byte(ForkCheckpointKey), func(r Reader) error {
-		return linkable(spec, r, m)
-	}); err != nil {
+	// The split read must be written to the parent's files before they
+	// are linked (a commit started, which the read sees too, may not be
+	// yet), and durable before the link is used. A store which tells when
+	// it's written has the link flush its files meanwhile: the link waits
+	// for the flushed files to be durable, and the split's commit, ordered
+	// before them in the parent's recovery log, with them.
+	var ctx, key = shard.Context(), []byte(ForkCheckpointKey)
+	var read = func(r Reader) error { return linkable(spec, r, m) }
+	var durable = func(context.Context) error { return nil }
+	if wr, ok := sr.(WrittenStateReader); ok {
+		durable, err = wr.ReadWritten(ctx, key, read)
+	} else {
+		err = sr.ReadState(ctx, key, read)
+	}
+	if err != nil {
 		return err
 	}
 	release()
-	if err = linker.LinkFiles(shard.Context(), parent, rec); err != nil {
-		return fmt.Errorf("shard %s: linking the files of shard %s: %w", spec.Id, spec.LabelSet.ValueOf(LabelSplitFrom), err)
+	var from = spec.LabelSet.ValueOf(LabelSplitFrom)
+	err = linker.LinkFiles(ctx, parent, rec)
+	if derr := durable(ctx); derr != nil && err == nil {
+		err = fmt.Errorf("shard %s: the split of shard %s did not commit: %w", spec.Id, from, derr)
+	} else if err != nil {
+		err = fmt.Errorf("shard %s: linking the files of shard %s: %w", spec.Id, from, err)
 	}
-	return nil
+	return err
 }
 
 // CheckPlayed checks that the shard may be forked from links of the copy

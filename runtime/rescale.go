@@ -163,6 +163,21 @@ type StateReader interface {
 	ReadState(ctx context.Context, settled []byte, fn func(Reader) error) error
 }
 
+// WrittenStateReader is implemented by StateReaders which tell when the
+// commits a read of their state relies on are written to their files,
+// before those are durable (txnkv.Store is one). A new shard linking its
+// parent's files then has them flushed as the split's commit goes on
+// becoming durable, rather than after.
+type WrittenStateReader interface {
+	StateReader
+	// ReadWritten is ReadState, but returns once the commits ReadState
+	// would wait for are written to the store's files, durable or not,
+	// with durable, which waits for them to be durable and fails if one
+	// failed: what fn read is the caller's only once durable returns nil.
+	// Unless ReadWritten fails, the caller calls durable once.
+	ReadWritten(ctx context.Context, settled []byte, fn func(Reader) error) (durable func(context.Context) error, err error)
+}
+
 // ReadCloser is a Reader of a store's files opened read-only, whose Get
 // reads every key (the reserved ones too), and which is closed once read.
 type ReadCloser interface {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -659,63 +661,101 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	}
 }
 
+// linkFixture is a parent shard of a rescale, of one partition of orders
+// split in two, and the new shard linking its state, in memory.
+type linkFixture struct {
+	t      *testing.T
+	family *orderFamily
+	log    *timeLog
+	offset pb.Offset
+	parent *forkShard
+}
+
+func newLinkFixture(t *testing.T) *linkFixture {
+	var f = &linkFixture{t: t, family: &orderFamily{n: 1}, log: newTimeLog(rand.New(rand.NewPCG(1, 2)))}
+	f.parent = f.open(0, nil, func(o snapshotOpener) runtime.StoreOpener { return o })
+	return f
+}
+
+// open opens shard index of the family's partitions, whose store links
+// parent's files through the opener wrap returns.
+func (f *linkFixture) open(index int, parent *mem.DB, wrap func(snapshotOpener) runtime.StoreOpener) *forkShard {
+	var id = pc.ShardID(fmt.Sprintf("s-%02d", index))
+	f.log.owns[id] = runtime.Ownership{Index: index, Of: f.family.n}
+	var s = &forkShard{sh: &rescaleShard{spec: pc.ShardSpec{Id: id}}, db: mem.NewDB(), own: f.family.journal(index)}
+	s.sh.spec.Sources = []pc.ShardSpec_Source{{Journal: s.own}}
+	var a, err = runtime.NewAdapter(tally, tallyHandler{f.log}, wrap(snapshotOpener{s.db, parent}), f.family)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	s.app, s.store = a, mem.Open(s.db)
+	return s
+}
+
+// txn runs a transaction of orders of customers, and starts its commit once
+// appends resolves.
+func (f *linkFixture) txn(s *forkShard, appends client.OpFuture, customers ...string) client.OpFuture {
+	var bf = s.app.(runtime.BeginFinisher)
+	if err := bf.BeginTxn(s.sh, s.store); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, c := range customers {
+		f.offset += 10
+		var env = message.Envelope{Journal: &pb.JournalSpec{Name: s.own, LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")},
+			Begin: f.offset - 10, End: f.offset, Message: &order{Customer: c, Cents: 1}}
+		if err := s.app.ConsumeMessage(s.sh, s.store, env, nil); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	if err := s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
+		f.t.Fatal(err)
+	}
+	var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: f.offset}}}
+	return s.store.StartCommit(s.sh, cp, client.OpFutures{appends: {}})
+}
+
+// split commits a first transaction of the parent, then starts the commit
+// of its split, once appends resolves, and opens the new shard, whose
+// store links the parent's files through the opener wrap returns.
+func (f *linkFixture) split(appends client.OpFuture, wrap func(snapshotOpener) runtime.StoreOpener) (client.OpFuture, *forkShard) {
+	if err := f.txn(f.parent, client.FinishedOperation(nil), "c-1", "c-2", "c-3").Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.parent.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, "2")
+	var split = f.txn(f.parent, appends, "c-4")
+	f.log.owns[f.parent.sh.spec.Id] = runtime.Ownership{Index: 0, Of: 2}
+	f.family.n = 2
+
+	var child = f.open(1, f.parent.db, wrap)
+	child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, "2")
+	child.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, f.parent.sh.spec.Id.String())
+	return split, child
+}
+
+// finish forks child from the links of its parent's files, and finishes
+// the parent's transaction.
+func (f *linkFixture) finish(child *forkShard) {
+	child.store = mem.Open(child.db)
+	if ok, err := child.app.(runtime.LinkForker).ForkLinked(child.sh, child.store); err != nil || !ok {
+		f.t.Fatalf("ForkLinked: %t, %v", ok, err)
+	}
+	if err := f.parent.app.(runtime.BeginFinisher).FinishTxn(f.parent.sh, f.parent.store, nil); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // A new shard links its parent's files only once the parent's split is
 // written to them: a split commit started (its writes read by ReadState),
 // but not yet written, as it waits for its transaction's appends, holds
 // the link off; once written, the linked state is split, and forks.
 func TestLinkForkWaitsForTheSplitWrite(t *testing.T) {
-	var family = &orderFamily{n: 1}
-	var log = newTimeLog(rand.New(rand.NewPCG(1, 2)))
-	var open = func(index int, parent *mem.DB) *forkShard {
-		var id = pc.ShardID(fmt.Sprintf("s-%02d", index))
-		log.owns[id] = runtime.Ownership{Index: index, Of: family.n}
-		var s = &forkShard{sh: &rescaleShard{spec: pc.ShardSpec{Id: id}}, db: mem.NewDB(), own: family.journal(index)}
-		s.sh.spec.Sources = []pc.ShardSpec_Source{{Journal: s.own}}
-		var a, err = runtime.NewAdapter(tally, tallyHandler{log}, snapshotOpener{s.db, parent}, family)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.app, s.store = a, mem.Open(s.db)
-		return s
-	}
-	// txn runs a transaction of orders, and starts its commit once appends resolves.
-	var offset pb.Offset
-	var txn = func(s *forkShard, appends client.OpFuture, customers ...string) client.OpFuture {
-		var bf = s.app.(runtime.BeginFinisher)
-		if err := bf.BeginTxn(s.sh, s.store); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range customers {
-			offset += 10
-			var env = message.Envelope{Journal: &pb.JournalSpec{Name: s.own, LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")},
-				Begin: offset - 10, End: offset, Message: &order{Customer: c, Cents: 1}}
-			if err := s.app.ConsumeMessage(s.sh, s.store, env, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
-			t.Fatal(err)
-		}
-		var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: offset}}}
-		return s.store.StartCommit(s.sh, cp, client.OpFutures{appends: {}})
-	}
-	var parent = open(0, nil)
-	if err := txn(parent, client.FinishedOperation(nil), "c-1", "c-2", "c-3").Err(); err != nil {
-		t.Fatal(err)
-	}
-	parent.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, "2")
+	var f = newLinkFixture(t)
 	var appends = client.NewAsyncOperation()
-	var split = txn(parent, appends, "c-4")
-	log.owns[parent.sh.spec.Id] = runtime.Ownership{Index: 0, Of: 2}
-	family.n = 2
-
-	var child = open(1, parent.db)
-	child.sh.spec.LabelSet.SetValue(runtime.LabelSplitTo, "2")
-	child.sh.spec.LabelSet.SetValue(runtime.LabelSplitFrom, parent.sh.spec.Id.String())
+	var split, child = f.split(appends, func(o snapshotOpener) runtime.StoreOpener { return o })
 	var lf = child.app.(runtime.LinkForker)
 	var released, linked = make(chan struct{}), make(chan error, 1)
 	go func() {
-		linked <- lf.LinkFork(child.sh, parent.store, nil, func() { close(released); child.store.Destroy() })
+		linked <- lf.LinkFork(child.sh, f.parent.store, nil, func() { close(released); child.store.Destroy() })
 	}()
 	select {
 	case <-released:
@@ -730,11 +770,82 @@ func TestLinkForkWaitsForTheSplitWrite(t *testing.T) {
 	} else if err = <-linked; err != nil {
 		t.Fatal(err)
 	}
-	child.store = mem.Open(child.db)
-	if ok, err := lf.ForkLinked(child.sh, child.store); err != nil || !ok {
-		t.Fatalf("ForkLinked: %t, %v", ok, err)
+	f.finish(child)
+}
+
+// A parent's store which tells when its commits are written
+// (runtime.WrittenStateReader) has the new shard link its files as its
+// split commit goes on becoming durable: LinkFork returns only once it is,
+// and fails if it fails.
+func TestLinkForkLinksBeforeTheSplitIsDurable(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		var f = newLinkFixture(t)
+		var linking = make(chan struct{}, 1)
+		var split, child = f.split(client.FinishedOperation(nil), func(o snapshotOpener) runtime.StoreOpener {
+			return notifyingLinker{o, linking}
+		})
+		if err := split.Err(); err != nil {
+			t.Fatal(err)
+		}
+		var parent = &unsettledStore{Store: f.parent.store.(*mem.Store), settle: make(chan error, 1)}
+		var linked = make(chan error, 1)
+		go func() {
+			linked <- child.app.(runtime.LinkForker).LinkFork(child.sh, parent, nil, func() { child.store.Destroy() })
+		}()
+		select {
+		case <-linking:
+		case err := <-linked:
+			t.Fatalf("fail=%v: LinkFork returned before it linked, with the split not yet durable: %v", fail, err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("fail=%v: the child did not link its parent's files while its split was written, not yet durable", fail)
+		}
+		select {
+		case err := <-linked:
+			t.Fatalf("fail=%v: LinkFork returned before the split was durable: %v", fail, err)
+		case <-time.After(30 * time.Millisecond):
+		}
+		if fail {
+			parent.settle <- errors.New("log append failed")
+			if err := <-linked; err == nil || !strings.Contains(err.Error(), "did not commit") || !strings.Contains(err.Error(), "log append failed") {
+				t.Fatalf("LinkFork, once the split failed to be durable: %v", err)
+			}
+			continue
+		}
+		parent.settle <- nil
+		if err := <-linked; err != nil {
+			t.Fatal(err)
+		}
+		f.finish(child)
 	}
-	if err := parent.app.(runtime.BeginFinisher).FinishTxn(parent.sh, parent.store, nil); err != nil {
-		t.Fatal(err)
+}
+
+// notifyingLinker tells linking as it links a parent's files.
+type notifyingLinker struct {
+	snapshotOpener
+	linking chan<- struct{}
+}
+
+func (o notifyingLinker) LinkFiles(ctx context.Context, parent runtime.Store, rec runtime.Recorder) error {
+	o.linking <- struct{}{}
+	return o.snapshotOpener.LinkFiles(ctx, parent, rec)
+}
+
+// unsettledStore is a store whose commits read by ReadWritten are durable
+// once settle is sent their outcome.
+type unsettledStore struct {
+	*mem.Store
+	settle chan error
+}
+
+func (s *unsettledStore) ReadWritten(ctx context.Context, settled []byte, fn func(runtime.Reader) error) (func(context.Context) error, error) {
+	var durable, err = s.Store.ReadWritten(ctx, settled, fn)
+	if err != nil {
+		return nil, err
 	}
+	return func(ctx context.Context) error {
+		if err := durable(ctx); err != nil {
+			return err
+		}
+		return <-s.settle
+	}, nil
 }

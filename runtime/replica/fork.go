@@ -215,8 +215,9 @@ func removeRecorded(rec runtime.Recorder) error {
 
 // linkFork builds the shard's first state from links of the files of its
 // parent's store, in place of store, which holds nothing yet: once the
-// parent's split is durable, it destroys store, links the files, opens the
-// store on them, and forks it (see runtime.LinkForker). It returns the
+// parent's split is written to its files, it destroys store, links the
+// files, and, once they and the split are durable, opens the store on them
+// and forks it (see runtime.LinkForker). It returns the
 // store to go on with: store, if it did not destroy it; else the one
 // opened on the links, or, if the link failed, an empty one, with an error
 // wrapping runtime.ErrNotLinkable; or nil and the error failing the shard.

@@ -538,3 +538,77 @@ func TestReadStateWaitsNotForLaterStartedCommits(t *testing.T) {
 		}
 	}
 }
+
+// ReadWritten returns once the commit which wrote its settled key is
+// written to the Base, before it's durable, and its durable then waits for
+// that commit to be durable, failing if it fails; a commit which fails to
+// be written fails ReadWritten itself.
+func TestReadWrittenReturnsBeforeTheSettledCommitIsDurable(t *testing.T) {
+	var settled = []byte("\x01split")
+	for _, outcome := range []string{"durable", "not durable", "not written"} {
+		var b = &base{rows: map[string]string{}, durable: client.NewAsyncOperation()}
+		var s = txnkv.New("test", b)
+		var appends = client.NewAsyncOperation()
+		_ = s.Put(settled, []byte("1"))
+		var op = s.StartCommit(nil, checkpointAt(1), client.OpFutures{appends: {}})
+
+		type result struct {
+			durable func(context.Context) error
+			err     error
+		}
+		var done = make(chan result, 1)
+		go func() {
+			var d, err = s.ReadWritten(context.Background(), settled, func(r runtime.Reader) error {
+				if _, found, err := r.Get(settled); err != nil || !found {
+					return fmt.Errorf("the settled key is not read: %v, %v", found, err)
+				}
+				return nil
+			})
+			done <- result{d, err}
+		}()
+		select {
+		case r := <-done:
+			t.Fatalf("%s: returned before the settled commit was written: %v", outcome, r.err)
+		case <-time.After(30 * time.Millisecond):
+		}
+		if outcome == "not written" {
+			appends.Resolve(errors.New("append failed"))
+			if r := <-done; r.err == nil || !strings.Contains(r.err.Error(), "append failed") || r.durable != nil {
+				t.Fatalf("%s: after the transaction's appends failed: %v", outcome, r.err)
+			}
+			<-op.Done()
+			s.Destroy()
+			continue
+		}
+		appends.Resolve(nil)
+		var r result
+		select {
+		case r = <-done:
+			if r.err != nil {
+				t.Fatalf("%s: %v", outcome, r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: ReadWritten waits for more than the write of the settled commit", outcome)
+		}
+		var durable = make(chan error, 1)
+		go func() { durable <- r.durable(context.Background()) }()
+		select {
+		case err := <-durable:
+			t.Fatalf("%s: durable returned %v with the settled commit not durable; want it to wait", outcome, err)
+		case <-time.After(30 * time.Millisecond):
+		}
+		if outcome == "durable" {
+			b.durable.Resolve(nil)
+		} else {
+			b.durable.Resolve(errors.New("log append failed"))
+		}
+		var err = <-durable
+		if outcome == "durable" && err != nil {
+			t.Fatalf("%s: %v", outcome, err)
+		} else if outcome == "not durable" && (err == nil || !strings.Contains(err.Error(), "log append failed")) {
+			t.Fatalf("%s: durable, once the settled commit failed: %v", outcome, err)
+		}
+		<-op.Done()
+		s.Destroy()
+	}
+}

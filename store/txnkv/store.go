@@ -373,14 +373,42 @@ func (s *Store) ReadCommitted(ctx context.Context, fn func(runtime.Reader) error
 // commit failed, or the store is destroyed, which waits for fn. It may be
 // called from any goroutine, concurrently with every method of the store.
 func (s *Store) ReadState(ctx context.Context, settled []byte, fn func(runtime.Reader) error) error {
-	var settling, err = s.readState(fn, settled)
+	var durable, err = s.ReadWritten(ctx, settled, fn)
+	if err != nil {
+		return err
+	}
+	return durable(ctx)
+}
+
+// ReadWritten is ReadState, but returns once the commits ReadState would
+// wait for are written to the Base, durable or not, with durable, which
+// waits for them to be durable and fails if one failed
+// (runtime.WrittenStateReader). Unless ReadWritten fails, the caller calls
+// durable once, which drops the holds of their writes.
+func (s *Store) ReadWritten(ctx context.Context, settled []byte, fn func(runtime.Reader) error) (durable func(context.Context) error, err error) {
+	var settling []*commit
+	settling, err = s.readState(fn, settled)
 	for _, c := range settling {
 		if err == nil {
-			err = s.awaitDurable(ctx, c)
+			err = s.awaitWritten(ctx, c)
 		}
-		c.unref()
 	}
-	return err
+	if err != nil {
+		for _, c := range settling {
+			c.unref()
+		}
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		var err error
+		for _, c := range settling {
+			if err == nil {
+				err = s.awaitDurable(ctx, c)
+			}
+			c.unref()
+		}
+		return err
+	}, nil
 }
 
 // untilRead calls read until it returns no commit to wait for, waiting
@@ -470,6 +498,22 @@ func (s *Store) settling(key []byte) (*commit, error) {
 		}
 	}
 	return nil, nil
+}
+
+// awaitWritten waits until c is written to the Base, and returns its error
+// if it failed to be.
+func (s *Store) awaitWritten(ctx context.Context, c *commit) error {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
+	}
+	if c.err != nil {
+		return fmt.Errorf("store %s: a commit failed: %w", s.name, c.err)
+	}
+	return nil
 }
 
 // awaitDurable waits until c is durable, and returns its error if it
