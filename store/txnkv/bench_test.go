@@ -76,3 +76,57 @@ func BenchmarkOverlayCommit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNarrowScans scans, as the runtime fires what falls due at a
+// transaction's end, a narrow range of keys of one first byte (the index
+// of what falls due) in an overlay of a transaction which wrote many rows
+// of tables (keys of another first byte): a scan of the due entries, then a
+// write of each, in batches, until none is left, as runtime.Adapter.Fire
+// does, in batches of 256 entries, or of twice as many as the batch before.
+func BenchmarkNarrowScans(b *testing.B) {
+	for _, rows := range []int{10 << 10, 200 << 10} {
+		for _, doubling := range []bool{false, true} {
+			b.Run(fmt.Sprintf("rows=%d/doubling=%t", rows, doubling), func(b *testing.B) {
+				const due = 16 << 10
+				for b.Loop() {
+					b.StopTimer()
+					var o = txnkv.NewOverlay()
+					for i := range rows {
+						o.Put(fmt.Appendf(nil, "\x12table\x00\x01customer-%09d\x00\x01", i*7919%rows), []byte("a row's value"))
+					}
+					for i := range due / 4 {
+						o.Put(fmt.Appendf(nil, "\x01gazconsumer/due/%09d", i), nil)
+					}
+					var base [][]byte // What falls due in the store: the overlay deletes each it fires.
+					for i := range due {
+						base = append(base, fmt.Appendf(nil, "\x01gazconsumer/due/%09d", i))
+					}
+					b.StartTimer()
+					var start = []byte("\x01gazconsumer/due/")
+					var end = []byte("\x01gazconsumer/due0")
+					for batch := 256; ; {
+						var keys [][]byte
+						o.Ascend(start, end, func(e txnkv.Entry) bool {
+							keys = append(keys, e.Key)
+							return len(keys) < batch
+						})
+						for _, k := range base[:min(batch, len(base))] {
+							o.Delete(k)
+							o.Put(fmt.Appendf(nil, "\x12table\x00\x01fired-%s", k), []byte("fired"))
+						}
+						if len(base) <= batch {
+							break
+						}
+						base, start = base[batch:], append(base[batch-1], 0)
+						if doubling {
+							batch = min(2*batch, 16<<10)
+						}
+					}
+					b.StopTimer()
+					o.Release()
+					b.StartTimer()
+				}
+			})
+		}
+	}
+}

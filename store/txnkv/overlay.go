@@ -39,6 +39,7 @@ type Overlay struct {
 	collided map[string]int32      // Index of the entry of a key whose hash another key's entry has in rows.
 	chunks   [][]Entry             // The entries, in the order their keys were first written.
 	hashes   []uint64              // The hash of the key of each entry, by index.
+	leads    []byte                // The first byte of the key of each entry (0 if empty), by index: see pass.
 	slab     []byte                // Where the bytes of the next entries go.
 	index    *btree.BTreeG[*Entry] // Entries in key order, but the last unindexed; nil until first needed.
 	entries  int                   // Count of entries in chunks.
@@ -64,16 +65,19 @@ type Overlay struct {
 
 // passBudget bounds the scans which pass over an overlay's entries rather
 // than ascend its index or its sorted entries: a scan passes while the
-// cost of the passes, with its own (an entry looked at costs 1, one of
-// the range, which is sorted, passSortCost), is at most passBudget times
-// the entries. A pass looks at an entry some hundred times faster than the
-// index inserts one, and a few tens of times faster than the sort sorts
-// one; past the budget, the overlay is indexed (or sorted, once frozen),
+// cost of the passes, with its own (an entry whose key is compared costs
+// 1, another 1/passLeadCost, one of the range, which is sorted,
+// passSortCost), is at most passBudget times the entries. A pass looks at
+// an entry some hundred times faster than the index inserts one, and a few
+// tens of times faster than the sort sorts one; past the budget, the overlay is indexed (or sorted, once frozen),
 // which costs no more than the passes did, so that scans of a growing
 // overlay cost at most a constant times the index's inserts.
 const (
 	passBudget   = 16
 	passSortCost = 8
+	// passLeadCost is how many times cheaper a pass's look at the first
+	// byte of an entry's key (leads) is than a comparison of its key.
+	passLeadCost = 16
 )
 
 // Entry is a key written by a transaction: its value, or its deletion. Its
@@ -99,6 +103,14 @@ const (
 
 // overlaySeed seeds the hashes of overlays' keys.
 var overlaySeed = maphash.MakeSeed()
+
+// lead returns the first byte of key, or 0 if it's empty.
+func lead(key []byte) byte {
+	if len(key) == 0 {
+		return 0
+	}
+	return key[0]
+}
 
 // hashKey hashes a key of an overlay. Tests replace it, to make keys
 // collide.
@@ -201,6 +213,7 @@ func (o *Overlay) write(key, value []byte, deleted bool) {
 	*c = append(*c, Entry{Key: b[:len(key):len(key)], Value: b[len(key):len(b):len(b)], Deleted: deleted})
 	i = int32(o.entries)
 	o.hashes = append(o.hashes, h)
+	o.leads = append(o.leads, lead(key))
 	if !taken {
 		o.rows[h] = i
 	} else {
@@ -386,21 +399,43 @@ func (o *Overlay) Ascend(start, end []byte, fn func(Entry) bool) {
 // the range holds at most one entry in passSortCost. Else it returns false,
 // having called nothing. It may be called concurrently once the overlay is
 // frozen.
+//
+// The pass reads the first byte of each entry's key from leads, and reads
+// the keys only of the entries whose first byte may be in the range (their
+// candidates): a scan of a range of keys of one first byte, where most keys
+// written begin with another (the runtime's index of what falls due, and a
+// transaction's rows of tables), costs little more than a look at a byte
+// an entry, and doesn't use up the budget as a pass comparing every key
+// would.
 func (o *Overlay) pass(start, end []byte, fn func(Entry) bool) bool {
 	var budget = int64(passBudget * o.entries)
-	if start == nil && end == nil || o.passed.Load()+int64(o.entries) > budget {
+	if start == nil && end == nil || o.passed.Load()+int64(o.entries/passLeadCost) > budget {
 		return false // A scan of every entry is served by the index or the sort.
 	}
+	var lo, hi = byte(0), byte(0xff)
+	if len(start) != 0 {
+		lo = start[0]
+	}
+	if end != nil {
+		if len(end) == 0 {
+			return true // Nothing is before the empty key.
+		}
+		hi = end[0]
+	}
 	var in []*Entry
-	for _, c := range o.chunks {
-		for i := range c {
-			var e = &c[i]
-			if bytes.Compare(e.Key, start) >= 0 && (end == nil || bytes.Compare(e.Key, end) < 0) {
-				in = append(in, e)
-			}
+	var candidates int
+	for i, l := range o.leads[:o.entries] {
+		if l < lo || l > hi {
+			continue
+		}
+		candidates++
+		var e = o.entry(int32(i))
+		if bytes.Compare(e.Key, start) >= 0 && (end == nil || bytes.Compare(e.Key, end) < 0) {
+			in = append(in, e)
 		}
 	}
-	if o.passed.Add(int64(o.entries + passSortCost*len(in))); passSortCost*len(in) > o.entries {
+	var cost = o.entries/passLeadCost + candidates + passSortCost*len(in)
+	if o.passed.Add(int64(cost)); passSortCost*len(in) > o.entries {
 		// Many of the entries: the index or the sort, which orders keys
 		// faster, serves this scan and the next.
 		return false

@@ -80,7 +80,7 @@ func (o *Overlay) RollbackToSavepoint() {
 		*e = Entry{}
 	}
 	var n = sp.entries
-	o.hashes = o.hashes[:n]
+	o.hashes, o.leads = o.hashes[:n], o.leads[:n]
 	var full = (n + entryChunk - 1) / entryChunk
 	for c := full; c < len(o.chunks); c++ {
 		o.chunks[c] = nil
