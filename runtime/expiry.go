@@ -123,8 +123,15 @@ func (a *Adapter[H, T]) Due(shard Shard, store Store) (time.Time, bool, error) {
 	return at, found, nil
 }
 
-// fireBatch bounds the entries of the index read at once by Fire.
-const fireBatch = 256
+// Fire reads the entries of the index in batches, each twice as large as
+// the one before, from minFireBatch up to maxFireBatch: each scan of the
+// transaction's writes costs about as much, however many it returns, and a
+// transaction firing many (tens of thousands, under a backlog) scans them
+// a few times rather than once every minFireBatch.
+const (
+	minFireBatch = 256
+	maxFireBatch = 16 << 10
+)
 
 // Fire sets the time of the store's transaction, and expires the rows due
 // by now: it calls the handler's OnExpire… method of the row's table, if
@@ -148,12 +155,12 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 			a.firedAt.Store(shard.Spec().Id, firedMark{store, now})
 		}
 	}()
-	for {
+	for batch := minFireBatch; ; batch = min(2*batch, maxFireBatch) {
 		// Entries are collected, then fired: a scan's callback may not write.
 		var keys [][]byte
 		if err = kv.Scan(start, end, func(key, _ []byte) bool {
 			keys = append(keys, bytes.Clone(key))
-			return len(keys) < fireBatch
+			return len(keys) < batch
 		}); err != nil {
 			return fired, fmt.Errorf("consumer %s: reading what is due: %w", a.c.Name, err)
 		}
@@ -167,7 +174,7 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 			}
 			fired++
 		}
-		if len(keys) < fireBatch {
+		if len(keys) < batch {
 			return fired, nil
 		}
 		start = append(keys[len(keys)-1], 0)
