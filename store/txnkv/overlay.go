@@ -69,9 +69,10 @@ type Overlay struct {
 // 1, another 1/passLeadCost, one of the range, which is sorted,
 // passSortCost), is at most passBudget times the entries. A pass looks at
 // an entry some hundred times faster than the index inserts one, and a few
-// tens of times faster than the sort sorts one; past the budget, the overlay is indexed (or sorted, once frozen),
-// which costs no more than the passes did, so that scans of a growing
-// overlay cost at most a constant times the index's inserts.
+// tens of times faster than the sort sorts one; past the budget, the
+// overlay is indexed (or sorted, once frozen), which costs no more than the
+// passes did, so that scans of a growing overlay cost at most a constant
+// times the index's inserts.
 const (
 	passBudget   = 16
 	passSortCost = 8
