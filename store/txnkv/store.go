@@ -503,31 +503,27 @@ func (s *Store) settling(key []byte) (*commit, error) {
 // awaitWritten waits until c is written to the Base, and returns its error
 // if it failed to be.
 func (s *Store) awaitWritten(ctx context.Context, c *commit) error {
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.closing:
-		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
-	}
-	if c.err != nil {
-		return fmt.Errorf("store %s: a commit failed: %w", s.name, c.err)
-	}
-	return nil
+	return s.await(ctx, c.done, func() error { return c.err })
 }
 
 // awaitDurable waits until c is durable, and returns its error if it
 // failed.
 func (s *Store) awaitDurable(ctx context.Context, c *commit) error {
+	return s.await(ctx, c.durable, func() error { return c.durableErr })
+}
+
+// await waits until done is closed, and then returns the commit's error
+// that failed returns, if any.
+func (s *Store) await(ctx context.Context, done <-chan struct{}, failed func() error) error {
 	select {
-	case <-c.durable:
+	case <-done:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.closing:
 		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
 	}
-	if c.durableErr != nil {
-		return fmt.Errorf("store %s: a commit failed: %w", s.name, c.durableErr)
+	if err := failed(); err != nil {
+		return fmt.Errorf("store %s: a commit failed: %w", s.name, err)
 	}
 	return nil
 }
