@@ -7,8 +7,6 @@ import (
 
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
-	"go.gazette.dev/core/labels"
-	"go.gazette.dev/core/message"
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 )
@@ -31,14 +29,7 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, c := range customers {
-				f.offset += 10
-				var env = message.Envelope{Journal: &pb.JournalSpec{Name: s.own, LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")},
-					Begin: f.offset - 10, End: f.offset, Message: &order{Customer: c, Cents: 1}}
-				if err = s.app.ConsumeMessage(s.sh, s.store, env, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
+			f.consume(s, customers...)
 			if err = s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
 				t.Fatal(err)
 			}

@@ -699,6 +699,17 @@ func (f *linkFixture) txn(s *forkShard, appends client.OpFuture, customers ...st
 	if err := bf.BeginTxn(s.sh, s.store); err != nil {
 		f.t.Fatal(err)
 	}
+	f.consume(s, customers...)
+	if err := s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
+		f.t.Fatal(err)
+	}
+	var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: f.offset}}}
+	return s.store.StartCommit(s.sh, cp, client.OpFutures{appends: {}})
+}
+
+// consume has s consume, in its transaction, an order of each of customers,
+// read from its journal after the last.
+func (f *linkFixture) consume(s *forkShard, customers ...string) {
 	for _, c := range customers {
 		f.offset += 10
 		var env = message.Envelope{Journal: &pb.JournalSpec{Name: s.own, LabelSet: pb.MustLabelSet(labels.MessageType, "test.Order")},
@@ -707,11 +718,6 @@ func (f *linkFixture) txn(s *forkShard, appends client.OpFuture, customers ...st
 			f.t.Fatal(err)
 		}
 	}
-	if err := s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
-		f.t.Fatal(err)
-	}
-	var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: f.offset}}}
-	return s.store.StartCommit(s.sh, cp, client.OpFutures{appends: {}})
 }
 
 // split commits a first transaction of the parent, then starts the commit
