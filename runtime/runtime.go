@@ -102,6 +102,16 @@ type Store interface {
 	Destroy()
 }
 
+// TxnSizer is implemented by Stores that know how much the open
+// transaction has written (txnkv.Store is one): a shard's transactions then
+// end once they wrote their spec's bound (txn.LabelMaxTxnBytes), so that
+// no commit holds more than that.
+type TxnSizer interface {
+	// TxnBytes is the bytes of keys and values the open transaction wrote.
+	// It's called often: it must be cheap.
+	TxnBytes() int
+}
+
 // Recorder records a store's file operations into the shard's recovery log.
 // The recovery-log package provides the implementation; a Store works on the
 // files under Dir and goes through the Recorder so that another process can

@@ -436,6 +436,9 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 	if err != nil {
 		return err
 	}
+	if _, err = txn.MaxTxnBytesOf(spec); err != nil {
+		return err
+	}
 	var rec runtime.Recorder = localDir(dir)
 	var recorder *recoverylog.Recorder
 	if fsm != nil {
@@ -530,9 +533,11 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 		Clock:   wallClock{},
 		// The transaction bounds of the spec as it is when each
 		// transaction begins: a change applies from the next one.
-		Limits: func() txn.Limits {
+		Limits: func() (txn.Limits, error) {
 			var spec = s.Spec()
-			return txn.Limits{MinDuration: spec.MinTxnDuration, MaxDuration: spec.MaxTxnDuration, WaitForAck: !spec.DisableWaitForAck}
+			var maxBytes, err = txn.MaxTxnBytesOf(spec)
+			return txn.Limits{MinDuration: spec.MinTxnDuration, MaxDuration: spec.MaxTxnDuration,
+				WaitForAck: !spec.DisableWaitForAck, MaxBytes: maxBytes}, err
 		},
 		ProducerPruneHorizon: 24 * time.Hour,
 		Committed:            s.committed,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/source"
+	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -256,6 +257,8 @@ func (a *Server) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReque
 		} else if _, err := source.PolicyOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		} else if _, err := source.MaxMessageSizeOf(change.Upsert); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		} else if _, err := txn.MaxTxnBytesOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}

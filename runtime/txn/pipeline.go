@@ -114,6 +114,10 @@ func (e *CommitError) Unwrap() error { return e.Err }
 type Limits struct {
 	MinDuration, MaxDuration time.Duration
 	WaitForAck               bool
+	// MaxBytes, if not 0, ends a transaction's reading once its writes hold
+	// this many bytes of keys and values, as MaxDuration does (see
+	// Pipeline.MaxBytes).
+	MaxBytes int
 }
 
 // Pipeline runs the transactions of one shard.
@@ -140,10 +144,20 @@ type Pipeline struct {
 	// WaitForAck keeps a transaction open, up to MaxDuration, while a
 	// message sequence it read awaits its acknowledgement.
 	WaitForAck bool
+	// MaxBytes, if not 0 and the Store is a runtime.TxnSizer, bounds what a
+	// transaction writes: once its writes hold this many bytes of keys and
+	// values (what it fired as it began included), it takes no more reads,
+	// as at MaxDuration. The commit in flight is then never larger: a
+	// shard reading a backlog, whose transactions would otherwise last
+	// MaxDuration, commits in smaller steps, and whoever waits on its
+	// commit in flight (a new shard forking from it, a hot standby, a
+	// query reading its writes) waits less.
+	MaxBytes int
 	// Limits, if set, is called as each transaction begins, and what it
-	// returns replaces MinDuration, MaxDuration and WaitForAck from that
-	// transaction on: a shard's spec changes apply to a running shard.
-	Limits func() Limits
+	// returns replaces MinDuration, MaxDuration, WaitForAck and MaxBytes
+	// from that transaction on: a shard's spec changes apply to a running
+	// shard. Its error fails the shard.
+	Limits func() (Limits, error)
 	// ProducerPruneHorizon drops the state of producers that have not
 	// written to a journal for this long from checkpoints; zero keeps all.
 	ProducerPruneHorizon time.Duration
@@ -725,8 +739,12 @@ func (p *Pipeline) begin(cur *txn) error {
 	}
 	cur.began = true
 	if p.Limits != nil {
-		var l = p.Limits()
+		var l, err = p.Limits()
+		if err != nil {
+			return err
+		}
 		p.MinDuration, p.MaxDuration, p.WaitForAck = l.MinDuration, max(l.MaxDuration, l.MinDuration), l.WaitForAck
+		p.MaxBytes = l.MaxBytes
 	}
 	if bf, ok := p.App.(runtime.BeginFinisher); ok {
 		if err := bf.BeginTxn(p.Shard, p.Store); err != nil {
@@ -823,12 +841,17 @@ func (p *Pipeline) step(env *message.Envelope) error {
 // microseconds.
 const pollEvery = 16
 
-// poll returns the tick of cur's timer, if it fired, every pollEvery calls.
+// poll returns the tick of cur's timer, if it fired, every pollEvery calls;
+// it ends cur's reading if cur wrote its MaxBytes.
 func (p *Pipeline) poll(cur *txn) (time.Time, bool) {
 	if p.polls++; p.polls < pollEvery {
 		return time.Time{}, false
 	}
 	p.polls = 0
+	if p.wroteMax(cur) {
+		p.full(cur, p.Clock.Now())
+		return time.Time{}, false
+	}
 	select {
 	case tick := <-cur.timer:
 		return tick, true
@@ -837,20 +860,38 @@ func (p *Pipeline) poll(cur *txn) (time.Time, bool) {
 	}
 }
 
+// wroteMax reports whether cur has begun and its writes hold MaxBytes.
+func (p *Pipeline) wroteMax(cur *txn) bool {
+	if p.MaxBytes <= 0 || !cur.began {
+		return false
+	}
+	var sz, ok = p.Store.(runtime.TxnSizer)
+	return ok && sz.TxnBytes() >= p.MaxBytes
+}
+
 func (p *Pipeline) onTick(cur *txn, tick time.Time) {
 	cur.stopTimer()
 	if !cur.minDone {
 		cur.minDone = true
-		if rest := cur.stats.Began.Add(p.MaxDuration).Sub(tick); rest > 0 {
+		if rest := cur.stats.Began.Add(p.MaxDuration).Sub(tick); rest > 0 && !cur.maxDone {
 			cur.timer, cur.stopTimer = p.Clock.Timer(rest)
 			return
 		}
 	}
-	cur.maxDone = true
 	cur.timer, cur.stopTimer = nil, func() {}
+	p.full(cur, tick)
+}
+
+// full ends cur's reading at time at: it reached MaxDuration, or wrote
+// MaxBytes. Its timer, if it has not reached MinDuration, still runs.
+func (p *Pipeline) full(cur *txn, at time.Time) {
+	if cur.maxDone {
+		return
+	}
+	cur.maxDone = true
 	cur.reads = nil // Stop reading: the transaction is full.
 	if cur.barrier != nil {
-		cur.stalledAt = tick // It must still wait for its predecessor.
+		cur.stalledAt = at // It must still wait for its predecessor.
 	}
 }
 

@@ -1104,3 +1104,131 @@ func TestFinalizedIsToldAsTheCommitStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// sizedStore is a testStore that is a runtime.TxnSizer: sizedApp writes
+// 100 bytes to it with each message consumed.
+type sizedStore struct {
+	*testStore
+	written atomic.Int64
+}
+
+func (s *sizedStore) TxnBytes() int { return int(s.written.Load()) }
+func (s *sizedStore) StartCommit(sh runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
+	s.written.Store(0)
+	return s.testStore.StartCommit(sh, cp, waitFor)
+}
+
+type sizedApp struct{ *testApp }
+
+func (a sizedApp) ConsumeMessage(sh runtime.Shard, st runtime.Store, env message.Envelope, pub *message.Publisher) error {
+	st.(*sizedStore).written.Add(100)
+	return a.testApp.ConsumeMessage(sh, st, env, pub)
+}
+
+// A transaction reading a backlog, which would stay open until
+// MaxDuration, takes no more reads once its writes hold MaxBytes (as its
+// Limits say): it finishes at MinDuration, and its successor consumes the
+// rest. Without a bound, it consumes the whole backlog.
+func TestTransactionEndsOnceItWroteMaxBytes(t *testing.T) {
+	for _, bound := range []int{1000, 0} {
+		var h = newHarness(t, false)
+		var store = &sizedStore{testStore: h.store}
+		h.pipeline.Store, h.pipeline.App = store, sizedApp{h.app}
+		h.pipeline.Limits = func() (Limits, error) {
+			return Limits{MinDuration: minDur, MaxDuration: maxDur, WaitForAck: true, MaxBytes: bound}, nil
+		}
+		h.run()
+
+		const n = 60
+		for i := range n {
+			h.sendRead(fmt.Sprint(i), message.Flag_OUTSIDE_TXN, 1<<20)
+		}
+		var consumed int
+		for done := false; !done; {
+			select {
+			case ev := <-h.app.events:
+				if want := fmt.Sprintf("consume %d", consumed); ev != want {
+					t.Fatalf("bound %d: got event %q, want %q", bound, ev, want)
+				}
+				consumed++
+			case <-time.After(100 * time.Millisecond):
+				done = true
+			}
+		}
+		if bound == 0 {
+			if consumed != n {
+				t.Fatalf("without a bound, the transaction consumed %d of the %d messages of its backlog", consumed, n)
+			}
+			h.clock.Advance(minDur)
+			h.expectNone() // It waits for the backlog, up to MaxDuration.
+			h.clock.Advance(maxDur - minDur)
+			h.expect("finalize")
+			var op, _ = h.commit()
+			op.Resolve(nil)
+			if err := h.finish(); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		// It wrote the bound (10 messages) and polls it every pollEvery
+		// reads at most.
+		if consumed < bound/100 || consumed > bound/100+pollEvery {
+			t.Fatalf("the transaction consumed %d messages of 100 bytes, bound at %d bytes", consumed, bound)
+		}
+		h.expectNone()
+		h.clock.Advance(minDur) // Far short of MaxDuration.
+		h.expect("finalize")
+		var op, cp = h.commit()
+		if got, want := cp.Sources[journal.Name].ReadThrough, pb.Offset(consumed*10); got != want {
+			t.Fatalf("checkpoint reads through %d, want %d", got, want)
+		}
+		op.Resolve(nil)
+		var s = <-h.stats
+		if s.Messages != consumed {
+			t.Fatalf("stats = %+v, want %d messages", s, consumed)
+		}
+		// The successors consume the rest, each as bound.
+		for consumed < n {
+			select {
+			case ev := <-h.app.events:
+				if want := fmt.Sprintf("consume %d", consumed); ev != want {
+					t.Fatalf("got event %q, want %q", ev, want)
+				}
+				consumed++
+				if store.TxnBytes() > bound+pollEvery*100 {
+					t.Fatalf("a transaction wrote %d bytes, bound at %d", store.TxnBytes(), bound)
+				}
+			case <-time.After(100 * time.Millisecond):
+				h.clock.Advance(maxDur) // The last may not be full.
+				h.expect("finalize")
+				var op, _ = h.commit()
+				op.Resolve(nil)
+			}
+		}
+		h.clock.Advance(maxDur)
+		h.expect("finalize")
+		op, _ = h.commit()
+		op.Resolve(nil)
+		if err := h.finish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An error of Limits, as of a shard's spec with a bad label, fails the
+// shard as its transaction begins.
+func TestLimitsErrorFailsTheShard(t *testing.T) {
+	var h = newHarness(t, false)
+	var bad = errors.New("shard test/shard: label gazconsumer.dev/max-txn-bytes is \"x\"")
+	h.pipeline.Limits = func() (Limits, error) { return Limits{}, bad }
+	h.run()
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	select {
+	case err := <-h.done:
+		if !errors.Is(err, bad) {
+			t.Fatalf("pipeline exited with %v, want %v", err, bad)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pipeline did not fail")
+	}
+}

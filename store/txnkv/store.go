@@ -183,6 +183,7 @@ var (
 	_ runtime.KV              = (*Store)(nil)
 	_ runtime.Store           = (*Store)(nil)
 	_ runtime.CommittedReader = (*Store)(nil)
+	_ runtime.TxnSizer        = (*Store)(nil)
 )
 
 // New returns a Store of base, which names the store in errors as name.
@@ -246,6 +247,10 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	return op
 }
 
+// TxnBytes is the bytes of keys and values the open transaction wrote
+// (runtime.TxnSizer).
+func (s *Store) TxnBytes() int { return s.txn.Bytes() }
+
 // ForkAtCommit asks the next StartCommit to write its checkpoint under key
 // too, beside the writes of its transaction: a copy which later commits
 // leave as it is. A shard whose state is split between new shards marks so
@@ -275,7 +280,7 @@ func (s *Store) commit(c *commit, waitFor client.OpFutures, prior *commit) (err 
 	}
 	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
 		slog.Debug("store committed", "store", s.name, "appends", ready.Sub(began),
-			"write", applied.Sub(ready), "durable", time.Since(applied), "writes", c.writes.Len())
+			"write", applied.Sub(ready), "durable", time.Since(applied), "writes", c.writes.Len(), "bytes", c.writes.Bytes())
 	}
 	if err := durable.Err(); err != nil {
 		return fmt.Errorf("store %s: commit: %w", s.name, err)
