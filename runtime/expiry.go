@@ -34,8 +34,11 @@ type Timekeeper interface {
 	// Fire sets the time of the store's current transaction to now, and
 	// fires within it what is due by now (what was due as it was called: a
 	// firing that sets something due by now has it fire in the next
-	// transaction). It returns how many it fired.
-	Fire(_ Shard, _ Store, now time.Time, pub *message.Publisher) (int, error)
+	// transaction). If maxBytes is not 0 and the store is a TxnSizer, it
+	// stops, having fired at least one, once the transaction's writes hold
+	// maxBytes: what it leaves is due by now, for the next transaction. It
+	// returns how many it fired.
+	Fire(_ Shard, _ Store, now time.Time, pub *message.Publisher, maxBytes int) (int, error)
 }
 
 // Expiring is a table of a consumer whose rows expire (annotated with a
@@ -136,8 +139,9 @@ const (
 // Fire sets the time of the store's transaction, and expires the rows due
 // by now: it calls the handler's OnExpire… method of the row's table, if
 // the handler has one, and deletes the row, its expiry record and its entry
-// of the index.
-func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *message.Publisher) (int, error) {
+// of the index; and fires the timers due by now likewise. Stopped by
+// maxBytes, it leaves the rest of what is due by now to the next call.
+func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *message.Publisher, maxBytes int) (int, error) {
 	var tx, err = a.txnOf(shard, store, message.Envelope{}, pub)
 	if err != nil {
 		return 0, err
@@ -147,12 +151,20 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 		return 0, nil
 	}
 	var kv = store.(KVStore).KV()
+	var sized, _ = store.(TxnSizer)
+	if maxBytes <= 0 {
+		sized = nil
+	}
 	var _, end = due.Through(now)
 	var start = due.From(a.fired(shard, store))
 	var fired int
+	// through is the time before which everything due has fired: now, once
+	// everything due by now has; or else the time of the last fired, as
+	// others of that time may remain.
+	var through = now
 	defer func() {
-		if err == nil && now.After(a.fired(shard, store)) {
-			a.firedAt.Store(shard.Spec().Id, firedMark{store, now})
+		if err == nil && through.After(a.fired(shard, store)) {
+			a.firedAt.Store(shard.Spec().Id, firedMark{store, through})
 		}
 	}()
 	for batch := minFireBatch; ; batch = min(2*batch, maxFireBatch) {
@@ -173,6 +185,10 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 				return fired, err
 			}
 			fired++
+			if sized != nil && sized.TxnBytes() >= maxBytes {
+				through, _, _, _ = due.ParseKey(key) // Parsed as it fired.
+				return fired, nil
+			}
 		}
 		if len(keys) < batch {
 			return fired, nil

@@ -13,21 +13,34 @@ import (
 
 // Fire fires, in one call, everything of the store due by its time, however
 // much (it reads the index of what falls due in batches, which grow), each
-// once, and nothing due later.
+// once, and nothing due later. Bound by maxBytes, it fires at least one,
+// stops once the transaction wrote that much, and leaves the rest due, for
+// the next call: every firing still happens once.
 func TestFireFiresEverythingDueOnce(t *testing.T) {
-	for _, n := range []int{1, 255, 256, 257, 3000} {
+	for _, tc := range []struct{ n, maxBytes int }{{1, 0}, {255, 0}, {256, 0}, {257, 0}, {3000, 0}, {1, 1}, {300, 1}, {3000, 20 << 10}} {
+		var n = tc.n
 		var f = newLinkFixture(t)
 		var s = f.parent
 		var tk, bf = s.app.(runtime.Timekeeper), s.app.(runtime.BeginFinisher)
+		var sized = s.store.(runtime.TxnSizer)
 		var now = time.Unix(1_700_000_000, 0)
-		// txn runs a transaction at now, of orders of customers.
-		var txn = func(now time.Time, customers ...string) int {
+		var perFiring int // The most bytes one firing wrote.
+		// step runs a transaction at now, of orders of customers.
+		var step = func(now time.Time, customers ...string) int {
 			if err := bf.BeginTxn(s.sh, s.store); err != nil {
 				t.Fatal(err)
 			}
-			var fired, err = tk.Fire(s.sh, s.store, now, nil)
+			var fired, err = tk.Fire(s.sh, s.store, now, nil, tc.maxBytes)
 			if err != nil {
 				t.Fatal(err)
+			}
+			var wrote = sized.TxnBytes()
+			if fired == 1 {
+				perFiring = max(perFiring, wrote)
+			}
+			if tc.maxBytes != 0 && fired > 1 && wrote >= tc.maxBytes+maxPerFiring {
+				t.Fatalf("n=%d: %d fired, writing %d bytes, past the bound of %d by more than one firing",
+					n, fired, wrote, tc.maxBytes)
 			}
 			f.consume(s, customers...)
 			if err = s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
@@ -41,13 +54,40 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 			}
 			return fired
 		}
+		// txn runs transactions at now, as a pipeline does: while something
+		// is due by now, another begins at once. It returns how many fired.
+		var txn = func(now time.Time, customers ...string) int {
+			var fired = step(now, customers...)
+			for {
+				var at, found, err = tk.Due(s.sh, s.store)
+				if err != nil {
+					t.Fatal(err)
+				} else if !found || at.After(now) {
+					return fired
+				} else if tc.maxBytes == 0 {
+					t.Fatalf("n=%d: %v is still due by %v, once fired without a bound", n, at, now)
+				}
+				var more = step(now)
+				if more == 0 {
+					t.Fatalf("n=%d: %v is due by %v, but firing fired nothing", n, at, now)
+				}
+				fired += more
+			}
+		}
 		var customers []string
 		for i := range n {
 			customers = append(customers, fmt.Sprintf("c-%05d", i))
 		}
-		txn(now, customers...) // A timer and an expiry of each falls due later.
+		// A timer and an expiry of each falls due later: the orders come in
+		// spread transactions a millisecond apart, so that what they set
+		// falls due at as many times (a bound stops firing between them).
+		const spread = 10
+		for i := range spread {
+			txn(now.Add(time.Duration(i)*time.Millisecond), customers[i*n/spread:(i+1)*n/spread]...)
+		}
 		var first, last = min(f.log.ttl, f.log.delay), max(f.log.ttl, f.log.delay)
-		if got := txn(now.Add(first - time.Nanosecond)); got != 0 {
+		now = now.Add((spread - 1) * time.Millisecond) // Of the last orders: the times below are whole seconds after it.
+		if got := txn(now.Add(first - spread*time.Millisecond)); got != 0 {
 			t.Fatalf("n=%d: fired %d before anything fell due", n, got)
 		}
 		var want = n
@@ -55,7 +95,7 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 			want = 2 * n
 		}
 		if got := txn(now.Add(first)); got != want {
-			t.Fatalf("n=%d: fired %d as the first fell due, want %d", n, got, want)
+			t.Fatalf("n=%d, bound %d: fired %d as the first fell due, want %d", n, tc.maxBytes, got, want)
 		}
 		if got := txn(now.Add(last)); got != 2*n-want {
 			t.Fatalf("n=%d: fired %d as the last fell due, want %d", n, got, 2*n-want)
@@ -73,5 +113,12 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 		if got := txn(now.Add(time.Hour)); got != 0 {
 			t.Fatalf("n=%d: fired %d once everything had", n, got)
 		}
+		if perFiring >= maxPerFiring {
+			t.Fatalf("a firing wrote %d bytes: the test's bound of what one writes, %d, is too low", perFiring, maxPerFiring)
+		}
 	}
 }
+
+// maxPerFiring bounds the bytes one firing of the link fixture's consumer
+// writes.
+const maxPerFiring = 1 << 10

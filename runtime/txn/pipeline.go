@@ -9,7 +9,9 @@
 // ready, or a reader behind its journal's write head delivers them until
 // the transaction has consumed as many bytes as the largest backlog it saw
 // (or a message sequence started in it awaits its acknowledgement), up to
-// MaxDuration. It then finalizes and starts to commit. Its successor may
+// MaxDuration, or until its writes hold MaxBytes (Limits.MaxBytes, as the
+// shard's label LabelMaxTxnBytes sets it). It then finalizes and starts to
+// commit. Its successor may
 // begin consuming at once, but may not finalize until its predecessor's
 // commit and acknowledgements are done; if its own MaxDuration passes first,
 // it stops reading (it stalls) until they are. A transaction that hurries
@@ -760,13 +762,14 @@ func (p *Pipeline) begin(cur *txn) error {
 	return p.fire(cur)
 }
 
-// fire has the application fire, within cur, what is due by now.
+// fire has the application fire, within cur, what is due by now, up to
+// MaxBytes of writes: the rest begins the next transaction at once.
 func (p *Pipeline) fire(cur *txn) error {
 	var tk, ok = p.App.(runtime.Timekeeper)
 	if !ok {
 		return nil
 	}
-	var n, err = tk.Fire(p.Shard, p.Store, p.Clock.Now(), p.Publisher)
+	var n, err = tk.Fire(p.Shard, p.Store, p.Clock.Now(), p.Publisher, p.MaxBytes)
 	if err != nil {
 		return fmt.Errorf("firing what is due: %w", err)
 	}
