@@ -14,11 +14,12 @@ import (
 const LabelMaxTxnBytes = "gazconsumer.dev/max-txn-bytes"
 
 // DefaultMaxTxnBytes is the bound of a shard without LabelMaxTxnBytes. A
-// store writes a commit at some hundreds of MiB a second: a commit of this
-// many bytes takes a fraction of a second, as long as it waits to be
-// written, which a transaction under a steady stream, much smaller, never
-// reaches.
-const DefaultMaxTxnBytes = 32 << 20
+// transaction under a steady stream writes far less; one reading a backlog
+// reaches it, and its commit, which a new shard forking from it waits for,
+// then takes a fraction of a second: of rows of about 90 bytes, 8 MiB are
+// about 92,000, which a member sharing two processors with its brokers
+// wrote to RocksDB in 0.3 to 0.8 s (bench/cmd/rescalebench).
+const DefaultMaxTxnBytes = 8 << 20
 
 // MaxTxnBytesOf returns the bound that spec's labels set on what one of its
 // transactions writes: 0 if none.
