@@ -87,6 +87,7 @@ var (
 	_ runtime.KV              = (*Store)(nil)
 	_ runtime.CommittedReader = (*Store)(nil)
 	_ runtime.Loader          = (*Store)(nil)
+	_ runtime.TxnSizer        = (*Store)(nil)
 )
 
 // Open returns a Store of db, which resumes from its last commit. Commits of

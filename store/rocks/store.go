@@ -83,6 +83,7 @@ var (
 	_ runtime.Loader          = (*Store)(nil)
 	_ runtime.Compactor       = (*Store)(nil)
 	_ runtime.Flusher         = (*Store)(nil)
+	_ runtime.TxnSizer        = (*Store)(nil)
 	_ txnkv.Base              = (*database)(nil)
 	_ txnkv.HashedBase        = (*database)(nil)
 	_ txnkv.PrefetchBase      = (*database)(nil)
