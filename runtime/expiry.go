@@ -34,11 +34,10 @@ type Timekeeper interface {
 	// Fire sets the time of the store's current transaction to now, and
 	// fires within it what is due by now (what was due as it was called: a
 	// firing that sets something due by now has it fire in the next
-	// transaction). If maxBytes is not 0 and the store is a TxnSizer, it
-	// stops, having fired at least one, once the transaction's writes hold
-	// maxBytes: what it leaves is due by now, for the next transaction. It
-	// returns how many it fired.
-	Fire(_ Shard, _ Store, now time.Time, pub *message.Publisher, maxBytes int) (int, error)
+	// transaction). If the store is a TxnSizer, it stops, having fired at
+	// least one, once the transaction reached bound: what it leaves is due
+	// by now, for the next transaction. It returns how many it fired.
+	Fire(_ Shard, _ Store, now time.Time, pub *message.Publisher, bound TxnBound) (int, error)
 }
 
 // Expiring is a table of a consumer whose rows expire (annotated with a
@@ -140,8 +139,8 @@ const (
 // by now: it calls the handler's OnExpire… method of the row's table, if
 // the handler has one, and deletes the row, its expiry record and its entry
 // of the index; and fires the timers due by now likewise. Stopped by
-// maxBytes, it leaves the rest of what is due by now to the next call.
-func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *message.Publisher, maxBytes int) (int, error) {
+// bound, it leaves the rest of what is due by now to the next call.
+func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *message.Publisher, bound TxnBound) (int, error) {
 	var tx, err = a.txnOf(shard, store, message.Envelope{}, pub)
 	if err != nil {
 		return 0, err
@@ -152,9 +151,6 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 	}
 	var kv = store.(KVStore).KV()
 	var sized, _ = store.(TxnSizer)
-	if maxBytes <= 0 {
-		sized = nil
-	}
 	var _, end = due.Through(now)
 	var start = due.From(a.fired(shard, store))
 	var fired int
@@ -185,7 +181,7 @@ func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *messa
 				return fired, err
 			}
 			fired++
-			if sized != nil && sized.TxnBytes() >= maxBytes {
+			if bound.Reached(sized) {
 				through, _, _, _ = due.ParseKey(key) // Parsed as it fired.
 				return fired, nil
 			}

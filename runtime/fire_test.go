@@ -17,7 +17,11 @@ import (
 // stops once the transaction wrote that much, and leaves the rest due, for
 // the next call: every firing still happens once.
 func TestFireFiresEverythingDueOnce(t *testing.T) {
-	for _, tc := range []struct{ n, maxBytes int }{{1, 0}, {255, 0}, {256, 0}, {257, 0}, {3000, 0}, {1, 1}, {300, 1}, {3000, 20 << 10}} {
+	for _, tc := range []struct {
+		n     int
+		bound runtime.TxnBound
+	}{{1, runtime.TxnBound{}}, {255, runtime.TxnBound{}}, {256, runtime.TxnBound{}}, {257, runtime.TxnBound{}}, {3000, runtime.TxnBound{}},
+		{1, runtime.TxnBound{Bytes: 1}}, {300, runtime.TxnBound{Bytes: 1}}, {3000, runtime.TxnBound{Bytes: 20 << 10}}, {3000, runtime.TxnBound{Writes: 500}}} {
 		var n = tc.n
 		var f = newLinkFixture(t)
 		var s = f.parent
@@ -30,17 +34,17 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 			if err := bf.BeginTxn(s.sh, s.store); err != nil {
 				t.Fatal(err)
 			}
-			var fired, err = tk.Fire(s.sh, s.store, now, nil, tc.maxBytes)
+			var fired, err = tk.Fire(s.sh, s.store, now, nil, tc.bound)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var wrote = sized.TxnBytes()
+			var wrote, keys = sized.TxnSize()
 			if fired == 1 {
 				perFiring = max(perFiring, wrote)
 			}
-			if tc.maxBytes != 0 && fired > 1 && wrote >= tc.maxBytes+maxPerFiring {
-				t.Fatalf("n=%d: %d fired, writing %d bytes, past the bound of %d by more than one firing",
-					n, fired, wrote, tc.maxBytes)
+			if fired > 1 && (tc.bound.Bytes != 0 && wrote >= tc.bound.Bytes+maxPerFiring || tc.bound.Writes != 0 && keys >= tc.bound.Writes+maxPerFiringKeys) {
+				t.Fatalf("n=%d: %d fired, writing %d bytes of %d keys, past the bound %+v by more than one firing",
+					n, fired, wrote, keys, tc.bound)
 			}
 			f.consume(s, customers...)
 			if err = s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
@@ -64,7 +68,7 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 					t.Fatal(err)
 				} else if !found || at.After(now) {
 					return fired
-				} else if tc.maxBytes == 0 {
+				} else if tc.bound == (runtime.TxnBound{}) {
 					t.Fatalf("n=%d: %v is still due by %v, once fired without a bound", n, at, now)
 				}
 				var more = step(now)
@@ -95,7 +99,7 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 			want = 2 * n
 		}
 		if got := txn(now.Add(first)); got != want {
-			t.Fatalf("n=%d, bound %d: fired %d as the first fell due, want %d", n, tc.maxBytes, got, want)
+			t.Fatalf("n=%d, bound %+v: fired %d as the first fell due, want %d", n, tc.bound, got, want)
 		}
 		if got := txn(now.Add(last)); got != 2*n-want {
 			t.Fatalf("n=%d: fired %d as the last fell due, want %d", n, got, 2*n-want)
@@ -119,6 +123,9 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 	}
 }
 
-// maxPerFiring bounds the bytes one firing of the link fixture's consumer
-// writes.
-const maxPerFiring = 1 << 10
+// maxPerFiring and maxPerFiringKeys bound the bytes and the keys one firing
+// of the link fixture's consumer writes.
+const (
+	maxPerFiring     = 1 << 10
+	maxPerFiringKeys = 8
+)

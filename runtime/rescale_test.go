@@ -375,7 +375,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		// Each transaction begins a second after the last, and fires what
 		// fell due by then.
 		now = now.Add(time.Second)
-		if _, err := s.app.(runtime.Timekeeper).Fire(s.sh, s.store, now, nil, 0); err != nil {
+		if _, err := s.app.(runtime.Timekeeper).Fire(s.sh, s.store, now, nil, runtime.TxnBound{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, msg := range msgs {

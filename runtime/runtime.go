@@ -104,12 +104,29 @@ type Store interface {
 
 // TxnSizer is implemented by Stores that know how much the open
 // transaction has written (txnkv.Store is one): a shard's transactions then
-// end once they wrote their spec's bound (txn.LabelMaxTxnBytes), so that
-// no commit holds more than that.
+// end once they reach their spec's TxnBound (txn.LabelMaxTxnBytes and
+// txn.LabelMaxTxnWrites), so that no commit holds more than that.
 type TxnSizer interface {
-	// TxnBytes is the bytes of keys and values the open transaction wrote.
-	// It's called often: it must be cheap.
-	TxnBytes() int
+	// TxnSize returns the bytes of keys and values the open transaction
+	// wrote, and how many keys. It's called often: it must be cheap.
+	TxnSize() (bytes, writes int)
+}
+
+// TxnBound bounds what one transaction writes: it is reached once the
+// transaction's writes hold Bytes bytes of keys and values, or Writes keys.
+// A field of 0 bounds nothing.
+type TxnBound struct {
+	Bytes, Writes int
+}
+
+// Reached reports whether the open transaction of s reached b; never, if s
+// is nil.
+func (b TxnBound) Reached(s TxnSizer) bool {
+	if s == nil || b.Bytes <= 0 && b.Writes <= 0 {
+		return false
+	}
+	var bytes, writes = s.TxnSize()
+	return b.Bytes > 0 && bytes >= b.Bytes || b.Writes > 0 && writes >= b.Writes
 }
 
 // Recorder records a store's file operations into the shard's recovery log.

@@ -436,7 +436,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 	if err != nil {
 		return err
 	}
-	if _, err = txn.MaxTxnBytesOf(spec); err != nil {
+	if _, err = txn.MaxTxnOf(spec); err != nil {
 		return err
 	}
 	var rec runtime.Recorder = localDir(dir)
@@ -535,9 +535,9 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 		// transaction begins: a change applies from the next one.
 		Limits: func() (txn.Limits, error) {
 			var spec = s.Spec()
-			var maxBytes, err = txn.MaxTxnBytesOf(spec)
+			var maxTxn, err = txn.MaxTxnOf(spec)
 			return txn.Limits{MinDuration: spec.MinTxnDuration, MaxDuration: spec.MaxTxnDuration,
-				WaitForAck: !spec.DisableWaitForAck, MaxBytes: maxBytes}, err
+				WaitForAck: !spec.DisableWaitForAck, MaxTxn: maxTxn}, err
 		},
 		ProducerPruneHorizon: 24 * time.Hour,
 		Committed:            s.committed,

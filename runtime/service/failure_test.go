@@ -82,6 +82,7 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 		{[]string{source.LabelOnDecodeError, "skip"}, codes.InvalidArgument, "needs label " + source.LabelDeadLetterJournal},
 		{[]string{source.LabelOnDecodeError, "ignore"}, codes.InvalidArgument, `"ignore", not "fail" or "skip"`},
 		{[]string{txn.LabelMaxTxnBytes, "16MiB"}, codes.InvalidArgument, `label gazconsumer.dev/max-txn-bytes is "16MiB", not a number of bytes`},
+		{[]string{txn.LabelMaxTxnWrites, "lots"}, codes.InvalidArgument, `label gazconsumer.dev/max-txn-writes is "lots", not a number of keys`},
 		{[]string{source.LabelOnDecodeError, "skip", source.LabelDeadLetterJournal, "nowhere/at-all"}, codes.FailedPrecondition, "dead-letter journal nowhere/at-all does not exist"},
 		{[]string{source.LabelOnDecodeError, "skip", source.LabelDeadLetterJournal, c.ShardSpec(0).RecoveryLog().String()}, codes.FailedPrecondition, "has content-type"},
 	} {

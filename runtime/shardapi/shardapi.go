@@ -258,7 +258,7 @@ func (a *Server) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReque
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		} else if _, err := source.MaxMessageSizeOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
-		} else if _, err := txn.MaxTxnBytesOf(change.Upsert); err != nil {
+		} else if _, err := txn.MaxTxnOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}

@@ -25,7 +25,7 @@ func (a *timedApp) Due(runtime.Shard, runtime.Store) (time.Time, bool, error) {
 	return slices.MinFunc(a.due, func(x, y time.Time) int { return x.Compare(y) }), true, nil
 }
 
-func (a *timedApp) Fire(_ runtime.Shard, _ runtime.Store, now time.Time, _ *message.Publisher, _ int) (int, error) {
+func (a *timedApp) Fire(_ runtime.Shard, _ runtime.Store, now time.Time, _ *message.Publisher, _ runtime.TxnBound) (int, error) {
 	var n int
 	a.due = slices.DeleteFunc(a.due, func(t time.Time) bool {
 		if t.After(now) {

@@ -6,31 +6,58 @@ import (
 	"strconv"
 
 	pc "go.gazette.dev/core/consumer/protocol"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
 )
 
-// LabelMaxTxnBytes is the shard label bounding what one of its transactions
-// writes, in bytes of keys and values (Limits.MaxBytes): "0" sets no bound.
-// It applies to a running shard from its next transaction on.
+// LabelMaxTxnWrites is the shard label bounding how many keys one of its
+// transactions writes (runtime.TxnBound's Writes): "0" sets no bound. It
+// applies to a running shard from its next transaction on.
+const LabelMaxTxnWrites = "gazconsumer.dev/max-txn-writes"
+
+// LabelMaxTxnBytes is the shard label bounding the bytes of keys and values
+// one of its transactions writes (runtime.TxnBound's Bytes): "0" sets no
+// bound. It applies to a running shard from its next transaction on.
 const LabelMaxTxnBytes = "gazconsumer.dev/max-txn-bytes"
 
-// DefaultMaxTxnBytes is the bound of a shard without LabelMaxTxnBytes. A
-// transaction under a steady stream writes far less; one reading a backlog
-// reaches it, and its commit, which a new shard forking from it waits for,
-// then takes a fraction of a second: of rows of about 90 bytes, 8 MiB are
-// about 92,000, which a member sharing two processors with its brokers
-// wrote to RocksDB in 0.3 to 0.8 s (bench/cmd/rescalebench).
-const DefaultMaxTxnBytes = 8 << 20
+// DefaultMaxTxnWrites is the bound of a shard without LabelMaxTxnWrites. A
+// transaction under a steady stream writes far fewer; one reading a
+// backlog reaches it, and its commit, which a new shard forking from it
+// waits for, then takes a fraction of a second: a member sharing two
+// processors with its brokers wrote 92,000 rows of about 90 bytes to
+// RocksDB in 0.3 to 0.8 s (bench/cmd/rescalebench). A commit's time grows
+// with its keys more than with their bytes: a bound of 8 MiB, the same
+// there, took a third of the throughput of rows of 1 KiB (bench/cmd/bench,
+// workload wide), where this bound leaves the transactions as long as
+// before.
+const DefaultMaxTxnWrites = 100_000
 
-// MaxTxnBytesOf returns the bound that spec's labels set on what one of its
-// transactions writes: 0 if none.
-func MaxTxnBytesOf(spec *pc.ShardSpec) (int, error) {
-	var v = spec.LabelSet.ValueOf(LabelMaxTxnBytes)
+// DefaultMaxTxnBytes is the bound of a shard without LabelMaxTxnBytes: it
+// bounds the memory of a transaction of large values, past what
+// DefaultMaxTxnWrites bounds of small ones.
+const DefaultMaxTxnBytes = 256 << 20
+
+// MaxTxnOf returns the bound that spec's labels set on what one of its
+// transactions writes.
+func MaxTxnOf(spec *pc.ShardSpec) (runtime.TxnBound, error) {
+	var b runtime.TxnBound
+	var err error
+	if b.Writes, err = countLabel(spec, LabelMaxTxnWrites, DefaultMaxTxnWrites, "a number of keys"); err != nil {
+		return b, err
+	}
+	b.Bytes, err = countLabel(spec, LabelMaxTxnBytes, DefaultMaxTxnBytes, "a number of bytes")
+	return b, err
+}
+
+// countLabel returns the count of spec's label, or def if it has none.
+func countLabel(spec *pc.ShardSpec, label string, def int, what string) (int, error) {
+	var v = spec.LabelSet.ValueOf(label)
 	if v == "" {
-		return DefaultMaxTxnBytes, nil
+		return def, nil
 	}
 	var n, err = strconv.ParseUint(v, 10, 63)
 	if err != nil || n > math.MaxInt {
-		return 0, fmt.Errorf("shard %s: label %s is %q, not a number of bytes (0 for no bound)", spec.Id, LabelMaxTxnBytes, v)
+		return 0, fmt.Errorf("shard %s: label %s is %q, not %s (0 for no bound)", spec.Id, label, v, what)
 	}
 	return int(n), nil
 }

@@ -9,9 +9,9 @@
 // ready, or a reader behind its journal's write head delivers them until
 // the transaction has consumed as many bytes as the largest backlog it saw
 // (or a message sequence started in it awaits its acknowledgement), up to
-// MaxDuration, or until its writes hold MaxBytes (Limits.MaxBytes, as the
-// shard's label LabelMaxTxnBytes sets it). It then finalizes and starts to
-// commit. Its successor may
+// MaxDuration, or until its writes reach MaxTxn (as the shard's labels
+// LabelMaxTxnBytes and LabelMaxTxnWrites set it). It then finalizes and
+// starts to commit. Its successor may
 // begin consuming at once, but may not finalize until its predecessor's
 // commit and acknowledgements are done; if its own MaxDuration passes first,
 // it stops reading (it stalls) until they are. A transaction that hurries
@@ -116,10 +116,9 @@ func (e *CommitError) Unwrap() error { return e.Err }
 type Limits struct {
 	MinDuration, MaxDuration time.Duration
 	WaitForAck               bool
-	// MaxBytes, if not 0, ends a transaction's reading once its writes hold
-	// this many bytes of keys and values, as MaxDuration does (see
-	// Pipeline.MaxBytes).
-	MaxBytes int
+	// MaxTxn ends a transaction's reading once its writes reach it, as
+	// MaxDuration does (see Pipeline.MaxTxn).
+	MaxTxn runtime.TxnBound
 }
 
 // Pipeline runs the transactions of one shard.
@@ -146,17 +145,16 @@ type Pipeline struct {
 	// WaitForAck keeps a transaction open, up to MaxDuration, while a
 	// message sequence it read awaits its acknowledgement.
 	WaitForAck bool
-	// MaxBytes, if not 0 and the Store is a runtime.TxnSizer, bounds what a
-	// transaction writes: once its writes hold this many bytes of keys and
-	// values (what it fired as it began included), it takes no more reads,
-	// as at MaxDuration. The commit in flight is then never larger: a
-	// shard reading a backlog, whose transactions would otherwise last
-	// MaxDuration, commits in smaller steps, and whoever waits on its
-	// commit in flight (a new shard forking from it, a hot standby, a
-	// query reading its writes) waits less.
-	MaxBytes int
+	// MaxTxn, if the Store is a runtime.TxnSizer, bounds what a transaction
+	// writes: once its writes reach it (what it fired as it began
+	// included), it takes no more reads, as at MaxDuration. The commit in
+	// flight is then never larger: a shard reading a backlog, whose
+	// transactions would otherwise last MaxDuration, commits in smaller
+	// steps, and whoever waits on its commit in flight (a new shard forking
+	// from it, a hot standby, a query reading its writes) waits less.
+	MaxTxn runtime.TxnBound
 	// Limits, if set, is called as each transaction begins, and what it
-	// returns replaces MinDuration, MaxDuration, WaitForAck and MaxBytes
+	// returns replaces MinDuration, MaxDuration, WaitForAck and MaxTxn
 	// from that transaction on: a shard's spec changes apply to a running
 	// shard. Its error fails the shard.
 	Limits func() (Limits, error)
@@ -746,7 +744,7 @@ func (p *Pipeline) begin(cur *txn) error {
 			return err
 		}
 		p.MinDuration, p.MaxDuration, p.WaitForAck = l.MinDuration, max(l.MaxDuration, l.MinDuration), l.WaitForAck
-		p.MaxBytes = l.MaxBytes
+		p.MaxTxn = l.MaxTxn
 	}
 	if bf, ok := p.App.(runtime.BeginFinisher); ok {
 		if err := bf.BeginTxn(p.Shard, p.Store); err != nil {
@@ -763,13 +761,13 @@ func (p *Pipeline) begin(cur *txn) error {
 }
 
 // fire has the application fire, within cur, what is due by now, up to
-// MaxBytes of writes: the rest begins the next transaction at once.
+// MaxTxn: the rest begins the next transaction at once.
 func (p *Pipeline) fire(cur *txn) error {
 	var tk, ok = p.App.(runtime.Timekeeper)
 	if !ok {
 		return nil
 	}
-	var n, err = tk.Fire(p.Shard, p.Store, p.Clock.Now(), p.Publisher, p.MaxBytes)
+	var n, err = tk.Fire(p.Shard, p.Store, p.Clock.Now(), p.Publisher, p.MaxTxn)
 	if err != nil {
 		return fmt.Errorf("firing what is due: %w", err)
 	}
@@ -845,7 +843,7 @@ func (p *Pipeline) step(env *message.Envelope) error {
 const pollEvery = 16
 
 // poll returns the tick of cur's timer, if it fired, every pollEvery calls;
-// it ends cur's reading if cur wrote its MaxBytes.
+// it ends cur's reading if cur reached MaxTxn.
 func (p *Pipeline) poll(cur *txn) (time.Time, bool) {
 	if p.polls++; p.polls < pollEvery {
 		return time.Time{}, false
@@ -863,13 +861,13 @@ func (p *Pipeline) poll(cur *txn) (time.Time, bool) {
 	}
 }
 
-// wroteMax reports whether cur has begun and its writes hold MaxBytes.
+// wroteMax reports whether cur has begun and its writes reach MaxTxn.
 func (p *Pipeline) wroteMax(cur *txn) bool {
-	if p.MaxBytes <= 0 || !cur.began {
+	if !cur.began {
 		return false
 	}
-	var sz, ok = p.Store.(runtime.TxnSizer)
-	return ok && sz.TxnBytes() >= p.MaxBytes
+	var sz, _ = p.Store.(runtime.TxnSizer)
+	return p.MaxTxn.Reached(sz)
 }
 
 func (p *Pipeline) onTick(cur *txn, tick time.Time) {
@@ -885,8 +883,8 @@ func (p *Pipeline) onTick(cur *txn, tick time.Time) {
 	p.full(cur, tick)
 }
 
-// full ends cur's reading at time at: it reached MaxDuration, or wrote
-// MaxBytes. Its timer, if it has not reached MinDuration, still runs.
+// full ends cur's reading at time at: it reached MaxDuration, or its
+// writes reached MaxTxn. Its timer, if it has not reached MinDuration, still runs.
 func (p *Pipeline) full(cur *txn, at time.Time) {
 	if cur.maxDone {
 		return

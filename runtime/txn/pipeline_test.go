@@ -1112,7 +1112,10 @@ type sizedStore struct {
 	written atomic.Int64
 }
 
-func (s *sizedStore) TxnBytes() int { return int(s.written.Load()) }
+func (s *sizedStore) TxnSize() (bytes, writes int) {
+	var n = int(s.written.Load())
+	return n, n / 100
+}
 func (s *sizedStore) StartCommit(sh runtime.Shard, cp pc.Checkpoint, waitFor client.OpFutures) client.OpFuture {
 	s.written.Store(0)
 	return s.testStore.StartCommit(sh, cp, waitFor)
@@ -1126,16 +1129,23 @@ func (a sizedApp) ConsumeMessage(sh runtime.Shard, st runtime.Store, env message
 }
 
 // A transaction reading a backlog, which would stay open until
-// MaxDuration, takes no more reads once its writes hold MaxBytes (as its
-// Limits say): it finishes at MinDuration, and its successor consumes the
-// rest. Without a bound, it consumes the whole backlog.
-func TestTransactionEndsOnceItWroteMaxBytes(t *testing.T) {
-	for _, bound := range []int{1000, 0} {
+// MaxDuration, takes no more reads once its writes reach MaxTxn, in bytes
+// or in keys (as its Limits say): it finishes at MinDuration, and its
+// successor consumes the rest. Without a bound, it consumes the whole
+// backlog.
+func TestTransactionEndsOnceItReachedMaxTxn(t *testing.T) {
+	// Each message writes 100 bytes, one key: each bound but the last is
+	// reached by 10 messages.
+	for _, tc := range []struct {
+		max   runtime.TxnBound
+		bound int // In bytes.
+	}{{runtime.TxnBound{Bytes: 1000}, 1000}, {runtime.TxnBound{Writes: 10}, 1000}, {runtime.TxnBound{Bytes: 1000, Writes: 1000}, 1000}, {runtime.TxnBound{}, 0}} {
+		var bound = tc.bound
 		var h = newHarness(t, false)
 		var store = &sizedStore{testStore: h.store}
 		h.pipeline.Store, h.pipeline.App = store, sizedApp{h.app}
 		h.pipeline.Limits = func() (Limits, error) {
-			return Limits{MinDuration: minDur, MaxDuration: maxDur, WaitForAck: true, MaxBytes: bound}, nil
+			return Limits{MinDuration: minDur, MaxDuration: maxDur, WaitForAck: true, MaxTxn: tc.max}, nil
 		}
 		h.run()
 
@@ -1195,8 +1205,8 @@ func TestTransactionEndsOnceItWroteMaxBytes(t *testing.T) {
 					t.Fatalf("got event %q, want %q", ev, want)
 				}
 				consumed++
-				if store.TxnBytes() > bound+pollEvery*100 {
-					t.Fatalf("a transaction wrote %d bytes, bound at %d", store.TxnBytes(), bound)
+				if wrote, _ := store.TxnSize(); wrote > bound+pollEvery*100 {
+					t.Fatalf("a transaction wrote %d bytes, bound at %d", wrote, bound)
 				}
 			case <-time.After(100 * time.Millisecond):
 				h.clock.Advance(maxDur) // The last may not be full.

@@ -147,7 +147,7 @@ func BenchmarkTimers(b *testing.B) {
 					for tick := 1; tick <= benchTicks; tick++ {
 						if err = a.BeginTxn(benchShard{}, store); err != nil {
 							b.Fatal(err)
-						} else if _, err = a.Fire(benchShard{}, store, epoch.Add(time.Duration(tick)*time.Second), nil, 0); err != nil {
+						} else if _, err = a.Fire(benchShard{}, store, epoch.Add(time.Duration(tick)*time.Second), nil, runtime.TxnBound{}); err != nil {
 							b.Fatal(err)
 						}
 						_ = a.FinishTxn(benchShard{}, store, nil)

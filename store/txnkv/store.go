@@ -247,9 +247,9 @@ func (s *Store) StartCommit(_ runtime.Shard, cp pc.Checkpoint, waitFor client.Op
 	return op
 }
 
-// TxnBytes is the bytes of keys and values the open transaction wrote
-// (runtime.TxnSizer).
-func (s *Store) TxnBytes() int { return s.txn.Bytes() }
+// TxnSize returns the bytes of keys and values the open transaction wrote,
+// and how many keys (runtime.TxnSizer).
+func (s *Store) TxnSize() (bytes, writes int) { return s.txn.Bytes(), s.txn.Len() }
 
 // ForkAtCommit asks the next StartCommit to write its checkpoint under key
 // too, beside the writes of its transaction: a copy which later commits
