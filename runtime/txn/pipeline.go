@@ -11,12 +11,12 @@
 // (or a message sequence started in it awaits its acknowledgement), up to
 // MaxDuration, or until its writes reach MaxTxn (as the shard's labels
 // LabelMaxTxnBytes and LabelMaxTxnWrites set it). It then finalizes and
-// starts to commit. Its successor may
-// begin consuming at once, but may not finalize until its predecessor's
-// commit and acknowledgements are done; if its own MaxDuration passes first,
-// it stops reading (it stalls) until they are. A transaction that hurries
-// (Pipeline.Hurry) finalizes without waiting for them: its commit, which the
-// Store orders after its predecessor's, is then in flight beside it.
+// starts to commit. Its successor may begin consuming at once, but may not
+// finalize until its predecessor's commit and acknowledgements are done; if
+// its own MaxDuration (or MaxTxn) comes first, it stops reading (it stalls)
+// until they are. A transaction that hurries (Pipeline.Hurry) finalizes
+// without waiting for them: its commit, which the Store orders after its
+// predecessor's, is then in flight beside it.
 package txn
 
 import (
@@ -849,7 +849,7 @@ func (p *Pipeline) poll(cur *txn) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	p.polls = 0
-	if p.wroteMax(cur) {
+	if p.reachedMax(cur) {
 		p.full(cur, p.Clock.Now())
 		return time.Time{}, false
 	}
@@ -861,8 +861,8 @@ func (p *Pipeline) poll(cur *txn) (time.Time, bool) {
 	}
 }
 
-// wroteMax reports whether cur has begun and its writes reach MaxTxn.
-func (p *Pipeline) wroteMax(cur *txn) bool {
+// reachedMax reports whether cur has begun and its writes reach MaxTxn.
+func (p *Pipeline) reachedMax(cur *txn) bool {
 	if !cur.began {
 		return false
 	}
@@ -884,7 +884,8 @@ func (p *Pipeline) onTick(cur *txn, tick time.Time) {
 }
 
 // full ends cur's reading at time at: it reached MaxDuration, or its
-// writes reached MaxTxn. Its timer, if it has not reached MinDuration, still runs.
+// writes reached MaxTxn. Its timer, if it has not reached MinDuration,
+// still runs.
 func (p *Pipeline) full(cur *txn, at time.Time) {
 	if cur.maxDone {
 		return
