@@ -136,6 +136,46 @@ func TestHurriedTransactionLeavesWhatFellDueToItsSuccessor(t *testing.T) {
 	}
 }
 
+// A transaction that reached MaxTxn fires nothing more as it finalizes:
+// what fell due while it ran is its successor's, which fires it as it
+// begins.
+func TestFullTransactionLeavesWhatFellDueToItsSuccessor(t *testing.T) {
+	var h, app = newTimedHarness(t, time.Second)
+	var store = &sizedStore{testStore: h.store}
+	h.pipeline.Store, h.pipeline.MaxTxn = store, runtime.TxnBound{Bytes: 1000}
+	h.run()
+	h.send("a", message.Flag_OUTSIDE_TXN)
+	h.expect("consume a")
+	store.written.Store(1000) // As if "a" wrote the transaction's bound.
+	h.clock.Advance(minDur)
+	h.expect("finalize") // Not "fire 1": it is full.
+	var op, _ = h.commit()
+	op.Resolve(nil)
+	if s := <-h.stats; s.Messages != 1 || s.Fired != 0 {
+		t.Errorf("the full transaction's stats %+v", s)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !h.clock.pending(time.Second - minDur); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pipeline awaits nothing due")
+		}
+	}
+	h.clock.Advance(0)
+	h.expect("fire 1")
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	op, _ = h.commit()
+	op.Resolve(nil)
+	if err := h.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-h.stats; s.Messages != 0 || s.Fired != 1 {
+		t.Errorf("its successor's stats %+v", s)
+	}
+	if len(app.due) != 0 {
+		t.Errorf("still due: %v", app.due)
+	}
+}
+
 // Reads that close leave what is due now to a last transaction.
 func TestDueFiresAfterReadsClose(t *testing.T) {
 	var h, app = newTimedHarness(t)

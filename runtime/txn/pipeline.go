@@ -967,9 +967,10 @@ func (p *Pipeline) resolve(t *txn) (<-chan struct{}, error) {
 // startCommit finalizes cur and starts its commit and acknowledgements.
 func (p *Pipeline) startCommit(cur *txn) error {
 	// What fell due while the transaction ran fires within it, unless the
-	// shard hurries (it splits): then its successor, which begins at once,
-	// fires it, and the commit which the shard hurries for starts sooner.
-	if p.Hurry == nil || !p.Hurry() {
+	// shard hurries (it splits), or the transaction reached MaxTxn: then
+	// its successor, which begins at once, fires it (and the commit which
+	// the shard hurries for starts sooner).
+	if (p.Hurry == nil || !p.Hurry()) && !p.reachedMax(cur) {
 		var began = p.Clock.Now()
 		if err := p.fire(cur); err != nil {
 			return err
