@@ -13,9 +13,9 @@ import (
 
 // Fire fires, in one call, everything of the store due by its time, however
 // much (it reads the index of what falls due in batches, which grow), each
-// once, and nothing due later. Bound by maxBytes, it fires at least one,
-// stops once the transaction wrote that much, and leaves the rest due, for
-// the next call: every firing still happens once.
+// once, and nothing due later. Bound (in bytes or keys), it fires at least
+// one, stops once the transaction reached the bound, and leaves the rest
+// due, for the next call: every firing still happens once.
 func TestFireFiresEverythingDueOnce(t *testing.T) {
 	for _, tc := range []struct {
 		n     int
