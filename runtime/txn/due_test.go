@@ -112,28 +112,7 @@ func TestHurriedTransactionLeavesWhatFellDueToItsSuccessor(t *testing.T) {
 	if s := <-h.stats; s.Messages != 1 || s.Fired != 0 || s.Fire != 0 {
 		t.Errorf("the hurried transaction's stats %+v", s)
 	}
-	// Its successor begins for it, as what is due falls due (already, by
-	// the time the pipeline asks the clock).
-	for deadline := time.Now().Add(10 * time.Second); !h.clock.pending(time.Second - minDur); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the pipeline awaits nothing due")
-		}
-	}
-	h.clock.Advance(0)
-	h.expect("fire 1")
-	h.clock.Advance(minDur)
-	h.expect("finalize")
-	op, _ = h.commit()
-	op.Resolve(nil)
-	if err := h.finish(); err != nil {
-		t.Fatal(err)
-	}
-	if s := <-h.stats; s.Messages != 0 || s.Fired != 1 {
-		t.Errorf("its successor's stats %+v", s)
-	}
-	if len(app.due) != 0 {
-		t.Errorf("still due: %v", app.due)
-	}
+	expectSuccessorFires(h, app)
 }
 
 // A transaction that reached MaxTxn fires nothing more as it finalizes:
@@ -154,25 +133,34 @@ func TestFullTransactionLeavesWhatFellDueToItsSuccessor(t *testing.T) {
 	if s := <-h.stats; s.Messages != 1 || s.Fired != 0 {
 		t.Errorf("the full transaction's stats %+v", s)
 	}
+	expectSuccessorFires(h, app)
+}
+
+// expectSuccessorFires expects, once a transaction left what fell due a
+// second after the harness's start, that its successor begins for it (as it
+// falls due, already, by the time the pipeline asks the clock), fires it
+// and commits, and that nothing is left due.
+func expectSuccessorFires(h *harness, app *timedApp) {
+	h.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !h.clock.pending(time.Second - minDur); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the pipeline awaits nothing due")
+			h.t.Fatal("the pipeline awaits nothing due")
 		}
 	}
 	h.clock.Advance(0)
 	h.expect("fire 1")
 	h.clock.Advance(minDur)
 	h.expect("finalize")
-	op, _ = h.commit()
+	var op, _ = h.commit()
 	op.Resolve(nil)
 	if err := h.finish(); err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	if s := <-h.stats; s.Messages != 0 || s.Fired != 1 {
-		t.Errorf("its successor's stats %+v", s)
+		h.t.Errorf("its successor's stats %+v", s)
 	}
 	if len(app.due) != 0 {
-		t.Errorf("still due: %v", app.due)
+		h.t.Errorf("still due: %v", app.due)
 	}
 }
 
