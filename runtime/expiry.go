@@ -38,6 +38,10 @@ type Timekeeper interface {
 	// least one, once the transaction reached bound: what it leaves is due
 	// by now, for the next transaction. It returns how many it fired.
 	Fire(_ Shard, _ Store, now time.Time, pub *message.Publisher, bound TxnBound) (int, error)
+	// SetTime sets the time of the store's current transaction to now,
+	// firing nothing: a transaction that begins as its shard hurries (see
+	// txn.Pipeline.Hurry) leaves what is due to its successor.
+	SetTime(_ Shard, _ Store, now time.Time, pub *message.Publisher) error
 }
 
 // Expiring is a table of a consumer whose rows expire (annotated with a
@@ -135,17 +139,31 @@ const (
 	maxFireBatch = 16 << 10
 )
 
+// SetTime sets the time of the store's transaction.
+func (a *Adapter[H, T]) SetTime(shard Shard, store Store, now time.Time, pub *message.Publisher) error {
+	var _, err = a.timed(shard, store, now, pub)
+	return err
+}
+
+// timed returns the store's transaction, its time set to now.
+func (a *Adapter[H, T]) timed(shard Shard, store Store, now time.Time, pub *message.Publisher) (T, error) {
+	var tx, err = a.txnOf(shard, store, message.Envelope{}, pub)
+	if err == nil {
+		tx.txn().now = now
+	}
+	return tx, err
+}
+
 // Fire sets the time of the store's transaction, and expires the rows due
 // by now: it calls the handler's OnExpire… method of the row's table, if
 // the handler has one, and deletes the row, its expiry record and its entry
 // of the index; and fires the timers due by now likewise. Stopped by
 // bound, it leaves the rest of what is due by now to the next call.
 func (a *Adapter[H, T]) Fire(shard Shard, store Store, now time.Time, pub *message.Publisher, bound TxnBound) (int, error) {
-	var tx, err = a.txnOf(shard, store, message.Envelope{}, pub)
+	var tx, err = a.timed(shard, store, now, pub)
 	if err != nil {
 		return 0, err
 	}
-	tx.txn().now = now
 	if !a.keepsTime() {
 		return 0, nil
 	}

@@ -129,3 +129,56 @@ const (
 	maxPerFiring     = 1 << 10
 	maxPerFiringKeys = 8
 )
+
+// SetTime sets the time of the store's transaction, which what its
+// messages set due is reckoned from, and fires nothing, though something is
+// due by it: a later Fire does.
+func TestSetTimeFiresNothing(t *testing.T) {
+	var f = newLinkFixture(t)
+	var s = f.parent
+	var tk, bf = s.app.(runtime.Timekeeper), s.app.(runtime.BeginFinisher)
+	// txn runs a transaction at now, of the orders of customers, firing
+	// what is due if fire is set; it returns how many fired.
+	var txn = func(now time.Time, fire bool, customers ...string) int {
+		if err := bf.BeginTxn(s.sh, s.store); err != nil {
+			t.Fatal(err)
+		}
+		var fired int
+		var err error
+		if fire {
+			fired, err = tk.Fire(s.sh, s.store, now, nil, runtime.TxnBound{})
+		} else {
+			err = tk.SetTime(s.sh, s.store, now, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.consume(s, customers...)
+		if err = s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
+			t.Fatal(err)
+		}
+		var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: f.offset}}}
+		if err = s.store.StartCommit(s.sh, cp, nil).Err(); err != nil {
+			t.Fatal(err)
+		} else if err = bf.FinishTxn(s.sh, s.store, nil); err != nil {
+			t.Fatal(err)
+		}
+		return fired
+	}
+	var now = time.Unix(1_700_000_000, 0)
+	var first, last = min(f.log.ttl, f.log.delay), max(f.log.ttl, f.log.delay)
+	txn(now, true, "c-1")
+	if got := txn(now.Add(last), false, "c-2"); got != 0 || len(f.log.fired[0])+len(f.log.fired[1]) != 0 {
+		t.Fatalf("SetTime fired %d: %v", got, f.log.fired)
+	}
+	if at, found, err := tk.Due(s.sh, s.store); err != nil || !found || at.After(now.Add(last)) {
+		t.Fatalf("due at %v (found %v, %v), want by %v", at, found, err, now.Add(last))
+	}
+	// c-2's timer and expiry are reckoned from the time SetTime set.
+	if got := txn(now.Add(last+first).Add(-time.Millisecond), true); got != 2 {
+		t.Fatalf("fired %d of c-1's 2 and none of c-2's", got)
+	}
+	if got := txn(now.Add(2*last), true); got != 2 {
+		t.Fatalf("fired %d of c-2's 2 as they fell due", got)
+	}
+}

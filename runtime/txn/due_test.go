@@ -40,6 +40,11 @@ func (a *timedApp) Fire(_ runtime.Shard, _ runtime.Store, now time.Time, _ *mess
 	return n, nil
 }
 
+func (a *timedApp) SetTime(runtime.Shard, runtime.Store, time.Time, *message.Publisher) error {
+	a.events <- "set time"
+	return nil
+}
+
 func newTimedHarness(t *testing.T, due ...time.Duration) (*harness, *timedApp) {
 	var h = newHarness(t, false)
 	var app = &timedApp{testApp: h.app}
@@ -115,6 +120,28 @@ func TestHurriedTransactionLeavesWhatFellDueToItsSuccessor(t *testing.T) {
 	expectSuccessorFires(h, app)
 }
 
+// A transaction that begins as its shard hurries fires nothing, though
+// something is due: it sets its time, and leaves what is due to its
+// successor, which fires it as it begins.
+func TestTransactionBegunHurriedLeavesWhatIsDueToItsSuccessor(t *testing.T) {
+	var h, app = newTimedHarness(t, time.Second)
+	var hurry = hurrying(h)
+	h.pipeline.Finalized = func(Stats) { hurry.Store(false) }
+	hurry.Store(true)
+	h.run()
+	h.awaitTimer(time.Second)
+	h.clock.Advance(time.Second)
+	h.expect("set time") // Not "fire 1": it began as the shard hurried.
+	h.clock.Advance(minDur)
+	h.expect("finalize")
+	var op, _ = h.commit()
+	op.Resolve(nil)
+	if s := <-h.stats; s.Fired != 0 {
+		t.Errorf("the hurried transaction's stats %+v", s)
+	}
+	expectSuccessorFires(h, app)
+}
+
 // A transaction that reached MaxTxn fires nothing more as it finalizes:
 // what fell due while it ran is its successor's, which fires it as it
 // begins.
@@ -136,17 +163,14 @@ func TestFullTransactionLeavesWhatFellDueToItsSuccessor(t *testing.T) {
 	expectSuccessorFires(h, app)
 }
 
-// expectSuccessorFires expects, once a transaction left what fell due a
-// second after the harness's start, that its successor begins for it (as it
-// falls due, already, by the time the pipeline asks the clock), fires it
-// and commits, and that nothing is left due.
+// expectSuccessorFires expects, once a transaction left what fell due, that
+// its successor begins for it (as it falls due, already, by the time the
+// pipeline asks the clock), fires it and commits, and that nothing is left
+// due.
 func expectSuccessorFires(h *harness, app *timedApp) {
 	h.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !h.clock.pending(time.Second - minDur); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			h.t.Fatal("the pipeline awaits nothing due")
-		}
-	}
+	var at, _, _ = app.Due(nil, nil)
+	h.awaitTimer(at.Sub(h.clock.Now()))
 	h.clock.Advance(0)
 	h.expect("fire 1")
 	h.clock.Advance(minDur)
@@ -161,6 +185,16 @@ func expectSuccessorFires(h *harness, app *timedApp) {
 	}
 	if len(app.due) != 0 {
 		h.t.Errorf("still due: %v", app.due)
+	}
+}
+
+// awaitTimer waits until the pipeline has set a timer d from now.
+func (h *harness) awaitTimer(d time.Duration) {
+	h.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !h.clock.pending(d); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the pipeline set no timer %s from now", d)
+		}
 	}
 }
 

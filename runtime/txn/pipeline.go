@@ -184,7 +184,9 @@ type Pipeline struct {
 	// that may not hurry consumes nothing meanwhile: its predecessors'
 	// commits go first. A shard splitting its state hurries until its
 	// split transaction has started its commit, so that the shards it's
-	// split to may read it sooner.
+	// split to may read it sooner. A transaction that hurries fires nothing
+	// that falls due (see runtime.Timekeeper) as it begins or finalizes:
+	// its successor does.
 	// It's called often: it must be cheap.
 	Hurry func() bool
 	// Hurried, if set, returns a channel closed once the shard hurries (as
@@ -757,7 +759,25 @@ func (p *Pipeline) begin(cur *txn) error {
 		cur.stopDue()
 		cur.due, cur.stopDue = nil, nil
 	}
+	if p.Hurry != nil && p.Hurry() {
+		// It will take no more reads, and finish once it may: what is
+		// due is its successor's, as what falls due as it finalizes, so
+		// that the commit the shard hurries for starts sooner.
+		return p.setTime()
+	}
 	return p.fire(cur)
+}
+
+// setTime sets the time of the application's transaction, firing nothing.
+func (p *Pipeline) setTime() error {
+	var tk, ok = p.App.(runtime.Timekeeper)
+	if !ok {
+		return nil
+	}
+	if err := tk.SetTime(p.Shard, p.Store, p.Clock.Now(), p.Publisher); err != nil {
+		return fmt.Errorf("setting the transaction's time: %w", err)
+	}
+	return nil
 }
 
 // fire has the application fire, within cur, what is due by now, up to
