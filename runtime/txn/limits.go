@@ -23,14 +23,16 @@ const LabelMaxTxnBytes = "gazconsumer.dev/max-txn-bytes"
 // DefaultMaxTxnWrites is the bound of a shard without LabelMaxTxnWrites. A
 // transaction under a steady stream writes far fewer; one reading a
 // backlog reaches it, and its commit, which a new shard forking from it
-// waits for, then takes a fraction of a second: a member sharing two
-// processors with its brokers wrote 92,000 rows of about 90 bytes to
-// RocksDB in 0.3 to 0.8 s (bench/cmd/rescalebench). A commit's time grows
-// with its keys more than with their bytes: a bound of 8 MiB, the same
-// there, took a third of the throughput of rows of 1 KiB (bench/cmd/bench,
-// workload wide), where this bound leaves the transactions as long as
-// before.
-const DefaultMaxTxnWrites = 100_000
+// waits for (with the commit of the transaction open as the split is
+// asked, of as many), then takes a fraction of a second: a member sharing
+// two processors with its brokers wrote 92,000 rows of about 90 bytes to
+// RocksDB in 0.3 to 0.8 s, and new shards served 1.1 to 1.4 s after the
+// rescale command under a bound of 100,000 keys, 0.5 to 0.8 s under this
+// one (bench/cmd/rescalebench). A commit's time grows with its keys more
+// than with their bytes: a bound of 8 MiB, the same there, took a third of
+// the throughput of rows of 1 KiB (bench/cmd/bench, workload wide), where
+// this bound, as 100,000 did, leaves throughput as it was.
+const DefaultMaxTxnWrites = 50_000
 
 // DefaultMaxTxnBytes is the bound of a shard without LabelMaxTxnBytes: it
 // bounds the memory of a transaction of large values, past what
