@@ -27,7 +27,7 @@ const LabelMaxTxnBytes = "gazconsumer.dev/max-txn-bytes"
 // asked, of as many), then takes a fraction of a second: a member sharing
 // two processors with its brokers wrote 92,000 rows of about 90 bytes to
 // RocksDB in 0.3 to 0.8 s, and new shards served 1.1 to 1.4 s after the
-// rescale command under a bound of 100,000 keys, 0.5 to 0.8 s under this
+// rescale command under a bound of 100,000 keys, 0.5 to 0.9 s under this
 // one (bench/cmd/rescalebench). A commit's time grows with its keys more
 // than with their bytes: a bound of 8 MiB, the same there, took a third of
 // the throughput of rows of 1 KiB (bench/cmd/bench, workload wide), where
