@@ -46,16 +46,7 @@ func TestFireFiresEverythingDueOnce(t *testing.T) {
 				t.Fatalf("n=%d: %d fired, writing %d bytes of %d keys, past the bound %+v by more than one firing",
 					n, fired, wrote, keys, tc.bound)
 			}
-			f.consume(s, customers...)
-			if err = s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
-				t.Fatal(err)
-			}
-			var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: f.offset}}}
-			if err = s.store.StartCommit(s.sh, cp, nil).Err(); err != nil {
-				t.Fatal(err)
-			} else if err = bf.FinishTxn(s.sh, s.store, nil); err != nil {
-				t.Fatal(err)
-			}
+			f.finishTxn(customers...)
 			return fired
 		}
 		// txn runs transactions at now, as a pipeline does: while something
@@ -153,16 +144,7 @@ func TestSetTimeFiresNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.consume(s, customers...)
-		if err = s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
-			t.Fatal(err)
-		}
-		var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: f.offset}}}
-		if err = s.store.StartCommit(s.sh, cp, nil).Err(); err != nil {
-			t.Fatal(err)
-		} else if err = bf.FinishTxn(s.sh, s.store, nil); err != nil {
-			t.Fatal(err)
-		}
+		f.finishTxn(customers...)
 		return fired
 	}
 	var now = time.Unix(1_700_000_000, 0)
@@ -180,5 +162,22 @@ func TestSetTimeFiresNothing(t *testing.T) {
 	}
 	if got := txn(now.Add(2*last), true); got != 2 {
 		t.Fatalf("fired %d of c-2's 2 as they fell due", got)
+	}
+}
+
+// finishTxn consumes, in the parent's transaction begun, orders of
+// customers, and finalizes, commits and finishes the transaction.
+func (f *linkFixture) finishTxn(customers ...string) {
+	f.t.Helper()
+	var s = f.parent
+	f.consume(s, customers...)
+	if err := s.app.FinalizeTxn(s.sh, s.store, nil); err != nil {
+		f.t.Fatal(err)
+	}
+	var cp = pc.Checkpoint{Sources: map[pb.Journal]pc.Checkpoint_Source{s.own: {ReadThrough: f.offset}}}
+	if err := s.store.StartCommit(s.sh, cp, nil).Err(); err != nil {
+		f.t.Fatal(err)
+	} else if err = s.app.(runtime.BeginFinisher).FinishTxn(s.sh, s.store, nil); err != nil {
+		f.t.Fatal(err)
 	}
 }
