@@ -310,7 +310,7 @@ func (p *Pipeline) run(ctx context.Context, cur, prev *txn) error {
 		}
 	}()
 	for {
-		if (cur.barrier != nil || cur.began) && p.Hurry != nil && p.Hurry() {
+		if (cur.barrier != nil || cur.began) && p.shardHurries() {
 			if cur.barrier == nil || mayHurry(cur, prev) {
 				// It takes no more, as at MaxDuration: its successor
 				// consumes what it has taken and not yet consumed.
@@ -524,8 +524,11 @@ func (p *Pipeline) mayFinish(cur, prev *txn) bool {
 // hurries reports whether cur finishes without waiting for prev, which is
 // not done.
 func (p *Pipeline) hurries(cur, prev *txn) bool {
-	return p.Hurry != nil && mayHurry(cur, prev) && p.Hurry()
+	return mayHurry(cur, prev) && p.shardHurries()
 }
+
+// shardHurries reports whether the shard hurries (see Hurry).
+func (p *Pipeline) shardHurries() bool { return p.Hurry != nil && p.Hurry() }
 
 // mayHurry reports whether cur may hurry, if the shard does: if it began,
 // and prev did not hurry itself, or prev's prior is done, so that no more
@@ -759,7 +762,7 @@ func (p *Pipeline) begin(cur *txn) error {
 		cur.stopDue()
 		cur.due, cur.stopDue = nil, nil
 	}
-	if p.Hurry != nil && p.Hurry() {
+	if p.shardHurries() {
 		// It will take no more reads, and finish once it may: what is
 		// due is its successor's, as what falls due as it finalizes, so
 		// that the commit the shard hurries for starts sooner.
@@ -990,7 +993,7 @@ func (p *Pipeline) startCommit(cur *txn) error {
 	// shard hurries (it splits), or the transaction reached MaxTxn: then
 	// its successor, which begins at once, fires it (and the commit which
 	// the shard hurries for starts sooner).
-	if (p.Hurry == nil || !p.Hurry()) && !p.reachedMax(cur) {
+	if !p.shardHurries() && !p.reachedMax(cur) {
 		var began = p.Clock.Now()
 		if err := p.fire(cur); err != nil {
 			return err
