@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -113,7 +112,7 @@ const maxReserve = 128
 type generation struct {
 	slots  map[uint64]int // Offset in arena of the row of a key's hash.
 	filter []uint64       // Bits of the hashes of slots: see mayHave.
-	arena  []byte         // Rows: see rowHeader.
+	arena  arena          // Rows: see rowHeader.
 	rows   int            // Rows added to arena, those displaced since too.
 	bytes  int            // Accounted bytes of rows, rewritten ones included.
 }
@@ -206,8 +205,8 @@ func (g *generation) find(h uint64, key []byte) int {
 	if !ok {
 		return -1
 	}
-	var k = off + rowHeader
-	if !bytes.Equal(g.arena[k:k+int(binary.LittleEndian.Uint32(g.arena[off:]))], key) {
+	var row = g.arena.at(off)
+	if !bytes.Equal(row[rowHeader:rowHeader+int(binary.LittleEndian.Uint32(row))], key) {
 		return -1
 	}
 	return off
@@ -215,20 +214,20 @@ func (g *generation) find(h uint64, key []byte) int {
 
 // row returns the row at offset off.
 func (g *generation) row(off int) cachedRow {
-	var hdr = g.arena[off : off+rowHeader]
-	var v = off + rowHeader + int(binary.LittleEndian.Uint32(hdr))
-	var n = int(binary.LittleEndian.Uint32(hdr[rowVlen:]))
-	return cachedRow{value: g.arena[v : v+n : v+n], absent: hdr[rowAbsent] != 0}
+	var row = g.arena.at(off)
+	var v = rowHeader + int(binary.LittleEndian.Uint32(row))
+	var n = int(binary.LittleEndian.Uint32(row[rowVlen:]))
+	return cachedRow{value: row[v : v+n : v+n], absent: row[rowAbsent] != 0}
 }
 
 // rewrite sets the value of the row at offset off, which has room for it,
 // and reports whether it had.
 func (g *generation) rewrite(off int, value []byte, absent bool) bool {
-	var hdr = g.arena[off : off+rowHeader]
+	var hdr = g.arena.at(off)
 	if len(value) > int(binary.LittleEndian.Uint32(hdr[rowVcap:])) {
 		return false
 	}
-	copy(g.arena[off+rowHeader+int(binary.LittleEndian.Uint32(hdr)):], value)
+	copy(hdr[rowHeader+int(binary.LittleEndian.Uint32(hdr)):], value)
 	binary.LittleEndian.PutUint32(hdr[rowVlen:], uint32(len(value)))
 	hdr[rowAbsent] = 0
 	if absent {
@@ -241,17 +240,19 @@ func (g *generation) rewrite(off int, value []byte, absent bool) bool {
 // (no fewer than value's, and at most maxRowSize, as key's length), and
 // returns its offset.
 func (g *generation) add(h uint64, key, value []byte, vcap int, absent bool) int {
-	var off = len(g.arena) // Displacing a row of another key of the same hash, if any.
-	var hdr [rowHeader]byte
-	binary.LittleEndian.PutUint32(hdr[:], uint32(len(key)))
-	binary.LittleEndian.PutUint32(hdr[rowVlen:], uint32(len(value)))
-	binary.LittleEndian.PutUint32(hdr[rowVcap:], uint32(vcap))
+	// The header and key are written before the value is copied: see
+	// getHashed.
+	var off, row = g.arena.alloc(rowHeader + len(key) + vcap)
+	binary.LittleEndian.PutUint32(row, uint32(len(key)))
+	binary.LittleEndian.PutUint32(row[rowVlen:], uint32(len(value)))
+	binary.LittleEndian.PutUint32(row[rowVcap:], uint32(vcap))
+	clear(row[rowAbsent:rowHeader])
 	if absent {
-		hdr[rowAbsent] = 1
+		row[rowAbsent] = 1
 	}
-	g.arena = append(append(append(g.arena, hdr[:]...), key...), value...)
-	g.arena = slices.Grow(g.arena, vcap-len(value))[:len(g.arena)+vcap-len(value)]
-	g.slots[h] = off
+	copy(row[rowHeader:], key)
+	copy(row[rowHeader+len(key):], value)
+	g.slots[h] = off // Displacing a row of another key of the same hash, if any.
 	g.setFilter(h)
 	g.rows++
 	g.bytes += len(key) + vcap + rowOverhead
@@ -262,7 +263,8 @@ func (g *generation) add(h uint64, key, value []byte, vcap int, absent bool) int
 func (g *generation) reset() {
 	clear(g.slots)
 	clear(g.filter)
-	g.arena, g.rows, g.bytes = g.arena[:0], 0, 0
+	g.arena.reset()
+	g.rows, g.bytes = 0, 0
 }
 
 // get returns the cached row of key, if the cache has one.
@@ -287,9 +289,11 @@ func (c *rowCache) getHashed(key []byte, h uint64) (cachedRow, bool) {
 	var r = c.prev.row(i)
 	delete(c.prev.slots, h)
 	if g := c.generationFor(len(key) + len(r.value) + rowOverhead); g != nil {
-		// The previous generation may have just been dropped: r's bytes
-		// are then those of the reset generation, not yet overwritten, as
-		// add copies them before anything else is written.
+		// The previous generation may have just been reset to become the
+		// current one: r's bytes are then in its arena, whose first chunk
+		// add reuses from its start. It writes the new row's header and
+		// key (r's key) there, before r's value, which it then copies
+		// (a memmove) to its place at or before where it was.
 		return g.row(g.add(h, key, r.value, len(r.value), r.absent)), true
 	}
 	return r, true
@@ -305,7 +309,7 @@ func (c *rowCache) generationFor(n int) *generation {
 		return nil // Headers hold lengths as uint32s.
 	}
 	if c.cur.bytes+n > c.half {
-		if c.share != nil && cap(c.prev.arena) > 2*c.half {
+		if c.share != nil && c.prev.arena.held > 2*c.half {
 			// The share shrank since the generation grew: free its memory.
 			// (A row just read from it stays valid: see get.)
 			c.prev = newGeneration()
