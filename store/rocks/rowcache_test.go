@@ -3,6 +3,7 @@ package rocks
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gazconsumer/gazconsumer/store/txnkv"
@@ -54,4 +55,31 @@ func FuzzRowCache(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkRowCacheWide fills a cache of 32 MiB (a shard's, by default)
+// with rows of 1 KiB keys, as a consumer of `wide` does (bench/cmd/bench):
+// each operation reads a key of 50,000 at random, adds its row if the
+// cache lacks it (as a Prefetch does), and puts its new value (as a commit
+// does). It reports the bytes allocated, which a generation's arena grown
+// by copying multiplied.
+func BenchmarkRowCacheWide(b *testing.B) {
+	var keys = make([][]byte, 50_000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "%01000d", i)
+	}
+	var rng = rand.New(rand.NewPCG(1, 2))
+	var value = []byte("123456789")
+	b.ReportAllocs()
+	for b.Loop() {
+		var c = newRowCache(32 << 20)
+		for range 250_000 {
+			var k = keys[rng.IntN(len(keys))]
+			var h = txnkv.HashKey(k)
+			if _, ok := c.getHashed(k, h); !ok {
+				c.addHashed(k, h, value, false)
+			}
+			c.putHashed(k, h, value, false)
+		}
+	}
 }
