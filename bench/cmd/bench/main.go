@@ -380,10 +380,11 @@ func withStack(ctx context.Context, c config, name string, partitions int, runs 
 		yaml = workload.RecoveryLogsYAML(partitions, runs[:min(chunk, len(runs))])
 	}
 	return fn(stackEnv{
-		etcd:   stack.EtcdURL(),
-		broker: string(stack.Brokers()[0].Endpoint()),
-		jc:     stack.Journals(),
-		dir:    dir,
+		etcd:      stack.EtcdURL(),
+		broker:    string(stack.Brokers()[0].Endpoint()),
+		jc:        stack.Journals(),
+		dir:       dir,
+		fragments: stack.FragmentsRoot(),
 	})
 }
 
@@ -404,6 +405,7 @@ type stackEnv struct {
 	etcd, broker string
 	jc           pb.RoutedJournalClient
 	dir          string // Work directory of the stack's measures.
+	fragments    string // Root of the stack's file:// fragment store.
 }
 
 // sample is one measure of one repetition.
@@ -689,6 +691,13 @@ func consume(ctx context.Context, c config, env stackEnv, r workload.Run, wname 
 			m.fail()
 		}
 		m.close()
+		// The run's recovery logs, which no later run reads: a workload's
+		// runs would otherwise keep them all on disk until its last
+		// (gigabytes a run, for rows of a kilobyte). A fragment the broker
+		// persists after this may remain: at most one a log.
+		if rmErr := os.RemoveAll(filepath.Join(env.fragments, r.ShardSpec(0).RecoveryLogPrefix)); rmErr != nil && err == nil {
+			err = fmt.Errorf("removing the recovery logs of %s: %w", r, rmErr)
+		}
 	}()
 
 	// Apply its shards and time them.
