@@ -83,3 +83,30 @@ func BenchmarkRowCacheWide(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRowCacheLarge runs a cache of 4 MiB over 125,000 short keys, as
+// a shard of `large` (bench/cmd/bench) does, a key of a message at a time:
+// a lookup as its Prefetch makes (adding the row read from the database
+// if the cache lacks it), another as its handler's Get, and a put as its
+// commit.
+func BenchmarkRowCacheLarge(b *testing.B) {
+	var keys = make([][]byte, 125_000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "\x12key-%07d\x00", i)
+	}
+	var rng = rand.New(rand.NewPCG(3, 4))
+	var value = []byte("\x08\x96\x01")
+	var c = newRowCache(4 << 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		var k = keys[rng.IntN(len(keys))]
+		var h = txnkv.HashKey(k)
+		if _, ok := c.getHashed(k, h); !ok {
+			c.addHashed(k, h, value, false)
+		}
+		if _, ok := c.getHashed(k, h); !ok {
+			b.Fatal("a row just added is not cached")
+		}
+		c.putHashed(k, h, value, false)
+	}
+}
