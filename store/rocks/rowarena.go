@@ -13,7 +13,6 @@ import "math"
 type arena struct {
 	chunks [][]byte // In use: chunks[:n], the last of which is being filled; then some kept for reuse.
 	n      int
-	used   int // Bytes of the rows added since the last reset.
 	held   int // Bytes of capacity of all the chunks, kept ones included.
 }
 
@@ -33,7 +32,6 @@ func (a *arena) alloc(n int) (int, []byte) {
 		var c = a.chunks[a.n-1]
 		if at := len(c); cap(c)-at >= n {
 			a.chunks[a.n-1] = c[:at+n]
-			a.used += n
 			return (a.n-1)<<chunkShift | at, c[at : at+n : at+n]
 		}
 	}
@@ -48,7 +46,6 @@ func (a *arena) alloc(n int) (int, []byte) {
 	var c = a.chunks[a.n][:n]
 	a.chunks[a.n] = c
 	a.n++
-	a.used += n
 	return (a.n - 1) << chunkShift, c[:n:n]
 }
 
@@ -63,5 +60,14 @@ func (a *arena) reset() {
 	for i := range a.chunks[:a.n] {
 		a.chunks[i] = a.chunks[i][:0]
 	}
-	a.n, a.used = 0, 0
+	a.n = 0
+}
+
+// used returns the bytes of the rows allocated since the last reset.
+func (a *arena) used() int {
+	var n = 0
+	for _, c := range a.chunks[:a.n] {
+		n += len(c)
+	}
+	return n
 }

@@ -37,8 +37,8 @@ func FuzzArena(f *testing.F) {
 			for _, c := range a.chunks {
 				held += cap(c)
 			}
-			if a.used != used || a.held != held {
-				t.Fatalf("op %d: arena accounts %d bytes used, %d held; rows use %d, chunks hold %d", i, a.used, a.held, used, held)
+			if a.used() != used || a.held != held {
+				t.Fatalf("op %d: arena accounts %d bytes used, %d held; rows use %d, chunks hold %d", i, a.used(), a.held, used, held)
 			}
 		}
 		for i, op := range program {
@@ -78,8 +78,8 @@ func TestArenaReusesItsChunks(t *testing.T) {
 		for range 20_000 {
 			a.alloc(1_040)
 		}
-		if a.held > 2*a.used {
-			t.Fatalf("arena holds %d bytes for %d used", a.held, a.used)
+		if a.held > 2*a.used() {
+			t.Fatalf("arena holds %d bytes for %d used", a.held, a.used())
 		}
 	}
 	var held = a.held

@@ -43,7 +43,7 @@ func FuzzRowCache(f *testing.F) {
 				}
 			}
 			for _, g := range []*generation{c.cur, c.prev} {
-				if n := g.arena.used + g.rows*(rowOverhead-rowHeader); n != g.bytes || n > c.half {
+				if n := g.arena.used() + g.rows*(rowOverhead-rowHeader); n != g.bytes || n > c.half {
 					t.Fatalf("op %d: a generation holds %d bytes, accounts %d, budget %d", i, n, g.bytes, c.half)
 				}
 			}
