@@ -1,5 +1,8 @@
 package rocks
 
+// #include "shim.h"
+import "C"
+
 import (
 	"fmt"
 	"strconv"
@@ -73,6 +76,37 @@ type Options struct {
 // with whole-key filtering): 2% of the default 64 MiB is about 10 bits a
 // key for a million keys.
 const DefaultMemtableBloomRatio = 0.02
+
+// MemtableKeyFilterRatio is the size of the filter of its keys which each
+// memtable keeps for in-place updates (filterMemtable), as a fraction of the
+// memtable's: as large as RocksDB's own filter of the memtable's keys
+// (DefaultMemtableBloomRatio), which only its reads consult.
+const MemtableKeyFilterRatio = DefaultMemtableBloomRatio
+
+// minMemtableKeyFilterBytes bounds the filter of a small memtable from
+// below.
+const minMemtableKeyFilterBytes = 4 << 10
+
+// filterMemtable makes opts' memtables keep a filter of their keys, which
+// spares an in-place update of a key a memtable lacks (most rows of a large
+// transaction) a search of the memtable's skip list (memtable.cc), if opts
+// update memtables in place with RocksDB's own skip list (unless Tune
+// changed that): the store's defaults.
+func filterMemtable(opts *grocksdb.Options) error {
+	var _, err = filterMemtableOf(opts, MemtableKeyFilterRatio, minMemtableKeyFilterBytes)
+	return err
+}
+
+// filterMemtableOf is filterMemtable with a filter of ratio times the
+// memtable's size, at least minBytes; it returns whether opts' memtables
+// keep one.
+func filterMemtableOf(opts *grocksdb.Options, ratio float64, minBytes int) (bool, error) {
+	var copts, err = cPointer(opts)
+	if err != nil {
+		return false, err
+	}
+	return C.gc_options_set_filtered_memtable(copts, C.double(ratio), C.size_t(minBytes)) == 1, nil
+}
 
 // DefaultLogCompactionInterval is how often a store checks whether its
 // recovery log needs compaction.

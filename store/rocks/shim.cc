@@ -2,6 +2,7 @@
 // a recovery log, through callbacks into Go (exported in callbacks.go).
 
 #include "shim.h"
+#include "capi.h"
 
 #include <memory>
 #include <vector>
@@ -19,17 +20,6 @@
 #include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
 
-// The C API's handles, as laid out by rocksdb's c.cc (7.8).
-struct rocksdb_env_t {
-  rocksdb::Env* rep;
-  bool is_default;
-};
-struct rocksdb_options_t {
-  rocksdb::Options rep;
-};
-struct rocksdb_cache_t {
-  std::shared_ptr<rocksdb::Cache> rep;
-};
 
 // Go callbacks. Each returns NULL, or an error message which the caller frees.
 extern "C" {
@@ -323,19 +313,6 @@ extern "C" int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_le
   return static_cast<int64_t>(n);
 }
 
-// The C API's handles of a database and read options, as laid out by
-// rocksdb's c.cc (7.8): only their first member is used.
-struct rocksdb_t {
-  rocksdb::DB* rep;
-};
-struct rocksdb_readoptions_t {
-  rocksdb::ReadOptions rep;
-};
-
-// The C API's handle of write options, as laid out by rocksdb's c.cc (7.8).
-struct rocksdb_writeoptions_t {
-  rocksdb::WriteOptions rep;
-};
 
 namespace {
 

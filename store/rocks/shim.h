@@ -94,6 +94,15 @@ size_t gc_wbm_buffer_size(void* wbm);
 // rocksdb_options_t) share the manager wbm.
 void gc_options_set_wbm(void* c_opts, void* wbm);
 
+// gc_options_set_filtered_memtable makes the memtables of the databases
+// opened with c_opts (a rocksdb_options_t) skip lists which keep a Bloom
+// filter of their keys, of ratio times the options' write buffer size (at
+// least min_bytes), by which an in-place update of a key the memtable lacks
+// needs no search of it (memtable.cc). It does so, and returns 1, only if
+// the options update in place, write memtables from one thread, and have
+// RocksDB's default skip list memtable; else it returns 0.
+int gc_options_set_filtered_memtable(void* c_opts, double ratio, size_t min_bytes);
+
 // gc_live_files lists the live files of c_db (a rocksdb_t), as of one
 // version of it, flushing its memtables first if its write-ahead logs hold
 // wal_size_for_flush bytes or more: a line for each, of its type (a

@@ -177,6 +177,10 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.rows = newRowCache(o.rowCacheBytes())
 	}
 
+	if err = filterMemtable(s.opts); err != nil {
+		s.release()
+		return nil, fmt.Errorf("opening store %s: %w", dir, err)
+	}
 	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
