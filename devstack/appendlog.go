@@ -523,7 +523,13 @@ func (l *appendLog) prune(ctx context.Context, persistedEnd func(context.Context
 			}
 		}
 		if !done {
-			break // Segments are pruned in order.
+			// Not yet; a later segment may be. A journal's persisted
+			// prefix only grows, so a segment whose every journal it covers
+			// goes whatever is left before it: replay appends only what
+			// the fragment store lacks, journal by journal. (An earlier
+			// segment holding the tail of an idle journal, never persisted,
+			// would otherwise keep every segment after it.)
+			continue
 		}
 		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("devstack: removing append log segment: %w", err)

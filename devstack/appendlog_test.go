@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 )
 
@@ -314,5 +315,42 @@ func TestPruneKeepsAppendsBeforeAGapInPersistedFragments(t *testing.T) {
 	}
 	if n := segments(); n != 1 {
 		t.Fatalf("%d segments left once everything was persisted, want only the current one", n)
+	}
+
+	// A segment holding the tail of an idle journal "idle", never
+	// persisted, then segments of "j" alone, persisted, and of "gone",
+	// deleted: those go, the idle one's stays.
+	var records = []appendRecord{
+		{Journal: "idle", Begin: 0, End: 10, Content: make([]byte, 10)},
+		{Journal: "j", Begin: 300, End: 400, Content: make([]byte, 100)},
+		{Journal: "gone", Begin: 0, End: 100, Content: make([]byte, 100)},
+	}
+	for _, rec := range records {
+		if err = l.record(rec); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		err = l.rotateLocked()
+		l.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fragments = append(fragments, frag(300, 400, true))
+	persistedEnd = func(_ context.Context, journal pb.Journal) (pb.Offset, error) {
+		switch journal {
+		case "idle":
+			return 0, nil
+		case "gone":
+			return 0, client.ErrJournalNotFound
+		default:
+			return persistedPrefixEnd(fragments), nil
+		}
+	}
+	if err = l.prune(context.Background(), persistedEnd); err != nil {
+		t.Fatal(err)
+	}
+	if n := segments(); n != 2 {
+		t.Fatalf("%d segments left, want 2: the idle journal's and the current one", n)
 	}
 }

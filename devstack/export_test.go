@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,4 +39,10 @@ func WriteAppendLogSegment(dir string, seq int, journal pb.Journal, begin pb.Off
 		return fmt.Errorf("wrote %s", name)
 	}
 	return l.f.Close()
+}
+
+// PersistedEnd is the offset through which the fragment store holds all of
+// journal's content, as the append log's pruning asks it.
+func (s *Stack) PersistedEnd(ctx context.Context, journal pb.Journal) (pb.Offset, error) {
+	return s.persistedEnd(ctx, journal)
 }

@@ -568,13 +568,28 @@ func (s *Stack) admitAppend(ctx context.Context) error {
 func (s *Stack) Losses() []string { return slices.Clone(s.losses) }
 
 // persistedEnd returns the offset through which the fragment store holds
-// all of journal's content (see persistedPrefixEnd).
+// all of journal's content (see persistedPrefixEnd), or
+// client.ErrJournalNotFound if journal was deleted: the append log then keeps
+// nothing of it. (client.ListAllFragments tells a missing journal only by
+// its error's text.)
 func (s *Stack) persistedEnd(ctx context.Context, journal pb.Journal) (pb.Offset, error) {
-	var resp, err = client.ListAllFragments(ctx, s.journals, pb.FragmentsRequest{Journal: journal})
-	if err != nil {
-		return 0, err
+	var req = pb.FragmentsRequest{Journal: journal}
+	var routed = pb.WithDispatchItemRoute(ctx, s.journals, journal.String(), false)
+	var fragments []pb.FragmentsResponse__Fragment
+	for {
+		var resp, err = s.journals.ListFragments(routed, &req)
+		if err != nil {
+			return 0, fmt.Errorf("listing the fragments of %s: %w", journal, err)
+		} else if resp.Status == pb.Status_JOURNAL_NOT_FOUND {
+			return 0, client.ErrJournalNotFound
+		} else if resp.Status != pb.Status_OK {
+			return 0, fmt.Errorf("listing the fragments of %s: %s", journal, resp.Status)
+		}
+		fragments = append(fragments, resp.Fragments...)
+		if req.NextPageToken = resp.NextPageToken; req.NextPageToken == 0 {
+			return persistedPrefixEnd(fragments), nil
+		}
 	}
-	return persistedPrefixEnd(resp.Fragments), nil
 }
 
 // persistedPrefixEnd returns the end of the content that persisted

@@ -405,6 +405,35 @@ func TestFragmentsPersistToDir(t *testing.T) {
 	}
 }
 
+// The append log keeps nothing of a deleted journal: its pruning is told the
+// journal is gone (not an error, which would stop the pruning at the first
+// segment holding an append to it, and the log would grow for good).
+func TestPersistedEndOfADeletedJournal(t *testing.T) {
+	var s = start(t, t.TempDir(), 1)
+	defer s.Close()
+	applyFile(t, s.Journals(), "testdata/journals.yaml")
+	appendTo(t, s.Journals(), "tests/one", "soon gone\n")
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.PersistedEnd(ctx, "tests/one"); err != nil {
+		t.Fatalf("PersistedEnd of a live journal: %v", err)
+	}
+	var _, err = client.ApplyJournals(ctx, s.Journals(), &pb.ApplyRequest{
+		Changes: []pb.ApplyRequest_Change{{Delete: "tests/one", ExpectModRevision: -1}},
+	})
+	if err != nil {
+		t.Fatalf("deleting tests/one: %v", err)
+	}
+	for {
+		if _, err = s.PersistedEnd(ctx, "tests/one"); errors.Is(err, client.ErrJournalNotFound) {
+			return
+		} else if ctx.Err() != nil {
+			t.Fatalf("PersistedEnd of a deleted journal: %v, want %v", err, client.ErrJournalNotFound)
+		}
+		time.Sleep(50 * time.Millisecond) // Until the brokers see the deletion.
+	}
+}
+
 // A stack started with TLS and authorization keys serves mutual TLS from a
 // CA it keeps across restarts, and its brokers refuse plaintext clients and
 // requests not signed by its keys.
