@@ -64,6 +64,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	benchv1 "github.com/gazconsumer/gazconsumer/bench/gen/gazconsumer/bench/v1"
@@ -493,6 +494,12 @@ func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]
 			var s sample
 			var err error
 			var prof = c.profile(rep, w.name+"-"+m+"-consume.pprof")
+			// Each measure starts with no dirty pages of what ran before it
+			// (the fill's journals, the last run's stores and logs), whose
+			// writeback the kernel would otherwise charge in part to its
+			// writes: the first consumer after a fill of a GB was a third
+			// dearer than the same consumer later.
+			syscall.Sync()
 			if m == "raw" {
 				s, err = rawRead(ctx, env, w, heads, want, prof)
 			} else {
@@ -693,10 +700,13 @@ func consume(ctx context.Context, c config, env stackEnv, r workload.Run, wname 
 		m.close()
 		// The run's recovery logs, which no later run reads: a workload's
 		// runs would otherwise keep them all on disk until its last
-		// (gigabytes a run, for rows of a kilobyte). A fragment the broker
-		// persists after this may remain: at most one a log.
-		if rmErr := os.RemoveAll(filepath.Join(env.fragments, r.ShardSpec(0).RecoveryLogPrefix)); rmErr != nil && err == nil {
-			err = fmt.Errorf("removing the recovery logs of %s: %w", r, rmErr)
+		// (gigabytes a run, for rows of a kilobyte), in the fragment store
+		// and in the stack's append log, which keeps every append to a
+		// journal until the journal's content is persisted or the journal
+		// deleted. A fragment the broker persists after this may remain: at
+		// most one a log.
+		if rmErr := deleteRecoveryLogs(ctx, env, r, len(heads)); rmErr != nil && err == nil {
+			err = rmErr
 		}
 	}()
 
@@ -739,6 +749,25 @@ func consume(ctx context.Context, c config, env stackEnv, r workload.Run, wname 
 	}
 	s.cpuSeconds = cpu - checkCPU
 	return s, nil
+}
+
+// deleteRecoveryLogs deletes the recovery logs of the n shards of run r, and
+// removes their fragments.
+func deleteRecoveryLogs(ctx context.Context, env stackEnv, r workload.Run, n int) error {
+	var req = &pb.ApplyRequest{}
+	for i := range n {
+		req.Changes = append(req.Changes, pb.ApplyRequest_Change{
+			Delete:            pb.Journal(r.ShardSpec(i).RecoveryLogPrefix + "/" + workload.ShardID(i).String()),
+			ExpectModRevision: -1,
+		})
+	}
+	if _, err := client.ApplyJournals(ctx, env.jc, req); err != nil {
+		return fmt.Errorf("deleting the recovery logs of %s: %w", r, err)
+	}
+	if err := os.RemoveAll(filepath.Join(env.fragments, r.ShardSpec(0).RecoveryLogPrefix)); err != nil {
+		return fmt.Errorf("removing the recovery logs of %s: %w", r, err)
+	}
+	return nil
 }
 
 // check reads the member's sums of its n shards and checks them against
