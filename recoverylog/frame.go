@@ -58,6 +58,7 @@ type frame struct {
 // Its buffer holds a whole frame, so a frame's bytes are used in place.
 type decoder struct {
 	br      *bufio.Reader
+	most    int   // The largest br may grow to.
 	offset  int64 // Log offset of the next frame.
 	pending int   // Bytes of the last frame, to discard before the next.
 	op      Op
@@ -66,21 +67,34 @@ type decoder struct {
 // maxFrameLen bounds the bytes of one frame, its data included.
 const maxFrameLen = frameHeaderLen + MaxOpLen + MaxWriteLen
 
+// initialDecoderBuffer is the size a decoder's buffer starts at: it grows,
+// up to maxFrameLen, only as frames need it. (Most frames are small: a
+// decoder made for every read of a log, as of a few bytes each, would
+// otherwise clear and fault in a buffer of 2 MiB.)
+const initialDecoderBuffer = 64 << 10
+
 // newDecoder returns a decoder of r, which is at log offset. If limit is
-// non-zero, r ends after at most limit bytes, and the decoder's buffer is
-// no larger.
+// non-zero, r ends after at most limit bytes, and the decoder's buffer
+// grows no larger.
 func newDecoder(r io.Reader, offset, limit int64) *decoder {
-	var size = maxFrameLen
+	var most = maxFrameLen
 	if limit > 0 && limit < maxFrameLen {
-		size = int(limit)
+		most = int(limit)
 	}
-	return &decoder{br: bufio.NewReaderSize(r, size), offset: offset}
+	return &decoder{br: bufio.NewReaderSize(r, min(most, initialDecoderBuffer)), most: most, offset: offset}
 }
 
-// peek returns the next n bytes of the reader.
+// peek returns the next n bytes of the reader, growing its buffer to hold
+// them if need be.
 func (d *decoder) peek(n int) ([]byte, error) {
-	if n > d.br.Size() {
+	if n > d.most {
 		return nil, io.ErrUnexpectedEOF // Past the end of a limited reader.
+	}
+	if n > d.br.Size() {
+		// A larger reader of the smaller one, whose buffered bytes it reads
+		// first (and whose reads of its own buffer's size or more then go
+		// straight to r).
+		d.br = bufio.NewReaderSize(d.br, min(d.most, max(n, 2*d.br.Size())))
 	}
 	return d.br.Peek(n)
 }

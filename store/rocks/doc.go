@@ -15,4 +15,9 @@
 // StartCommit waits for the transaction's appends (its waitFor futures),
 // then the store encodes the overlay and the checkpoint as one WriteBatch,
 // writes it atomically, and resolves once the recovery log holds the write.
+//
+// The database updates rows of its memtable in place, and its memtables
+// (memtable.cc) are RocksDB's skip list with a Bloom filter of the keys each
+// holds, so that a commit's rows the memtable lacks, most of a large key
+// space's, are added without first being searched for.
 package rocks
