@@ -283,16 +283,21 @@ func TestPruneKeepsAppendsBeforeAGapInPersistedFragments(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.close(false)
-	for begin := pb.Offset(0); begin < 300; begin += 100 {
-		if err = l.record(appendRecord{Journal: "j", Begin: begin, End: begin + 100, Content: make([]byte, 100)}); err != nil {
+	// inSegment records rec alone in a segment.
+	var inSegment = func(rec appendRecord) {
+		t.Helper()
+		if err := l.record(rec); err != nil {
 			t.Fatal(err)
 		}
 		l.mu.Lock()
-		err = l.rotateLocked()
+		var err = l.rotateLocked()
 		l.mu.Unlock()
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	for begin := pb.Offset(0); begin < 300; begin += 100 {
+		inSegment(appendRecord{Journal: "j", Begin: begin, End: begin + 100, Content: make([]byte, 100)})
 	}
 	var fragments = []pb.FragmentsResponse__Fragment{frag(0, 100, true), frag(100, 200, false), frag(200, 300, true)}
 	var persistedEnd = func(context.Context, pb.Journal) (pb.Offset, error) { return persistedPrefixEnd(fragments), nil }
@@ -320,22 +325,9 @@ func TestPruneKeepsAppendsBeforeAGapInPersistedFragments(t *testing.T) {
 	// A segment holding the tail of an idle journal "idle", never
 	// persisted, then segments of "j" alone, persisted, and of "gone",
 	// deleted: those go, the idle one's stays.
-	var records = []appendRecord{
-		{Journal: "idle", Begin: 0, End: 10, Content: make([]byte, 10)},
-		{Journal: "j", Begin: 300, End: 400, Content: make([]byte, 100)},
-		{Journal: "gone", Begin: 0, End: 100, Content: make([]byte, 100)},
-	}
-	for _, rec := range records {
-		if err = l.record(rec); err != nil {
-			t.Fatal(err)
-		}
-		l.mu.Lock()
-		err = l.rotateLocked()
-		l.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	inSegment(appendRecord{Journal: "idle", Begin: 0, End: 10, Content: make([]byte, 10)})
+	inSegment(appendRecord{Journal: "j", Begin: 300, End: 400, Content: make([]byte, 100)})
+	inSegment(appendRecord{Journal: "gone", Begin: 0, End: 100, Content: make([]byte, 100)})
 	fragments = append(fragments, frag(300, 400, true))
 	persistedEnd = func(_ context.Context, journal pb.Journal) (pb.Offset, error) {
 		switch journal {
