@@ -67,7 +67,9 @@ type Options struct {
 	LogCompactionInterval time.Duration
 	// Tune, if set, further adjusts the RocksDB options before the database
 	// opens. The recorded Env, WAL recycling and CreateIfMissing are set
-	// after it and may not be changed.
+	// after it and may not be changed; so is the memtable's filter of its
+	// keys, if Tune leaves in-place updates on and RocksDB's skip list
+	// memtable (see memtable.cc).
 	Tune func(*grocksdb.Options)
 }
 

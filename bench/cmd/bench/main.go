@@ -497,8 +497,9 @@ func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]
 			// Each measure starts with no dirty pages of what ran before it
 			// (the fill's journals, the last run's stores and logs), whose
 			// writeback the kernel would otherwise charge in part to its
-			// writes: the first consumer after a fill of a GB was a third
-			// dearer than the same consumer later.
+			// writes. (It doesn't make the first consumer after a fill of a
+			// GB as cheap as the same consumer later: up to a quarter dearer,
+			// with or without it. Medians of repetitions stand.)
 			syscall.Sync()
 			if m == "raw" {
 				s, err = rawRead(ctx, env, w, heads, want, prof)
