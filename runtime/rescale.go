@@ -57,8 +57,9 @@ const LabelSplitFrom = "gazconsumer.dev/split-from"
 // LabelSplitBatch labels, if an operator wants other than the default
 // (handoffBatch), the shards of a consumer being rescaled: its value is the
 // bytes of keys and values each drops in one transaction once its rescale
-// ends. A shard records it as it splits; labeled again while it drops, it
-// drops by the label's.
+// ends (within half its transactions' bound, LabelMaxTxnBytes and
+// LabelMaxTxnWrites). A shard records it as it splits; labeled again while
+// it drops, it drops by the label's.
 const LabelSplitBatch = "gazconsumer.dev/split-batch"
 
 // LabelSplitSettle labels the new shards of a rescale in progress: its
@@ -113,7 +114,8 @@ type HandoffCursor struct {
 // handoffBatch bounds the bytes of keys and values a shard drops in one
 // transaction, once its rescale ended: the drop of a large state's half
 // takes as many transactions as it needs (each begun at once, as something
-// due), and none holds more than this much of it.
+// due), and none holds more than this much of it, nor more than half the
+// keys and bytes its shard's transactions are bounded to (dropBound).
 var handoffBatch = 16 << 20
 
 // ErrParentNotSplit is returned by Forker.Fork and Forker.ForkFrom while
@@ -202,6 +204,34 @@ func handoffBatchOf(spec *pc.ShardSpec, rec *Partitioning) (int, error) {
 		return 0, fmt.Errorf("shard %s: label %s=%q is not a count of bytes", spec.Id, LabelSplitBatch, v)
 	}
 	return n, nil
+}
+
+// dropBound returns the bound of what one transaction of a split shard
+// whose rescale ended drops of what it no longer owns: its batch of bytes
+// (handoffBatchOf), and half of what its spec bounds a transaction to
+// (MaxTxnOf), in keys and bytes, so that the transaction consumes as much
+// again. A drop of a batch alone past the transaction's bound stopped
+// consumption until the drop was done: four shards split from two, their
+// drops of 16 MiB (about 200,000 of the example ledger's rows) a
+// transaction, consumed a twentieth of their rate for the 9 s the drops
+// took (bench/cmd/rescalebench).
+func dropBound(spec *pc.ShardSpec, rec *Partitioning) (TxnBound, error) {
+	var batch, err = handoffBatchOf(spec, rec)
+	if err != nil {
+		return TxnBound{}, err
+	}
+	txn, err := MaxTxnOf(spec)
+	if err != nil {
+		return TxnBound{}, err
+	}
+	var b = TxnBound{Bytes: batch}
+	if txn.Bytes > 0 {
+		b.Bytes = min(b.Bytes, max(1, txn.Bytes/2))
+	}
+	if txn.Writes > 0 {
+		b.Writes = max(1, txn.Writes/2)
+	}
+	return b, nil
 }
 
 // splitTo returns the count of partitions the shard's spec asks its
@@ -415,11 +445,11 @@ func (a *Adapter[H, T]) split(shard Shard, store Store, kv KV, g *partitionGuard
 
 // dropUnowned deletes the next of what the shard, split, no longer owns
 // (rows and timers, with their entries of the index of what falls due and
-// their expiry records), up to its batch of bytes (handoffBatchOf), from
+// their expiry records), up to its bound (dropBound), from
 // where the drop is, and records where it goes on, or that it's done.
 func (a *Adapter[H, T]) dropUnowned(spec *pc.ShardSpec, kv KV, g *partitionGuard) error {
 	var id, own, cur = spec.Id, *g.built.Owns, *g.built.Moving
-	var batch, err = handoffBatchOf(spec, &g.built)
+	var bound, err = dropBound(spec, &g.built)
 	if err != nil {
 		return err
 	}
@@ -431,7 +461,7 @@ func (a *Adapter[H, T]) dropUnowned(spec *pc.ShardSpec, kv KV, g *partitionGuard
 		// Keys are collected, then deleted: a scan's callback may not write.
 		var serr error
 		err = kv.Scan(r[0], r[1], func(key, value []byte) bool {
-			if size >= batch {
+			if bound.reachedAt(size, len(keys)) {
 				full = true
 				return false
 			}
@@ -490,8 +520,8 @@ func (a *Adapter[H, T]) unmoved(cur HandoffCursor) [][2][]byte {
 }
 
 // dropHandoff deletes the next part of what a split shard whose rescale has
-// ended (its spec has no LabelSplitTo) no longer owns, up to its batch of
-// bytes, and then of its hand-off area, if it has one; with the last, the
+// ended (its spec has no LabelSplitTo) no longer owns, up to its bound
+// (dropBound), and then of its hand-off area, if it has one; with the last, the
 // record says the rescale's end is done.
 func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error {
 	var id = shard.Spec().Id
@@ -509,7 +539,7 @@ func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error
 		g.built.Dropping = true
 		return a.dropUnowned(shard.Spec(), kv, g)
 	}
-	var batch, err = handoffBatchOf(shard.Spec(), &g.built)
+	var bound, err = dropBound(shard.Spec(), &g.built)
 	if err != nil {
 		return err
 	}
@@ -519,7 +549,7 @@ func (a *Adapter[H, T]) dropHandoff(shard Shard, kv KV, g *partitionGuard) error
 	var full bool
 	var start = []byte(HandoffPrefix)
 	if err := kv.Scan(start, keyenc.PrefixEnd(start), func(key, value []byte) bool {
-		if full = size >= batch; full {
+		if full = bound.reachedAt(size, len(keys)); full {
 			return false
 		}
 		keys, size = append(keys, bytes.Clone(key)), size+len(key)+len(value)

@@ -339,6 +339,9 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	// The end of a rescale drops what a shard split no longer owns in one
 	// transaction, or in many.
 	var batch = []string{"", "1", "60", "500"}[rng.IntN(4)]
+	// And within half the keys the shards bound a transaction to (the
+	// default, 50,000, or a few), so that the transaction consumes too.
+	var maxWrites = []int{0, 1, 4, 9}[rng.IntN(4)]
 	var family = &orderFamily{n: n}
 	var want = map[string]int64{}
 	var log = newTimeLog(rng)
@@ -371,6 +374,11 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		var bf = s.app.(runtime.BeginFinisher)
 		if err := bf.BeginTxn(s.sh, s.store); err != nil {
 			t.Fatal(err)
+		}
+		// What it wrote as it began (a drop, a record of its partitioning
+		// and, as a drop ends, the mark of the split's checkpoint).
+		if _, writes := s.store.(runtime.TxnSizer).TxnSize(); maxWrites != 0 && writes > max(1, maxWrites/2)+2 {
+			t.Fatalf("shard %s wrote %d keys as its transaction began, bounded to %d a transaction", s.sh.spec.Id, writes, maxWrites)
 		}
 		// Each transaction begins a second after the last, and fires what
 		// fell due by then.
@@ -406,6 +414,9 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			parentDB = parent.db
 		}
 		s.sh.spec.Sources = []pc.ShardSpec_Source{{Journal: own}}
+		if maxWrites != 0 {
+			s.sh.spec.LabelSet.SetValue(runtime.LabelMaxTxnWrites, strconv.Itoa(maxWrites))
+		}
 		var a, err = runtime.NewAdapter(tally, tallyHandler{log}, snapshotOpener{s.db, parentDB}, family)
 		if err != nil {
 			t.Fatal(err)

@@ -104,8 +104,8 @@ type Store interface {
 
 // TxnSizer is implemented by Stores that know how much the open
 // transaction has written (txnkv.Store is one): a shard's transactions then
-// end once they reach their spec's TxnBound (txn.LabelMaxTxnBytes and
-// txn.LabelMaxTxnWrites), so that no commit holds more than that.
+// end once they reach their spec's TxnBound (LabelMaxTxnBytes and
+// LabelMaxTxnWrites), so that no commit holds more than that.
 type TxnSizer interface {
 	// TxnSize returns the bytes of keys and values the open transaction
 	// wrote, and how many keys. It's called often: it must be cheap.
@@ -125,7 +125,12 @@ func (b TxnBound) Reached(s TxnSizer) bool {
 	if s == nil || b.Bytes <= 0 && b.Writes <= 0 {
 		return false
 	}
-	var bytes, writes = s.TxnSize()
+	return b.reachedAt(s.TxnSize())
+}
+
+// reachedAt reports whether writes of bytes bytes of keys and values, of
+// writes keys, reached b.
+func (b TxnBound) reachedAt(bytes, writes int) bool {
 	return b.Bytes > 0 && bytes >= b.Bytes || b.Writes > 0 && writes >= b.Writes
 }
 

@@ -436,7 +436,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 	if err != nil {
 		return err
 	}
-	if _, err = txn.MaxTxnOf(spec); err != nil {
+	if _, err = runtime.MaxTxnOf(spec); err != nil {
 		return err
 	}
 	var rec runtime.Recorder = localDir(dir)
@@ -535,7 +535,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 		// transaction begins: a change applies from the next one.
 		Limits: func() (txn.Limits, error) {
 			var spec = s.Spec()
-			var maxTxn, err = txn.MaxTxnOf(spec)
+			var maxTxn, err = runtime.MaxTxnOf(spec)
 			return txn.Limits{MinDuration: spec.MinTxnDuration, MaxDuration: spec.MaxTxnDuration,
 				WaitForAck: !spec.DisableWaitForAck, MaxTxn: maxTxn}, err
 		},

@@ -2,9 +2,6 @@ package service_test
 
 import (
 	"context"
-	"github.com/gazconsumer/gazconsumer/runtime/membertest"
-	"github.com/gazconsumer/gazconsumer/runtime/source"
-	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +11,10 @@ import (
 	pc "go.gazette.dev/core/consumer/protocol"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/membertest"
+	"github.com/gazconsumer/gazconsumer/runtime/source"
 )
 
 // By default, a message that fails to decode fails the shard, and its
@@ -81,8 +82,8 @@ func TestUndecodableMessagesAreSkippedAndRecorded(t *testing.T) {
 	}{
 		{[]string{source.LabelOnDecodeError, "skip"}, codes.InvalidArgument, "needs label " + source.LabelDeadLetterJournal},
 		{[]string{source.LabelOnDecodeError, "ignore"}, codes.InvalidArgument, `"ignore", not "fail" or "skip"`},
-		{[]string{txn.LabelMaxTxnBytes, "16MiB"}, codes.InvalidArgument, `label gazconsumer.dev/max-txn-bytes is "16MiB", not a number of bytes`},
-		{[]string{txn.LabelMaxTxnWrites, "lots"}, codes.InvalidArgument, `label gazconsumer.dev/max-txn-writes is "lots", not a number of keys`},
+		{[]string{runtime.LabelMaxTxnBytes, "16MiB"}, codes.InvalidArgument, `label gazconsumer.dev/max-txn-bytes is "16MiB", not a number of bytes`},
+		{[]string{runtime.LabelMaxTxnWrites, "lots"}, codes.InvalidArgument, `label gazconsumer.dev/max-txn-writes is "lots", not a number of keys`},
 		{[]string{source.LabelOnDecodeError, "skip", source.LabelDeadLetterJournal, "nowhere/at-all"}, codes.FailedPrecondition, "dead-letter journal nowhere/at-all does not exist"},
 		{[]string{source.LabelOnDecodeError, "skip", source.LabelDeadLetterJournal, c.ShardSpec(0).RecoveryLog().String()}, codes.FailedPrecondition, "has content-type"},
 	} {

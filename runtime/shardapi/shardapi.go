@@ -11,7 +11,6 @@ import (
 
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/source"
-	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker/client"
@@ -258,7 +257,7 @@ func (a *Server) Apply(ctx context.Context, claims pb.Claims, req *pc.ApplyReque
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		} else if _, err := source.MaxMessageSizeOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
-		} else if _, err := txn.MaxTxnOf(change.Upsert); err != nil {
+		} else if _, err := runtime.MaxTxnOf(change.Upsert); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}

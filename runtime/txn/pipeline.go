@@ -10,7 +10,7 @@
 // the transaction has consumed as many bytes as the largest backlog it saw
 // (or a message sequence started in it awaits its acknowledgement), up to
 // MaxDuration, or until its writes reach MaxTxn (as the shard's labels
-// LabelMaxTxnBytes and LabelMaxTxnWrites set it). It then finalizes and
+// runtime.LabelMaxTxnBytes and runtime.LabelMaxTxnWrites set it). It then finalizes and
 // starts to commit. Its successor may begin consuming at once, but may not
 // finalize until its predecessor's commit and acknowledgements are done; if
 // its own MaxDuration (or MaxTxn) comes first, it stops reading (it stalls)

@@ -39,7 +39,11 @@
 //     parent's live state is the greater, as the command starts, of its
 //     store's files and the live files of its newest hints. The rate during
 //     the split is the ledger's consumption from the command's start to its
-//     end; the rate after it, over -before seconds more.
+//     end; then every shard drops what it no longer owns (the rescale's
+//     end), over transactions which consume beside: the rate while they
+//     drop runs from the command's end until the last shard logged "shard
+//     ended its rescale", and is held to the same goal; the rate after,
+//     over -before seconds more.
 //  4. The answer: the leaderboard starts, both consumers catch up, and
 //     `bankctl check` must print OK, else the run fails.
 //

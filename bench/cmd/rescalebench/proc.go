@@ -328,6 +328,39 @@ type shardLog struct {
 	forkSeen bool          // It forked.
 	local    bool          // It forked from its parent's store, in its member.
 	linked   time.Time     // When it began to link its parent's files, if it did.
+	ended    time.Time     // When it ended its rescale: it dropped what it no longer owns.
+}
+
+// awaitDrops waits until the member's log, file, says each of shards ended
+// its rescale (it dropped what it no longer owns), and returns when the last
+// did, as logged.
+func awaitDrops(ctx context.Context, file string, shards []string) (time.Time, error) {
+	var deadline = time.Now().Add(5 * time.Minute)
+	for {
+		var logs, err = readLog(file)
+		if err != nil {
+			return time.Time{}, err
+		}
+		var last time.Time
+		var waiting []string
+		for _, s := range shards {
+			if l := logs[s]; l == nil || l.ended.IsZero() {
+				waiting = append(waiting, s)
+			} else if l.ended.After(last) {
+				last = l.ended
+			}
+		}
+		if len(waiting) == 0 {
+			return last, nil
+		} else if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("shards %v did not end their rescale (drop what they no longer own) within 5m", waiting)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // readLog reads the JSON logs of a member's process, by shard.
@@ -364,6 +397,8 @@ func readLog(file string) (map[string]*shardLog, error) {
 		case "shard linked the files of its parent's primary, in this member":
 			// Before its store opened; it forks once that's open.
 			of(l.Shard).linked = l.Time.Add(-time.Duration(l.Took))
+		case "shard ended its rescale":
+			of(l.Shard).ended = l.Time
 		case "shard forked from links of its parent's files":
 			if s := of(l.Shard); !s.linked.IsZero() {
 				s.forkTook, s.forkSeen, s.local = l.Time.Sub(s.linked), true, true

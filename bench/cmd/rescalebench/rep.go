@@ -52,14 +52,16 @@ type result struct {
 	forkLocal   map[string]bool          // It forked from its parent's store, in its member.
 	split       time.Duration            // The command's run.
 
-	rateBefore, rateDuring, rateAfter float64 // Events a second.
-	minDuring                         float64 // Lowest events a second over 1 s during the split.
-	readBefore, readDuring            float64 // Messages read a second (gazconsumer_shard_messages_total).
-	memberCPUBefore, memberCPUDuring  float64 // Member's CPU seconds a second.
-	lagSplit                          int64   // Input bytes yet to consume as the split starts (Shard API's Stat).
-	ranOut                            bool    // Whether the ledger had written every event before the rate after was taken.
-	published                         float64 // Messages a second the load was published at.
-	eventBytes                        float64 // Bytes of an event, as measured.
+	drop                              time.Duration // From the command's end until every shard dropped what it no longer owns.
+	rateBefore, rateDuring, rateAfter float64       // Events a second.
+	rateDrop                          float64       // Events a second while the shards drop what they no longer own.
+	minDuring                         float64       // Lowest events a second over 1 s during the split.
+	readBefore, readDuring            float64       // Messages read a second (gazconsumer_shard_messages_total).
+	memberCPUBefore, memberCPUDuring  float64       // Member's CPU seconds a second.
+	lagSplit                          int64         // Input bytes yet to consume as the split starts (Shard API's Stat).
+	ranOut                            bool          // Whether the ledger had written every event before the rate after was taken.
+	published                         float64       // Messages a second the load was published at.
+	eventBytes                        float64       // Bytes of an event, as measured.
 
 	cpu   map[string]float64 // CPU seconds of each process, all told.
 	check string             // bankctl check's verdict.
@@ -283,7 +285,14 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		}
 		r.forkRead[q], r.forkTook[q], r.forkLocal[q] = logs[q].forked, logs[q].forkTook, logs[q].local
 	}
-	if err = sleep(ctx, c.before); err != nil {
+	// The rescale's end: every shard drops what it no longer owns, over
+	// as many transactions as it takes, consuming beside.
+	var dropEnd time.Time
+	if dropEnd, err = awaitDrops(ctx, ledger.log, append(slices.Clone(parents), children...)); err != nil {
+		return nil, err
+	}
+	r.drop = dropEnd.Sub(splitEnd)
+	if err = sleep(ctx, time.Until(dropEnd.Add(c.before))); err != nil {
 		return nil, err
 	}
 	var afterEnd = time.Now()
@@ -334,7 +343,8 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		r.splitLive[p] = max(r.live[p], r.liveHints[p])
 	}
 	r.rateDuring = s.rate(splitStart, splitEnd, events1)
-	r.rateAfter = s.rate(splitEnd, afterEnd, events1)
+	r.rateDrop = s.rate(splitEnd, dropEnd, events1)
+	r.rateAfter = s.rate(dropEnd, afterEnd, events1)
 	r.minDuring = s.minRate(splitStart, splitEnd, time.Second, events1)
 	r.readBefore = s.rate(beforeStart, splitStart, read)
 	r.readDuring = s.rate(splitStart, splitEnd, read)

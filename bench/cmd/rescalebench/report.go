@@ -32,6 +32,10 @@ func (r *result) ratios() (serve, read, rate float64) {
 	return serve, read, r.rateDuring / r.rateBefore
 }
 
+// dropRatio is the consumption while the shards drop what they no longer
+// own, after the command, over that before the split: the rescale's end.
+func (r *result) dropRatio() float64 { return r.rateDrop / r.rateBefore }
+
 func (r *result) print() {
 	for _, p := range parents {
 		fmt.Printf("  parent %s: recovered in %6.2fs, read %s of a state of %s; live state at the split %s (%s as of its newest hints)\n",
@@ -49,11 +53,11 @@ func (r *result) print() {
 	if r.ranOut {
 		fmt.Println("  (the backlog ran out before the rate after the split was taken: the rates during and after it may be the load's, lower bounds of the consumer's; use more -messages)")
 	}
-	fmt.Printf("  consumption (events/s): before %.0f, during %.0f (lowest over 1s %.0f), after %.0f; messages read/s (metric): before %.0f, during %.0f; load published at %.0f/s\n",
-		r.rateBefore, r.rateDuring, r.minDuring, r.rateAfter, r.readBefore, r.readDuring, r.published)
+	fmt.Printf("  consumption (events/s): before %.0f, during %.0f (lowest over 1s %.0f), while the shards drop what they no longer own %.0f (for %.2fs after the command), after %.0f; messages read/s (metric): before %.0f, during %.0f; load published at %.0f/s\n",
+		r.rateBefore, r.rateDuring, r.minDuring, r.rateDrop, r.drop.Seconds(), r.rateAfter, r.readBefore, r.readDuring, r.published)
 	fmt.Printf("  ledger member CPU s/s: before %.2f, during %.2f\n", r.memberCPUBefore, r.memberCPUDuring)
 	var serve, read, rate = r.ratios()
-	fmt.Printf("  ratios: child serve / parent recovery %.2f (goal ≤ 2; %.2f from its spec's creation); fork read / parent live %.2f (goal ≤ 1.2); rate during / before %.2f (goal ≥ 0.5)\n", serve, r.serveCreated(), read, rate)
+	fmt.Printf("  ratios: child serve / parent recovery %.2f (goal ≤ 2; %.2f from its spec's creation); fork read / parent live %.2f (goal ≤ 1.2); rate during / before %.2f (goal ≥ 0.5); while dropping / before %.2f\n", serve, r.serveCreated(), read, rate, r.dropRatio())
 	fmt.Printf("  check: %s\n", r.check)
 }
 
@@ -90,7 +94,9 @@ func summarize(rs []*result) {
 	row("consumption before the split", col(func(r *result) float64 { return r.rateBefore }), "events/s")
 	row("consumption during the split", col(func(r *result) float64 { return r.rateDuring }), "events/s")
 	row("consumption during the split, lowest over 1 s", col(func(r *result) float64 { return r.minDuring }), "events/s")
-	row("consumption after the split", col(func(r *result) float64 { return r.rateAfter }), "events/s")
+	row("the drops of what shards no longer own, after the command", col(func(r *result) float64 { return r.drop.Seconds() }), "s")
+	row("consumption while the shards drop", col(func(r *result) float64 { return r.rateDrop }), "events/s")
+	row("consumption after the drops", col(func(r *result) float64 { return r.rateAfter }), "events/s")
 	row("messages read (metric) before the split", col(func(r *result) float64 { return r.readBefore }), "/s")
 	row("messages read (metric) during the split", col(func(r *result) float64 { return r.readDuring }), "/s")
 	row("load published at (the member dead from the warm-up's end)", col(func(r *result) float64 { return r.published }), "messages/s")
@@ -107,6 +113,8 @@ func summarize(rs []*result) {
 	fmt.Printf("%-58s %s  goal ≤ 2    %s\n", "child serve (spec created) / recovery", created, verdict(created.hi <= 2))
 	fmt.Printf("%-58s %s  goal ≤ 1.2  %s\n", "child fork bytes read / parent live state (greater)", read, verdict(read.hi <= 1.2))
 	fmt.Printf("%-58s %s  goal ≥ 0.5  %s\n", "consumption during / before the split", rate, verdict(rate.lo >= 0.5))
+	var drop = col(func(r *result) float64 { return r.dropRatio() })
+	fmt.Printf("%-58s %s  goal ≥ 0.5  %s\n", "consumption while the shards drop / before the split", drop, verdict(drop.lo >= 0.5))
 
 	fmt.Println("\nCPU seconds, all told:")
 	var names = map[string]bool{}

@@ -1,4 +1,4 @@
-package txn
+package runtime_test
 
 import (
 	"strings"
@@ -16,20 +16,20 @@ func TestMaxTxnOf(t *testing.T) {
 		want   runtime.TxnBound
 		err    string
 	}{
-		{nil, runtime.TxnBound{Bytes: DefaultMaxTxnBytes, Writes: DefaultMaxTxnWrites}, ""},
-		{[]string{LabelMaxTxnBytes, "0"}, runtime.TxnBound{Writes: DefaultMaxTxnWrites}, ""},
-		{[]string{LabelMaxTxnWrites, "0", LabelMaxTxnBytes, "0"}, runtime.TxnBound{}, ""},
-		{[]string{LabelMaxTxnBytes, "1048576", LabelMaxTxnWrites, "5000"}, runtime.TxnBound{Bytes: 1 << 20, Writes: 5000}, ""},
-		{[]string{LabelMaxTxnBytes, "-1"}, runtime.TxnBound{}, `label gazconsumer.dev/max-txn-bytes is "-1", not a number of bytes`},
-		{[]string{LabelMaxTxnBytes, "16MiB"}, runtime.TxnBound{}, `shard a/shard: label gazconsumer.dev/max-txn-bytes is "16MiB"`},
-		{[]string{LabelMaxTxnWrites, "1e5"}, runtime.TxnBound{}, `shard a/shard: label gazconsumer.dev/max-txn-writes is "1e5", not a number of keys`},
-		{[]string{LabelMaxTxnWrites, "99999999999999999999"}, runtime.TxnBound{}, "not a number of keys"},
+		{nil, runtime.TxnBound{Bytes: runtime.DefaultMaxTxnBytes, Writes: runtime.DefaultMaxTxnWrites}, ""},
+		{[]string{runtime.LabelMaxTxnBytes, "0"}, runtime.TxnBound{Writes: runtime.DefaultMaxTxnWrites}, ""},
+		{[]string{runtime.LabelMaxTxnWrites, "0", runtime.LabelMaxTxnBytes, "0"}, runtime.TxnBound{}, ""},
+		{[]string{runtime.LabelMaxTxnBytes, "1048576", runtime.LabelMaxTxnWrites, "5000"}, runtime.TxnBound{Bytes: 1 << 20, Writes: 5000}, ""},
+		{[]string{runtime.LabelMaxTxnBytes, "-1"}, runtime.TxnBound{}, `label gazconsumer.dev/max-txn-bytes is "-1", not a number of bytes`},
+		{[]string{runtime.LabelMaxTxnBytes, "16MiB"}, runtime.TxnBound{}, `shard a/shard: label gazconsumer.dev/max-txn-bytes is "16MiB"`},
+		{[]string{runtime.LabelMaxTxnWrites, "1e5"}, runtime.TxnBound{}, `shard a/shard: label gazconsumer.dev/max-txn-writes is "1e5", not a number of keys`},
+		{[]string{runtime.LabelMaxTxnWrites, "99999999999999999999"}, runtime.TxnBound{}, "not a number of keys"},
 	} {
 		var spec = &pc.ShardSpec{Id: "a/shard"}
 		if tc.labels != nil {
 			spec.LabelSet = pb.MustLabelSet(tc.labels...)
 		}
-		var got, err = MaxTxnOf(spec)
+		var got, err = runtime.MaxTxnOf(spec)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("labels %q: got %+v, %v; want an error with %q", tc.labels, got, err, tc.err)

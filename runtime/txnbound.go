@@ -1,4 +1,4 @@
-package txn
+package runtime
 
 import (
 	"fmt"
@@ -6,17 +6,15 @@ import (
 	"strconv"
 
 	pc "go.gazette.dev/core/consumer/protocol"
-
-	"github.com/gazconsumer/gazconsumer/runtime"
 )
 
 // LabelMaxTxnWrites is the shard label bounding how many keys one of its
-// transactions writes (runtime.TxnBound's Writes): "0" sets no bound. It
+// transactions writes (TxnBound's Writes): "0" sets no bound. It
 // applies to a running shard from its next transaction on.
 const LabelMaxTxnWrites = "gazconsumer.dev/max-txn-writes"
 
 // LabelMaxTxnBytes is the shard label bounding the bytes of keys and values
-// one of its transactions writes (runtime.TxnBound's Bytes): "0" sets no
+// one of its transactions writes (TxnBound's Bytes): "0" sets no
 // bound. It applies to a running shard from its next transaction on.
 const LabelMaxTxnBytes = "gazconsumer.dev/max-txn-bytes"
 
@@ -41,8 +39,8 @@ const DefaultMaxTxnBytes = 256 << 20
 
 // MaxTxnOf returns the bound that spec's labels set on what one of its
 // transactions writes.
-func MaxTxnOf(spec *pc.ShardSpec) (runtime.TxnBound, error) {
-	var b runtime.TxnBound
+func MaxTxnOf(spec *pc.ShardSpec) (TxnBound, error) {
+	var b TxnBound
 	var err error
 	if b.Writes, err = countLabel(spec, LabelMaxTxnWrites, DefaultMaxTxnWrites, "a number of keys"); err != nil {
 		return b, err
