@@ -57,7 +57,7 @@ const LabelSplitFrom = "gazconsumer.dev/split-from"
 // LabelSplitBatch labels, if an operator wants other than the default
 // (handoffBatch), the shards of a consumer being rescaled: its value is the
 // bytes of keys and values each drops in one transaction once its rescale
-// ends (within half its transactions' bound, LabelMaxTxnBytes and
+// ends (within a quarter of its transactions' bound, LabelMaxTxnBytes and
 // LabelMaxTxnWrites). A shard records it as it splits; labeled again while
 // it drops, it drops by the label's.
 const LabelSplitBatch = "gazconsumer.dev/split-batch"
@@ -114,9 +114,21 @@ type HandoffCursor struct {
 // handoffBatch bounds the bytes of keys and values a shard drops in one
 // transaction, once its rescale ended: the drop of a large state's half
 // takes as many transactions as it needs (each begun at once, as something
-// due), and none holds more than this much of it, nor more than half the
-// keys and bytes its shard's transactions are bounded to (dropBound).
+// due), and none holds more than this much of it, nor more than a share of
+// the keys and bytes its shard's transactions are bounded to (dropShare).
 var handoffBatch = 16 << 20
+
+// dropShare is the part (1/dropShare) of a transaction's bound (MaxTxnOf)
+// that a drop of what a split shard no longer owns may take of one of its
+// transactions, which consume their sources with the rest. A drop of a
+// batch past the transaction's bound stopped consumption until the drops
+// were done: four shards split from two, dropping 16 MiB (about 200,000 of
+// the example ledger's rows) a transaction, consumed at 0.04 of their rate
+// before the split for the 7.5 s the drops took; taking half the bound, at
+// 0.39 for 21 s (bench/cmd/rescalebench, under a backlog). Where a shard
+// keeps up with its sources its transactions are short, and begin at once
+// while it drops, so its drop goes on at about the rate of its commits.
+const dropShare = 4
 
 // ErrParentNotSplit is returned by Forker.Fork and Forker.ForkFrom while
 // the shard a new shard is forked from has not yet committed its split.
@@ -208,13 +220,9 @@ func handoffBatchOf(spec *pc.ShardSpec, rec *Partitioning) (int, error) {
 
 // dropBound returns the bound of what one transaction of a split shard
 // whose rescale ended drops of what it no longer owns: its batch of bytes
-// (handoffBatchOf), and half of what its spec bounds a transaction to
-// (MaxTxnOf), in keys and bytes, so that the transaction consumes as much
-// again. A drop of a batch alone past the transaction's bound stopped
-// consumption until the drop was done: four shards split from two, their
-// drops of 16 MiB (about 200,000 of the example ledger's rows) a
-// transaction, consumed a twentieth of their rate for the 9 s the drops
-// took (bench/cmd/rescalebench).
+// (handoffBatchOf), and dropShare of what its spec bounds a transaction to
+// (MaxTxnOf), in keys and bytes, so that the transaction goes on consuming
+// with the rest.
 func dropBound(spec *pc.ShardSpec, rec *Partitioning) (TxnBound, error) {
 	var batch, err = handoffBatchOf(spec, rec)
 	if err != nil {
@@ -226,10 +234,10 @@ func dropBound(spec *pc.ShardSpec, rec *Partitioning) (TxnBound, error) {
 	}
 	var b = TxnBound{Bytes: batch}
 	if txn.Bytes > 0 {
-		b.Bytes = min(b.Bytes, max(1, txn.Bytes/2))
+		b.Bytes = min(b.Bytes, max(1, txn.Bytes/dropShare))
 	}
 	if txn.Writes > 0 {
-		b.Writes = max(1, txn.Writes/2)
+		b.Writes = max(1, txn.Writes/dropShare)
 	}
 	return b, nil
 }

@@ -339,7 +339,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	// The end of a rescale drops what a shard split no longer owns in one
 	// transaction, or in many.
 	var batch = []string{"", "1", "60", "500"}[rng.IntN(4)]
-	// And within half the keys the shards bound a transaction to (the
+	// And within a quarter of the keys the shards bound a transaction to (the
 	// default, 50,000, or a few), so that the transaction consumes too.
 	var maxWrites = []int{0, 1, 4, 9}[rng.IntN(4)]
 	var family = &orderFamily{n: n}
@@ -377,7 +377,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 		}
 		// What it wrote as it began (a drop, a record of its partitioning
 		// and, as a drop ends, the mark of the split's checkpoint).
-		if _, writes := s.store.(runtime.TxnSizer).TxnSize(); maxWrites != 0 && writes > max(1, maxWrites/2)+2 {
+		if _, writes := s.store.(runtime.TxnSizer).TxnSize(); maxWrites != 0 && writes > max(1, maxWrites/4)+2 {
 			t.Fatalf("shard %s wrote %d keys as its transaction began, bounded to %d a transaction", s.sh.spec.Id, writes, maxWrites)
 		}
 		// Each transaction begins a second after the last, and fires what

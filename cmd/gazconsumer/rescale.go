@@ -64,7 +64,7 @@ while the consumer runs, applying each message exactly once:
      their heads as of --settle after it began, then its own;
   4. once every new shard is primary, the labels are removed and the shards
      split drop the rows they no longer own, --handoff-batch bytes a
-     transaction (and at most half the keys and bytes the shards bound a
+     transaction (and at most a quarter of the keys and bytes the shards bound a
      transaction to: gazconsumer.dev/max-txn-writes and max-txn-bytes).
 
 Every consumer reading one of the families grown must be rescaled with it:
