@@ -951,6 +951,9 @@ func TestNudgeBeginsATransactionWithoutMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.expect("begin")
+	// The application's BeginTxn is told before the transaction's timer is
+	// set: advanced before it, the clock would leave it unfired.
+	h.awaitTimer(minDur)
 	h.clock.Advance(minDur)
 	h.expect("finalize", "finish")
 	var op, _ = h.commit()
