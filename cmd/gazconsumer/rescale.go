@@ -50,12 +50,14 @@ func newRescaleCmd() *cobra.Command {
 those the .proto files now say (family.partitions, a multiple of today's count),
 while the consumer runs, applying each message exactly once:
 
+  0. the new shards' recovery logs are created, so that the brokers serve
+     them by the time the new shards start;
   1. each shard of the consumers is labeled ` + runtime.LabelSplitTo + `=M; at the end
      of its next transaction, it marks its checkpoint and from then on hides the
      rows it won't own (their partition keys map to another of the M partitions)
      from its tables and queries, keeping them, unchanged, for its new shards;
-  2. the families' new journals, and the new shards' recovery logs, are created
-     (producers switch to them as they see them, within --settle);
+  2. the families' new journals are created (producers switch to them as
+     they see them, within --settle);
   3. the new shards are created, as the .proto files say: each starts from its
      parent's committed state as of the split (read from the parent's store if
      its primary is in the same member, or else played from the parent's
@@ -100,6 +102,8 @@ type rescaleConsumer struct {
 	from   int                     // Partitions before.
 	to     int                     // Partitions after.
 	live   map[pc.ShardID]liveSpec // Shards in etcd.
+	// etcdCluster is the id of the etcd cluster of its shards.
+	etcdCluster uint64
 
 	handoffBatch int           // Bytes each shard hands off a transaction, if not the default.
 	settle       time.Duration // Given producers to switch to new journals.
@@ -202,33 +206,45 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 		return nil
 	}
 
-	// 1. Label the shards.
-	var changed bool
+	// The new shards' recovery logs come first: nothing reads them until
+	// the shards exist, and the brokers serve them by the time the shards
+	// start (a journal just created is not served for some 100ms).
+	var logs []pb.JournalSpec
 	for _, c := range consumers {
-		var ch, err = c.labelParents(ctx, etcd)
-		if err != nil {
-			return err
+		for q := c.from; q < c.to; q++ {
+			logs = append(logs, c.specs.Logs[q])
 		}
-		changed = changed || ch
 	}
-	if changed {
+	if missing, err := missingJournals(ctx, jc, logs); err != nil {
+		return err
+	} else if err = createJournals(ctx, jc, missing); err != nil {
+		return err
+	} else if created := len(missing); created != 0 {
+		fmt.Fprintf(out, "created %d recovery logs\n", created)
+	}
+	// 1. Label the shards.
+	var labels []specPut
+	for _, c := range consumers {
+		labels = append(labels, c.labelPuts()...)
+	}
+	if err = putSpecs(ctx, etcd, labels); err != nil {
+		return err
+	}
+	if len(labels) != 0 {
 		// A member that lists the new journals reads its shards' specs as of
 		// the listing's revision, later than the labels', if the brokers
 		// keep their journals in the members' etcd: else, it is given time.
-		var resp, err = etcd.Get(ctx, consumers[0].prefix, clientv3.WithCountOnly())
-		if err != nil {
-			return fmt.Errorf("reading etcd's cluster: %w", err)
-		} else if resp.Header.ClusterId == brokersEtcd.ClusterId {
+		if cluster := consumers[0].etcdCluster; cluster == brokersEtcd.ClusterId {
 			fmt.Fprintf(out, "shards labeled %s\n", runtime.LabelSplitTo)
 		} else {
 			fmt.Fprintf(out, "shards labeled %s; waiting %s for members to see it (the brokers keep their journals in etcd cluster %x, the members in %x)\n",
-				runtime.LabelSplitTo, f.settle, brokersEtcd.ClusterId, resp.Header.ClusterId)
+				runtime.LabelSplitTo, f.settle, brokersEtcd.ClusterId, cluster)
 			if err = sleepCtx(ctx, f.settle); err != nil {
 				return err
 			}
 		}
 	}
-	// 2. The journals: families' and recovery logs.
+	// 2. The families' journals.
 	var create []pb.JournalSpec
 	for _, fam := range families {
 		for _, j := range fam.journals {
@@ -237,23 +253,22 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 			}
 		}
 	}
-	for _, c := range consumers {
-		for q := c.from; q < c.to; q++ {
-			create = append(create, c.specs.Logs[q])
-		}
-	}
-	if created, err := applyJournals(ctx, jc, create); err != nil {
+	// Listed above: those missing then are created (if one was created
+	// meanwhile, the creation fails, and a run again goes on).
+	if err = createJournals(ctx, jc, create); err != nil {
 		return err
-	} else if created != 0 {
+	} else if created := len(create); created != 0 {
 		// The new shards, created next, give producers --settle to switch
 		// to them before they read their parents' journals' heads.
 		fmt.Fprintf(out, "created %d journals; the new shards give producers %s to switch to them\n", created, f.settle)
 	}
 	// 3. The new shards.
+	var children []specPut
 	for _, c := range consumers {
-		if err = c.createChildren(ctx, etcd); err != nil {
-			return err
-		}
+		children = append(children, c.childPuts()...)
+	}
+	if err = putSpecs(ctx, etcd, children); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "new shards created; waiting for every shard to be primary (at most %s)\n", f.timeout)
 	var waitCtx, cancel = context.WithTimeout(ctx, f.timeout)
@@ -377,6 +392,7 @@ func (c *rescaleConsumer) read(ctx context.Context, etcd *clientv3.Client) error
 	if err != nil {
 		return fmt.Errorf("consumer %s: reading its shard specs under %s: %w", c.name, prefix, err)
 	}
+	c.etcdCluster = resp.Header.ClusterId
 	c.live = make(map[pc.ShardID]liveSpec)
 	for _, kv := range resp.Kvs {
 		var spec = new(pc.ShardSpec)
@@ -465,31 +481,52 @@ func sourceNames(spec *pc.ShardSpec) string {
 	return strings.Join(names, ", ")
 }
 
-// putSpec writes spec at key if its mod revision is still rev (0: if it
-// does not exist).
-func putSpec(ctx context.Context, etcd *clientv3.Client, key string, rev int64, spec *pc.ShardSpec) error {
-	if err := spec.Validate(); err != nil {
-		return fmt.Errorf("shard %s: %w", spec.Id, err)
-	}
-	var b, err = spec.Marshal()
-	if err != nil {
-		return err
-	}
-	resp, err := etcd.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-		Then(clientv3.OpPut(key, string(b))).Commit()
-	if err != nil {
-		return fmt.Errorf("shard %s: writing its spec: %w", spec.Id, err)
-	} else if !resp.Succeeded {
-		return fmt.Errorf("shard %s: its spec changed meanwhile (revision %d expected): run the command again", spec.Id, rev)
+// specPut is a shard spec to write at key, if the key's mod revision is
+// still rev (0: if it does not exist).
+type specPut struct {
+	key  string
+	rev  int64
+	spec *pc.ShardSpec
+}
+
+// maxSpecPuts bounds the specs an etcd transaction of putSpecs writes
+// (etcd's --max-txn-ops is 128 by default).
+const maxSpecPuts = 64
+
+// putSpecs writes puts, in transactions of up to maxSpecPuts of them (one,
+// most often), each of which writes none of its specs if one of them
+// changed meanwhile.
+func putSpecs(ctx context.Context, etcd *clientv3.Client, puts []specPut) error {
+	for chunk := range slices.Chunk(puts, maxSpecPuts) {
+		var cmps []clientv3.Cmp
+		var ops []clientv3.Op
+		var ids []string
+		for _, p := range chunk {
+			if err := p.spec.Validate(); err != nil {
+				return fmt.Errorf("shard %s: %w", p.spec.Id, err)
+			}
+			var b, err = p.spec.Marshal()
+			if err != nil {
+				return fmt.Errorf("shard %s: %w", p.spec.Id, err)
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p.key), "=", p.rev))
+			ops = append(ops, clientv3.OpPut(p.key, string(b)))
+			ids = append(ids, p.spec.Id.String())
+		}
+		var resp, err = etcd.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("shards %s: writing their specs: %w", strings.Join(ids, ", "), err)
+		} else if !resp.Succeeded {
+			return fmt.Errorf("shards %s: a spec changed meanwhile (or a new shard exists already): run the command again", strings.Join(ids, ", "))
+		}
 	}
 	return nil
 }
 
-// labelParents labels the shards the consumer had with the partitions to
-// split to. It reports whether it labeled any.
-func (c *rescaleConsumer) labelParents(ctx context.Context, etcd *clientv3.Client) (bool, error) {
-	var changed bool
+// labelPuts returns the specs of the shards the consumer had, labeled with
+// the partitions to split to, of those not labeled yet.
+func (c *rescaleConsumer) labelPuts() []specPut {
+	var puts []specPut
 	for i := range c.from {
 		var live = c.live[c.specs.Shards[i].Id]
 		if live.spec.LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
@@ -501,26 +538,22 @@ func (c *rescaleConsumer) labelParents(ctx context.Context, etcd *clientv3.Clien
 		if c.handoffBatch != 0 {
 			spec.LabelSet.SetValue(runtime.LabelSplitBatch, strconv.Itoa(c.handoffBatch))
 		}
-		if err := putSpec(ctx, etcd, live.key, live.modRevision, &spec); err != nil {
-			return changed, err
-		}
-		changed = true
+		puts = append(puts, specPut{key: live.key, rev: live.modRevision, spec: &spec})
 	}
-	return changed, nil
+	return puts
 }
 
-// createChildren creates the consumer's new shards which don't exist yet.
-func (c *rescaleConsumer) createChildren(ctx context.Context, etcd *clientv3.Client) error {
+// childPuts returns the specs of the consumer's new shards which don't
+// exist yet.
+func (c *rescaleConsumer) childPuts() []specPut {
+	var puts []specPut
 	for q := c.from; q < c.to; q++ {
 		var spec = c.childSpec(q)
-		if _, ok := c.live[spec.Id]; ok {
-			continue
-		}
-		if err := putSpec(ctx, etcd, c.prefix+allocator.ItemsPrefix+spec.Id.String(), 0, spec); err != nil {
-			return err
+		if _, ok := c.live[spec.Id]; !ok {
+			puts = append(puts, specPut{key: c.prefix + allocator.ItemsPrefix + spec.Id.String(), spec: spec})
 		}
 	}
-	return nil
+	return puts
 }
 
 // awaitPrimaries waits until every shard of the consumer has a primary
@@ -571,6 +604,7 @@ func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) err
 	if err := c.read(ctx, etcd); err != nil {
 		return err
 	}
+	var puts []specPut
 	for _, id := range slices.Sorted(maps.Keys(c.live)) {
 		var live = c.live[id]
 		var labels = live.spec.LabelSet
@@ -585,34 +619,60 @@ func (c *rescaleConsumer) finish(ctx context.Context, etcd *clientv3.Client) err
 		spec.LabelSet.Remove(labelSplitNew)
 		spec.LabelSet.Remove(runtime.LabelSplitBatch)
 		spec.LabelSet.Remove(runtime.LabelSplitSettle)
-		if err := putSpec(ctx, etcd, live.key, live.modRevision, &spec); err != nil {
-			return err
+		puts = append(puts, specPut{key: live.key, rev: live.modRevision, spec: &spec})
+	}
+	return putSpecs(ctx, etcd, puts)
+}
+
+// missingJournals returns those of specs which don't exist.
+func missingJournals(ctx context.Context, jc pb.RoutedJournalClient, specs []pb.JournalSpec) ([]pb.JournalSpec, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	// One listing: a selector of several names matches each.
+	var sel pb.LabelSelector
+	for i := range specs {
+		sel.Include.AddValue("name", specs[i].Name.String())
+	}
+	var list, err = client.ListAllJournals(ctx, jc, pb.ListRequest{Selector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("listing journals %s: %w", journalNames(specs), err)
+	}
+	var live = make(map[pb.Journal]bool, len(list.Journals))
+	for _, j := range list.Journals {
+		live[j.Spec.Name] = true
+	}
+	var missing []pb.JournalSpec
+	for _, s := range specs {
+		if !live[s.Name] {
+			missing = append(missing, s)
 		}
+	}
+	return missing, nil
+}
+
+// createJournals creates the journals of specs, which must not exist.
+func createJournals(ctx context.Context, jc pb.RoutedJournalClient, specs []pb.JournalSpec) error {
+	if len(specs) == 0 {
+		return nil
+	}
+	var req pb.ApplyRequest
+	for i := range specs {
+		req.Changes = append(req.Changes, pb.ApplyRequest_Change{Upsert: &specs[i]})
+	}
+	if _, err := client.ApplyJournals(ctx, jc, &req); err != nil {
+		return fmt.Errorf("creating journals %s: %w", journalNames(specs), err)
 	}
 	return nil
 }
 
-// applyJournals creates the journals of specs which don't exist, returning
-// how many it created.
-func applyJournals(ctx context.Context, jc pb.RoutedJournalClient, specs []pb.JournalSpec) (int, error) {
-	var req pb.ApplyRequest
+// journalNames joins the names of specs.
+func journalNames(specs []pb.JournalSpec) string {
+	var names = make([]string, len(specs))
 	for i := range specs {
-		var list, err = client.ListAllJournals(ctx, jc, pb.ListRequest{
-			Selector: pb.LabelSelector{Include: pb.MustLabelSet("name", specs[i].Name.String())}})
-		if err != nil {
-			return 0, fmt.Errorf("listing journal %s: %w", specs[i].Name, err)
-		} else if len(list.Journals) != 0 {
-			continue
-		}
-		req.Changes = append(req.Changes, pb.ApplyRequest_Change{Upsert: &specs[i]})
+		names[i] = specs[i].Name.String()
 	}
-	if len(req.Changes) == 0 {
-		return 0, nil
-	}
-	if _, err := client.ApplyJournals(ctx, jc, &req); err != nil {
-		return 0, fmt.Errorf("creating journals: %w", err)
-	}
-	return len(req.Changes), nil
+	return strings.Join(names, ", ")
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -42,7 +42,9 @@
 //     end; then every shard drops what it no longer owns (the rescale's
 //     end), over transactions which consume beside: the rate while they
 //     drop runs from the command's end until the last shard logged "shard
-//     ended its rescale", and is held to the same goal; the rate after,
+//     ended its rescale", and is held to the same goal; then each store
+//     rewrites its files in the background (the rate while they compact
+//     runs until the last "store compacted its files"); the rate after,
 //     over -before seconds more.
 //  4. The answer: the leaderboard starts, both consumers catch up, and
 //     `bankctl check` must print OK, else the run fails.
@@ -103,6 +105,7 @@ type config struct {
 	direct    bool          // The members open persisted fragments themselves (--broker.file-root).
 	fromLog   bool          // New shards play their parent's recovery log (--consumer.fork-from-log).
 	profile   time.Duration // CPU profile of the ledger member from the split's start, if not 0.
+	windows   bool          // CPU profiles of the ledger member over the windows before and after.
 	forkYield time.Duration // The members' --consumer.fork-yield.
 	copyRows  bool          // New shards copy rows from a local parent's store (--consumer.fork-copies-rows).
 }
@@ -125,6 +128,7 @@ func main() {
 	flag.BoolVar(&c.fromLog, "fork-from-log", false, "new shards always play their parent's recovery log (the members' --consumer.fork-from-log), rather than read the parent's store when its primary runs in their member, as the one ledger member here does")
 	flag.BoolVar(&c.copyRows, "fork-copies-rows", false, "new shards whose parent's primary runs in their member copy the rows they own from its store (the members' --consumer.fork-copies-rows), rather than link its files")
 	flag.DurationVar(&c.forkYield, "fork-yield", 0, "the members' --consumer.fork-yield: if not 0, how long at most a parent holds its reads while a child forks from its store (0: it goes on consuming)")
+	flag.BoolVar(&c.windows, "profile-windows", false, "CPU profiles of the ledger member over the windows of the rates before the split and after the compactions, to rep-N/before.pprof and after.pprof")
 	flag.DurationVar(&c.profile, "profile", 0, "if not 0, a CPU profile of the ledger member of this long from the split's start, to rep-N/split.pprof (go tool pprof)")
 	flag.StringVar(&c.work, "dir", "", "directory of the runs' files (default: a temporary one, removed after)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the directory of the runs' files (members' logs, records)")

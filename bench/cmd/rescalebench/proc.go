@@ -318,23 +318,25 @@ type logLine struct {
 	Journal   string    `json:"journal"`
 	BytesRead int64     `json:"bytesRead"`
 	Took      int64     `json:"took"` // Nanoseconds.
+	Dir       string    `json:"dir"`
 }
 
 // shardLog is what a member's logs say of a shard.
 type shardLog struct {
-	fenced   int64         // Bytes read by the recovery which fenced its log, if any.
-	forked   int64         // Bytes of the parent's log read by its fork, if any.
-	forkTook time.Duration // Time of its fork's playback and Fork, or read of its parent's store.
-	forkSeen bool          // It forked.
-	local    bool          // It forked from its parent's store, in its member.
-	linked   time.Time     // When it began to link its parent's files, if it did.
-	ended    time.Time     // When it ended its rescale: it dropped what it no longer owns.
+	fenced    int64         // Bytes read by the recovery which fenced its log, if any.
+	forked    int64         // Bytes of the parent's log read by its fork, if any.
+	forkTook  time.Duration // Time of its fork's playback and Fork, or read of its parent's store.
+	forkSeen  bool          // It forked.
+	local     bool          // It forked from its parent's store, in its member.
+	linked    time.Time     // When it began to link its parent's files, if it did.
+	ended     time.Time     // When it ended its rescale: it dropped what it no longer owns.
+	compacted time.Time     // When its store last compacted its files (as its rescale ended).
 }
 
-// awaitDrops waits until the member's log, file, says each of shards ended
-// its rescale (it dropped what it no longer owns), and returns when the last
-// did, as logged.
-func awaitDrops(ctx context.Context, file string, shards []string) (time.Time, error) {
+// awaitLogged waits until the member's log, file, says of each of shards
+// the time at returns (non-zero), and returns the last of them. what names
+// it in an error.
+func awaitLogged(ctx context.Context, file string, shards []string, what string, at func(*shardLog) time.Time) (time.Time, error) {
 	var deadline = time.Now().Add(5 * time.Minute)
 	for {
 		var logs, err = readLog(file)
@@ -344,16 +346,16 @@ func awaitDrops(ctx context.Context, file string, shards []string) (time.Time, e
 		var last time.Time
 		var waiting []string
 		for _, s := range shards {
-			if l := logs[s]; l == nil || l.ended.IsZero() {
+			if l := logs[s]; l == nil || at(l).IsZero() {
 				waiting = append(waiting, s)
-			} else if l.ended.After(last) {
-				last = l.ended
+			} else if at(l).After(last) {
+				last = at(l)
 			}
 		}
 		if len(waiting) == 0 {
 			return last, nil
 		} else if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("shards %v did not end their rescale (drop what they no longer own) within 5m", waiting)
+			return time.Time{}, fmt.Errorf("shards %v did not %s within 5m", waiting, what)
 		}
 		select {
 		case <-ctx.Done():
@@ -399,6 +401,12 @@ func readLog(file string) (map[string]*shardLog, error) {
 			of(l.Shard).linked = l.Time.Add(-time.Duration(l.Took))
 		case "shard ended its rescale":
 			of(l.Shard).ended = l.Time
+		case "store compacted its files":
+			// Its directory is the shard's id, then "-" and a revision.
+			var base = filepath.Base(l.Dir)
+			if i := strings.LastIndex(base, "-"); i > 0 {
+				of(base[:i]).compacted = l.Time
+			}
 		case "shard forked from links of its parent's files":
 			if s := of(l.Shard); !s.linked.IsZero() {
 				s.forkTook, s.forkSeen, s.local = l.Time.Sub(s.linked), true, true

@@ -55,9 +55,12 @@ type result struct {
 	drop                              time.Duration // From the command's end until every shard dropped what it no longer owns.
 	rateBefore, rateDuring, rateAfter float64       // Events a second.
 	rateDrop                          float64       // Events a second while the shards drop what they no longer own.
+	compact                           time.Duration // From the drops' end until every shard's store compacted its files.
+	rateCompact                       float64       // Events a second meanwhile.
 	minDuring                         float64       // Lowest events a second over 1 s during the split.
 	readBefore, readDuring            float64       // Messages read a second (gazconsumer_shard_messages_total).
 	memberCPUBefore, memberCPUDuring  float64       // Member's CPU seconds a second.
+	memberCPUAfter                    float64       // Likewise, after the compactions.
 	lagSplit                          int64         // Input bytes yet to consume as the split starts (Shard API's Stat).
 	ranOut                            bool          // Whether the ledger had written every event before the rate after was taken.
 	published                         float64       // Messages a second the load was published at.
@@ -215,7 +218,10 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	// so that the parent's state is close to the state it recovered. (A fork
 	// plays its parent's newest hints: the dead process's, stored at most
 	// 10s before it died, as a primary's are at most 10s old.)
-	if err = sleep(ctx, time.Second+c.before); err != nil {
+	if err = sleep(ctx, time.Second); err != nil {
+		return nil, err
+	}
+	if err = c.window(ctx, ledger, filepath.Join(dir, "before.pprof")); err != nil {
 		return nil, err
 	}
 	for _, p := range parents {
@@ -288,11 +294,23 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	// The rescale's end: every shard drops what it no longer owns, over
 	// as many transactions as it takes, consuming beside.
 	var dropEnd time.Time
-	if dropEnd, err = awaitDrops(ctx, ledger.log, append(slices.Clone(parents), children...)); err != nil {
+	var all = append(slices.Clone(parents), children...)
+	if dropEnd, err = awaitLogged(ctx, ledger.log, all, "end their rescale (drop what they no longer own)",
+		func(l *shardLog) time.Time { return l.ended }); err != nil {
 		return nil, err
 	}
 	r.drop = dropEnd.Sub(splitEnd)
-	if err = sleep(ctx, time.Until(dropEnd.Add(c.before))); err != nil {
+	// Then each store rewrites its files, in the background (its space
+	// reclaimed, a new shard's files its own): the rate after is taken
+	// once they're done.
+	compactEnd, err := awaitLogged(ctx, ledger.log, all, "compact their stores' files",
+		func(l *shardLog) time.Time { return l.compacted })
+	if err != nil {
+		return nil, err
+	}
+	compactEnd = later(compactEnd, dropEnd)
+	r.compact = compactEnd.Sub(dropEnd)
+	if err = c.window(ctx, ledger, filepath.Join(dir, "after.pprof")); err != nil {
 		return nil, err
 	}
 	var afterEnd = time.Now()
@@ -344,12 +362,14 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	}
 	r.rateDuring = s.rate(splitStart, splitEnd, events1)
 	r.rateDrop = s.rate(splitEnd, dropEnd, events1)
-	r.rateAfter = s.rate(dropEnd, afterEnd, events1)
+	r.rateCompact = s.rate(dropEnd, compactEnd, events1)
+	r.rateAfter = s.rate(compactEnd, afterEnd, events1)
 	r.minDuring = s.minRate(splitStart, splitEnd, time.Second, events1)
 	r.readBefore = s.rate(beforeStart, splitStart, read)
 	r.readDuring = s.rate(splitStart, splitEnd, read)
 	r.memberCPUBefore = s.rate(beforeStart, splitStart, func(x sample) float64 { return x.cpu })
 	r.memberCPUDuring = (cpuEnd - cpuStart) / r.split.Seconds()
+	r.memberCPUAfter = s.rate(compactEnd, afterEnd, func(x sample) float64 { return x.cpu })
 
 	for _, m := range []*member{ledger, leaderboard} {
 		if err = m.stop(); err != nil {
@@ -734,4 +754,21 @@ func sleep(ctx context.Context, d time.Duration) error {
 func lastLine(s string) string {
 	var lines = strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// window waits out a window of c.before, the member's CPU profiled over it
+// to file if c.windows.
+func (c *config) window(ctx context.Context, m *member, file string) error {
+	if !c.windows {
+		return sleep(ctx, c.before)
+	}
+	return m.profile(ctx, c.before, file)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

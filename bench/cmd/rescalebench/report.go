@@ -53,9 +53,10 @@ func (r *result) print() {
 	if r.ranOut {
 		fmt.Println("  (the backlog ran out before the rate after the split was taken: the rates during and after it may be the load's, lower bounds of the consumer's; use more -messages)")
 	}
-	fmt.Printf("  consumption (events/s): before %.0f, during %.0f (lowest over 1s %.0f), while the shards drop what they no longer own %.0f (for %.2fs after the command), after %.0f; messages read/s (metric): before %.0f, during %.0f; load published at %.0f/s\n",
-		r.rateBefore, r.rateDuring, r.minDuring, r.rateDrop, r.drop.Seconds(), r.rateAfter, r.readBefore, r.readDuring, r.published)
-	fmt.Printf("  ledger member CPU s/s: before %.2f, during %.2f\n", r.memberCPUBefore, r.memberCPUDuring)
+	fmt.Printf("  consumption (events/s): before %.0f, during %.0f (lowest over 1s %.0f), while the shards drop what they no longer own %.0f (for %.2fs after the command), while their stores compact %.0f (for %.2fs more), after %.0f (%.2f of before); messages read/s (metric): before %.0f, during %.0f; load published at %.0f/s\n",
+		r.rateBefore, r.rateDuring, r.minDuring, r.rateDrop, r.drop.Seconds(), r.rateCompact, r.compact.Seconds(), r.rateAfter, r.rateAfter/r.rateBefore, r.readBefore, r.readDuring, r.published)
+	fmt.Printf("  ledger member CPU s/s: before %.2f, during %.2f, after %.2f; CPU ms a thousand events: before %.1f, after %.1f\n",
+		r.memberCPUBefore, r.memberCPUDuring, r.memberCPUAfter, 1e3*r.memberCPUBefore/r.rateBefore, 1e3*r.memberCPUAfter/r.rateAfter)
 	var serve, read, rate = r.ratios()
 	fmt.Printf("  ratios: child serve / parent recovery %.2f (goal ≤ 2; %.2f from its spec's creation); fork read / parent live %.2f (goal ≤ 1.2); rate during / before %.2f (goal ≥ 0.5); while dropping / before %.2f\n", serve, r.serveCreated(), read, rate, r.dropRatio())
 	fmt.Printf("  check: %s\n", r.check)
@@ -96,12 +97,19 @@ func summarize(rs []*result) {
 	row("consumption during the split, lowest over 1 s", col(func(r *result) float64 { return r.minDuring }), "events/s")
 	row("the drops of what shards no longer own, after the command", col(func(r *result) float64 { return r.drop.Seconds() }), "s")
 	row("consumption while the shards drop", col(func(r *result) float64 { return r.rateDrop }), "events/s")
-	row("consumption after the drops", col(func(r *result) float64 { return r.rateAfter }), "events/s")
+	row("the stores' compactions, after the drops", col(func(r *result) float64 { return r.compact.Seconds() }), "s")
+	row("consumption while the stores compact", col(func(r *result) float64 { return r.rateCompact }), "events/s")
+	row("consumption after the compactions", col(func(r *result) float64 { return r.rateAfter }), "events/s")
+	row("consumption after the compactions / before the split", col(func(r *result) float64 { return r.rateAfter / r.rateBefore }), "")
 	row("messages read (metric) before the split", col(func(r *result) float64 { return r.readBefore }), "/s")
 	row("messages read (metric) during the split", col(func(r *result) float64 { return r.readDuring }), "/s")
 	row("load published at (the member dead from the warm-up's end)", col(func(r *result) float64 { return r.published }), "messages/s")
 	row("ledger member CPU before the split", col(func(r *result) float64 { return r.memberCPUBefore }), "s/s")
 	row("ledger member CPU during the split", col(func(r *result) float64 { return r.memberCPUDuring }), "s/s")
+	row("ledger member CPU after the compactions", col(func(r *result) float64 { return r.memberCPUAfter }), "s/s")
+	row("ledger member CPU a thousand events, after / before", col(func(r *result) float64 {
+		return (r.memberCPUAfter / r.rateAfter) / (r.memberCPUBefore / r.rateBefore)
+	}), "")
 	row("input yet to consume as the split starts", col(func(r *result) float64 { return float64(r.lagSplit) / (1 << 20) }), "MiB")
 
 	fmt.Println("\ngoals (issue 27), of the worst child of each repetition:")
