@@ -208,7 +208,8 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 
 	// The new shards' recovery logs come first: nothing reads them until
 	// the shards exist, and the brokers serve them by the time the shards
-	// start (a journal just created is not served for some 100ms).
+	// start (a journal just created is served once a broker is assigned
+	// it: a new shard's first append would wait for that).
 	var logs []pb.JournalSpec
 	for _, c := range consumers {
 		for q := c.from; q < c.to; q++ {
