@@ -56,7 +56,7 @@ func (r *result) print() {
 	fmt.Printf("  consumption (events/s): before %.0f, during %.0f (lowest over 1s %.0f), while the shards drop what they no longer own %.0f (for %.2fs after the command), while their stores compact %.0f (for %.2fs more), after %.0f (%.2f of before); messages read/s (metric): before %.0f, during %.0f; load published at %.0f/s\n",
 		r.rateBefore, r.rateDuring, r.minDuring, r.rateDrop, r.drop.Seconds(), r.rateCompact, r.compact.Seconds(), r.rateAfter, r.rateAfter/r.rateBefore, r.readBefore, r.readDuring, r.published)
 	fmt.Printf("  ledger member CPU s/s: before %.2f, during %.2f, after %.2f; CPU ms a thousand events: before %.1f, after %.1f\n",
-		r.memberCPUBefore, r.memberCPUDuring, r.memberCPUAfter, 1e3*r.memberCPUBefore/r.rateBefore, 1e3*r.memberCPUAfter/r.rateAfter)
+		r.memberCPUBefore, r.memberCPUDuring, r.memberCPUAfter, 1e6*r.memberCPUBefore/r.rateBefore, 1e6*r.memberCPUAfter/r.rateAfter)
 	var serve, read, rate = r.ratios()
 	fmt.Printf("  ratios: child serve / parent recovery %.2f (goal ≤ 2; %.2f from its spec's creation); fork read / parent live %.2f (goal ≤ 1.2); rate during / before %.2f (goal ≥ 0.5); while dropping / before %.2f\n", serve, r.serveCreated(), read, rate, r.dropRatio())
 	fmt.Printf("  check: %s\n", r.check)
