@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +17,8 @@ import (
 	"go.gazette.dev/core/keyspace"
 	"go.gazette.dev/core/labels"
 	"go.gazette.dev/core/message"
+
+	"github.com/gazconsumer/gazconsumer/runtime/partition"
 )
 
 // testShard is a Shard reading sources.
@@ -266,5 +270,84 @@ func TestPartitionGuardReadsSpecAsOfListing(t *testing.T) {
 				t.Errorf("awaited revisions %v, want [7]", lagging.awaited)
 			}
 		})
+	}
+}
+
+// prefetchKV is a KVPrefetcher recording the keys it is asked to read
+// ahead.
+type prefetchKV struct {
+	Store
+	keys []string
+}
+
+func (s *prefetchKV) Prefetching() bool { return true }
+func (s *prefetchKV) Prefetch(p *Prefetch) error {
+	for i := range p.Len() {
+		s.keys = append(s.keys, string(p.Key(i)))
+	}
+	return nil
+}
+
+// keyedMsg is a message partitioned by its key.
+type keyedMsg struct {
+	message.Message
+	key string
+}
+
+func (m *keyedMsg) AppendPartitionKey(b []byte) []byte { return append(b, m.key...) }
+
+// A shard whose state was split reads ahead the rows of the messages it
+// owns only: those of another's it skips, and their rows are not its own.
+// Before its split, and without a guard, it reads ahead every message's.
+func TestPrefetchSkipsMessagesNotOwned(t *testing.T) {
+	var a = &Adapter[any, *Txn]{c: &Consumer[any, *Txn]{Name: "test.Consumer"}}
+	a.inputs = []*Input[any, *Txn]{{typ: reflect.TypeFor[*keyedMsg](), prefetch: func(msg message.Message, p *Prefetch) {
+		p.Add(append(p.Append(), "row/"+msg.(*keyedMsg).key...))
+	}}}
+	var shard = &testShard{spec: pc.ShardSpec{Id: "shard-x"}}
+	var store = new(prefetchKV)
+	var msgs []message.Message
+	var owned []string
+	const of, index = 4, 1
+	for i := range 64 {
+		var m = &keyedMsg{key: fmt.Sprintf("key-%d", i)}
+		msgs = append(msgs, m)
+		if partition.Index([]byte(m.key), of) == index {
+			owned = append(owned, "row/"+m.key)
+		}
+	}
+	if len(owned) == 0 || len(owned) == len(msgs) {
+		t.Fatalf("%d of %d keys owned: pick others", len(owned), len(msgs))
+	}
+	var all = func() []string {
+		var out []string
+		for _, m := range msgs {
+			out = append(out, "row/"+m.(*keyedMsg).key)
+		}
+		return out
+	}()
+
+	var g = &partitionGuard{store: store}
+	for _, tc := range []struct {
+		name  string
+		guard *partitionGuard
+		want  []string
+	}{
+		{"without a guard", nil, all},
+		{"not split", g, all},
+		{"split", &partitionGuard{store: store, filter: &Ownership{Index: index, Of: of}}, owned},
+		{"the guard of another store", &partitionGuard{store: new(prefetchKV), filter: &Ownership{Index: index, Of: of}}, all},
+	} {
+		a.guards.Delete(shard.spec.Id)
+		if tc.guard != nil {
+			a.guards.Store(shard.spec.Id, tc.guard)
+		}
+		store.keys = nil
+		if err := a.Prefetch(shard, store, msgs); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(store.keys, tc.want) {
+			t.Errorf("%s: read ahead %d keys %q, want %d", tc.name, len(store.keys), store.keys, len(tc.want))
+		}
 	}
 }

@@ -117,7 +117,7 @@ var prefetches = sync.Pool{New: func() any { return new(Prefetch) }}
 
 // Prefetch reads ahead, through the store if it is a KVPrefetcher, the rows
 // that the handlers of msgs will likely read: the keys their Inputs'
-// ReadsAhead name.
+// ReadsAhead name, of the messages the shard owns if its state was split.
 func (a *Adapter[H, T]) Prefetch(shard Shard, store Store, msgs []message.Message) error {
 	var kp, ok = store.(KVPrefetcher)
 	if !ok || !a.prefetches() || !kp.Prefetching() {
@@ -128,7 +128,19 @@ func (a *Adapter[H, T]) Prefetch(shard Shard, store Store, msgs []message.Messag
 	p.Reset()
 	var last reflect.Type
 	var in *Input[H, T]
+	// A shard whose state was split reads its partitions' messages of keys
+	// another shard now owns (which it skips, as its new shard handles
+	// them): their rows are not read ahead.
+	var g *partitionGuard
+	if shard != nil {
+		if g = a.guardOf(shard, store); g != nil && g.filter == nil {
+			g = nil
+		}
+	}
 	for _, msg := range msgs {
+		if g != nil && !g.ownsMessage(msg) {
+			continue
+		}
 		if typ := reflect.TypeOf(msg); typ != last {
 			last, in = typ, nil
 			for _, i := range a.inputs {

@@ -288,8 +288,12 @@ func (g *partitionGuard) ownIndex(spec *pc.ShardSpec) (int, error) {
 
 // owned reports whether the shard owns the message of env, when its state
 // was split: when its partition key maps to the index it owns.
-func (g *partitionGuard) owned(env message.Envelope) bool {
-	var k, ok = env.Message.(partition.Keyed)
+func (g *partitionGuard) owned(env message.Envelope) bool { return g.ownsMessage(env.Message) }
+
+// ownsMessage reports whether the shard owns msg, when its state was split
+// (see owned).
+func (g *partitionGuard) ownsMessage(msg message.Message) bool {
+	var k, ok = msg.(partition.Keyed)
 	if !ok {
 		return true
 	}
