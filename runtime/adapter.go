@@ -496,7 +496,7 @@ func (a *Adapter[H, T]) ConsumeMessage(shard Shard, store Store, env message.Env
 	if g := tx.txn().guard; g != nil {
 		if err = g.checkJournal(shard, env, a.c.Name); err != nil {
 			return Fatal(err)
-		} else if g.filter != nil && !g.owned(env) {
+		} else if g.filter != nil && !g.ownsMessage(env.Message) {
 			return nil // Another shard's, since the shard's state was split.
 		}
 	}

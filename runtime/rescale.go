@@ -286,12 +286,9 @@ func (g *partitionGuard) ownIndex(spec *pc.ShardSpec) (int, error) {
 	return index, nil
 }
 
-// owned reports whether the shard owns the message of env, when its state
-// was split: when its partition key maps to the index it owns.
-func (g *partitionGuard) owned(env message.Envelope) bool { return g.ownsMessage(env.Message) }
-
-// ownsMessage reports whether the shard owns msg, when its state was split
-// (see owned).
+// ownsMessage reports whether the shard owns msg, when its state was split:
+// whether msg's partition key maps to the index it owns (a message without
+// one is everyone's).
 func (g *partitionGuard) ownsMessage(msg message.Message) bool {
 	var k, ok = msg.(partition.Keyed)
 	if !ok {

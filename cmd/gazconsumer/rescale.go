@@ -197,9 +197,8 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 		}
 	}
 	for _, fam := range families {
-		var missing = fam.missing()
-		if len(missing) != 0 {
-			fmt.Fprintf(out, "family %s: new journals %s\n", fam.name, strings.Join(missing, ", "))
+		if missing := fam.missing(); len(missing) != 0 {
+			fmt.Fprintf(out, "family %s: new journals %s\n", fam.name, journalNames(missing))
 		}
 	}
 	if !todo || f.dryRun {
@@ -248,11 +247,7 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags, args []strin
 	// 2. The families' journals.
 	var create []pb.JournalSpec
 	for _, fam := range families {
-		for _, j := range fam.journals {
-			if !fam.live[j.Name] {
-				create = append(create, j)
-			}
-		}
+		create = append(create, fam.missing()...)
 	}
 	// Listed above: those missing then are created (if one was created
 	// meanwhile, the creation fails, and a run again goes on).
@@ -374,12 +369,12 @@ func rescalable(files []protoreflect.FileDescriptor, name string) error {
 	return fmt.Errorf("consumer %s: its service is in none of the files", name)
 }
 
-// missing returns the names of the family's journals yet to create.
-func (fam *rescaleFamily) missing() []string {
-	var out []string
+// missing returns the specs of the family's journals yet to create.
+func (fam *rescaleFamily) missing() []pb.JournalSpec {
+	var out []pb.JournalSpec
 	for _, j := range fam.journals {
 		if !fam.live[j.Name] {
-			out = append(out, j.Name.String())
+			out = append(out, j)
 		}
 	}
 	return out
