@@ -70,6 +70,8 @@ func TestMisconfigurationFailsAtStart(t *testing.T) {
 		{"malformed --log.format", nil, []string{"--log.format=logfmt"}, []string{"--log.format", `\"logfmt\"`, "json, text or color"}},
 		{"malformed ROCKSDB_MEMORY_BUDGET", []string{"ROCKSDB_MEMORY_BUDGET=1GB"}, nil, []string{`ROCKSDB_MEMORY_BUDGET=\"1GB\"`, "--rocksdb.memory-budget", "not a size"}},
 		{"malformed --rocksdb.memory-budget", nil, []string{"--rocksdb.memory-budget=lots"}, []string{"rocksdb.memory-budget", `"lots"`, "not a size"}},
+		{"malformed GC_HEAP_FLOOR", []string{"GC_HEAP_FLOOR=64MB"}, nil, []string{`GC_HEAP_FLOOR=\"64MB\"`, "--gc.heap-floor", "not a size"}},
+		{"malformed --gc.heap-floor", nil, []string{"--gc.heap-floor=-1"}, []string{"gc.heap-floor", `"-1"`, "not a size"}},
 		{"a memory budget too small", nil, []string{"--rocksdb.memory-budget=1Mi"}, []string{"--rocksdb.memory-budget", "is 1Mi", "at least 32Mi"}},
 		{"malformed ROCKSDB_WRITE_BUFFER_SHARE", []string{"ROCKSDB_WRITE_BUFFER_SHARE=half"}, nil, []string{`ROCKSDB_WRITE_BUFFER_SHARE=\"half\"`, "--rocksdb.write-buffer-share", "not a number"}},
 		{"shares leaving no block cache", []string{"ROCKSDB_ROW_CACHE_SHARE=0.7"}, []string{"--rocksdb.write-buffer-share=0.3"},

@@ -34,6 +34,7 @@ import (
 	"github.com/gazconsumer/gazconsumer/internal/logformat"
 	"github.com/gazconsumer/gazconsumer/internal/logrusslog"
 	"github.com/gazconsumer/gazconsumer/runtime"
+	"github.com/gazconsumer/gazconsumer/runtime/heapfloor"
 	"github.com/gazconsumer/gazconsumer/runtime/partition"
 	"github.com/gazconsumer/gazconsumer/runtime/replica"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
@@ -97,6 +98,9 @@ type Flags struct {
 	// (--rocksdb.memory-budget, ...), which Serve makes the member's (see
 	// membudget.SetMember) for the stores of rocks.Opener to share.
 	RocksDB membudget.Config
+	// HeapFloor is the heap below which Go's collector doesn't collect
+	// (--gc.heap-floor; see package heapfloor); 0 leaves it as Go has it.
+	HeapFloor membudget.Size
 
 	// envErrs are the malformed values of environment variables that give
 	// flags their defaults, by flag name: configuration errors, unless the
@@ -173,6 +177,16 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 		"fraction of --"+membudget.FlagBytes+" for the stores' row caches, split evenly among the open stores; the block cache has the rest (env "+membudget.EnvRowCacheShare+")")
 	fs.IntVar(&f.RocksDB.Shards, membudget.FlagShards, f.envInt(membudget.FlagShards, membudget.EnvShards, membudget.DefaultShards, 1),
 		"shards the member is expected to run, which sizes each store's memtable (write buffers / shards); more may run, within the same budget (env "+membudget.EnvShards+")")
+
+	f.HeapFloor = heapfloor.DefaultBytes
+	if v, ok := os.LookupEnv("GC_HEAP_FLOOR"); ok {
+		if n, err := membudget.ParseSize(v); err != nil {
+			f.envErr("gc.heap-floor", "GC_HEAP_FLOOR", v, "not a size (a number of bytes, or with a suffix Ki, Mi, Gi or Ti, such as 64Mi)")
+		} else {
+			f.HeapFloor = n
+		}
+	}
+	fs.Var(&f.HeapFloor, "gc.heap-floor", "the Go heap's least size before the garbage collector runs, however little of it is live (a heap live past half of it is collected as GOGC says, GOMEMLIMIT still bounds it); 0 leaves the collector as Go has it; a `size` in bytes, or with a suffix Ki, Mi, Gi or Ti (env GC_HEAP_FLOOR)")
 }
 
 // Check checks f once fs, with which f was registered, has parsed the
@@ -401,6 +415,11 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 	if err = membudget.SetMember(f.RocksDB); err != nil {
 		return fmt.Errorf("--%s: %w", membudget.FlagBytes, err)
 	}
+	floor, err := heapfloor.Start(int64(f.HeapFloor))
+	if err != nil {
+		return fmt.Errorf("--gc.heap-floor: %w", err)
+	}
+	defer floor.Stop()
 
 	var appCtx, stopApp = context.WithCancel(context.Background())
 	defer stopApp()
