@@ -24,9 +24,11 @@ package heapfloor
 import (
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 )
 
@@ -46,7 +48,7 @@ const liveMetric = "/gc/heap/live:bytes"
 // from Start until Stop.
 type Floor struct {
 	bytes uint64
-	base  int // GOGC when it started.
+	base  int // GOGC of the environment.
 
 	mu      sync.Mutex
 	stopped bool
@@ -55,14 +57,15 @@ type Floor struct {
 }
 
 // Start returns a Floor of bytes, which sets the collector's GOGC from now
-// on. It fails if bytes is negative. A floor of 0, or a collector turned off
-// (GOGC=off), leaves the collector as it is: the Floor does nothing.
+// on, from the GOGC of the environment (100 if unset), as Go reads it. It
+// fails if bytes is negative. A floor of 0, or a collector turned off
+// (GOGC=off), leaves the collector as it is: the Floor does nothing. A
+// process has one Floor at a time: two would set GOGC in turn.
 func Start(bytes int64) (*Floor, error) {
 	if bytes < 0 {
 		return nil, fmt.Errorf("heap floor of %d bytes: can't be negative", bytes)
 	}
-	var base = debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
+	var base = envPercent(os.Getenv("GOGC"))
 	var f = &Floor{
 		bytes:  uint64(bytes),
 		base:   base,
@@ -78,7 +81,19 @@ func Start(bytes int64) (*Floor, error) {
 	return f, nil
 }
 
-// Stop gives the collector back the GOGC it had when the Floor started.
+// envPercent returns the GOGC of the environment variable's value v, as Go
+// reads it: off is -1, an integer is itself, anything else 100.
+func envPercent(v string) int {
+	if v == "off" {
+		return -1
+	}
+	if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+		return int(n)
+	}
+	return 100
+}
+
+// Stop gives the collector back the GOGC of the environment.
 func (f *Floor) Stop() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -89,8 +104,8 @@ func (f *Floor) Stop() {
 	debug.SetGCPercent(f.base)
 }
 
-// GCPercent returns the GOGC the Floor set last (the collector's at Start,
-// if it set none).
+// GCPercent returns the GOGC the Floor set last (the environment's, if it
+// set none).
 func (f *Floor) GCPercent() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -65,6 +65,7 @@ func churn(n int) uint64 {
 }
 
 func TestFloorCollectsLess(t *testing.T) {
+	t.Setenv("GOGC", "100")
 	var base = debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
 	runtime.GC()
@@ -90,6 +91,7 @@ func TestFloorCollectsLess(t *testing.T) {
 }
 
 func TestFloorFollowsTheLiveHeap(t *testing.T) {
+	t.Setenv("GOGC", "")
 	var base = debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
 	var f, err = heapfloor.Start(64 * mib)
@@ -127,8 +129,9 @@ func TestFloorOff(t *testing.T) {
 	if _, err := heapfloor.Start(-1); err == nil {
 		t.Error("Start(-1): no error")
 	}
-	var base = debug.SetGCPercent(-1) // GOGC=off.
+	var base = debug.SetGCPercent(-1) // As GOGC=off sets it.
 	defer debug.SetGCPercent(base)
+	t.Setenv("GOGC", "off")
 	var f, err = heapfloor.Start(64 * mib)
 	if err != nil {
 		t.Fatal(err)
@@ -142,12 +145,27 @@ func TestFloorOff(t *testing.T) {
 		t.Errorf("GOGC=off: %d after Stop", got)
 	}
 
-	debug.SetGCPercent(100)
+	t.Setenv("GOGC", "250")
+	debug.SetGCPercent(250)
 	if f, err = heapfloor.Start(0); err != nil {
 		t.Fatal(err)
 	}
-	if got := debug.SetGCPercent(100); got != 100 {
+	runtime.GC()
+	if got := debug.SetGCPercent(250); got != 250 {
 		t.Errorf("a floor of 0 set GOGC %d", got)
 	}
 	f.Stop()
+
+	// A GOGC of the environment is the least the floor sets, and what it
+	// gives back.
+	if f, err = heapfloor.Start(64 * mib); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.GCPercent(); got < 250 {
+		t.Errorf("GOGC=250: the floor set %d", got)
+	}
+	f.Stop()
+	if got := debug.SetGCPercent(100); got != 250 {
+		t.Errorf("GOGC=250: %d after Stop", got)
+	}
 }
