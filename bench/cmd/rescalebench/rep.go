@@ -57,7 +57,7 @@ type result struct {
 	rateDrop                          float64       // Events a second while the shards drop what they no longer own.
 	compact                           time.Duration // From the drops' end until every shard's store compacted its files.
 	rateCompact                       float64       // Events a second meanwhile.
-	minDuring                         float64       // Lowest events a second over 1 s during the split.
+	minDuring                         float64       // Lowest events a second over 1 s during the split (over the split, if shorter).
 	readBefore, readDuring            float64       // Messages read a second (gazconsumer_shard_messages_total).
 	memberCPUBefore, memberCPUDuring  float64       // Member's CPU seconds a second.
 	memberCPUAfter                    float64       // Likewise, after the compactions.
@@ -695,7 +695,9 @@ func (s *sampler) rate(t, u time.Time, f func(sample) float64) float64 {
 	return (f(b) - f(a)) / b.t.Sub(a.t).Seconds()
 }
 
-// minRate returns the lowest rate of f over spans of at least d in [t, u].
+// minRate returns the lowest rate of f over spans of at least d in [t, u],
+// or, if [t, u] holds no span of d between two samples, its rate over
+// [t, u].
 func (s *sampler) minRate(t, u time.Time, d time.Duration, f func(sample) float64) float64 {
 	s.mu.Lock()
 	var xs = append([]sample(nil), s.samples...)
@@ -716,6 +718,9 @@ func (s *sampler) minRate(t, u time.Time, d time.Duration, f func(sample) float6
 				break
 			}
 		}
+	}
+	if low < 0 {
+		return s.rate(t, u, f)
 	}
 	return max(low, 0)
 }
