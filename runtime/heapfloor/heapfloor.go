@@ -159,7 +159,9 @@ func Percent(live, floor uint64, base int) int {
 		return base
 	}
 	var p uint64
-	if live < minimumHeap {
+	if floor > math.MaxUint64/100 {
+		p = math.MaxUint64 // Clamped below: floor*100 would overflow.
+	} else if live < minimumHeap {
 		p = floor * 100 / minimumHeap
 	} else if floor > live {
 		p = floor*100/live - 100

@@ -18,18 +18,22 @@ func TestPercent(t *testing.T) {
 		live, floor uint64
 		base, want  int
 	}{
-		{0, 64 * mib, 100, 1600},               // Before the first collection: the least goal is the floor.
-		{3 * mib, 64 * mib, 100, 1600},         // Below Go's least goal, likewise.
-		{16 * mib, 64 * mib, 100, 300},         // 16 MiB × 4 = 64 MiB.
-		{32 * mib, 64 * mib, 100, 100},         // GOGC's own goal is the floor.
-		{48 * mib, 64 * mib, 100, 100},         // GOGC's goal is above it.
-		{1 << 40, 64 * mib, 100, 100},          // A large heap.
-		{16 * mib, 64 * mib, 400, 400},         // A GOGC set higher stays.
-		{16 * mib, 0, 100, 100},                // No floor.
-		{16 * mib, 64 * mib, -1, -1},           // GOGC=off stays off.
-		{4 * mib, 1 << 62, 100, math.MaxInt32}, // Clamped.
-		{64 * mib, 64 * mib, 50, 50},           // At the floor.
-		{63 * mib, 64 * mib, 0, 1},             // GOGC=0 below the floor: just above it.
+		{0, 64 * mib, 100, 1600},                        // Before the first collection: the least goal is the floor.
+		{3 * mib, 64 * mib, 100, 1600},                  // Below Go's least goal, likewise.
+		{16 * mib, 64 * mib, 100, 300},                  // 16 MiB × 4 = 64 MiB.
+		{32 * mib, 64 * mib, 100, 100},                  // GOGC's own goal is the floor.
+		{48 * mib, 64 * mib, 100, 100},                  // GOGC's goal is above it.
+		{1 << 40, 64 * mib, 100, 100},                   // A large heap.
+		{16 * mib, 64 * mib, 400, 400},                  // A GOGC set higher stays.
+		{16 * mib, 0, 100, 100},                         // No floor.
+		{16 * mib, 64 * mib, -1, -1},                    // GOGC=off stays off.
+		{4 * mib, 1 << 62, 100, math.MaxInt32},          // Clamped.
+		{5 * mib, 1 << 58, 100, math.MaxInt32},          // floor*100 overflows.
+		{0, math.MaxInt64, 100, math.MaxInt32},          // The largest flag.
+		{0, math.MaxUint64/100 + 1, 100, math.MaxInt32}, // floor*100 would wrap to 84.
+		{1 << 40, 1 << 50, 100, 102300},                 // 1 PiB over 1 TiB: no overflow.
+		{64 * mib, 64 * mib, 50, 50},                    // At the floor.
+		{63 * mib, 64 * mib, 0, 1},                      // GOGC=0 below the floor: just above it.
 	} {
 		if got := heapfloor.Percent(tc.live, tc.floor, tc.base); got != tc.want {
 			t.Errorf("Percent(%d MiB, %d MiB, %d) = %d, want %d", tc.live/mib, tc.floor/mib, tc.base, got, tc.want)
