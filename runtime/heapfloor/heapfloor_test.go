@@ -2,6 +2,7 @@ package heapfloor_test
 
 import (
 	"math"
+	"math/big"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -172,4 +173,46 @@ func TestFloorOff(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != 250 {
 		t.Errorf("GOGC=250: %d after Stop", got)
 	}
+}
+
+// FuzzPercent checks Percent against the goal it promises, computed
+// without overflow: a GOGC of at least base, giving a live heap of live
+// bytes a goal of floor bytes (Go's least goal, for a live heap below it),
+// within 2% of the live heap (the percent's rounding), unless clamped.
+func FuzzPercent(f *testing.F) {
+	f.Add(uint64(16*mib), uint64(64*mib), 100)
+	f.Add(uint64(0), uint64(64*mib), 100)
+	f.Add(uint64(3*mib), uint64(100*mib), 50)
+	f.Add(uint64(0), uint64(math.MaxInt64), 100)
+	f.Add(uint64(5*mib), uint64(math.MaxUint64/100+1), 0)
+	f.Fuzz(func(t *testing.T, live, floor uint64, base int) {
+		base = base % 100_000
+		var p = heapfloor.Percent(live, floor, base)
+		if base < 0 || floor == 0 {
+			if p != base {
+				t.Fatalf("Percent(%d, %d, %d) = %d, want base", live, floor, base, p)
+			}
+			return
+		}
+		if p < base {
+			t.Fatalf("Percent(%d, %d, %d) = %d, below base", live, floor, base, p)
+		}
+		if p == base || p == math.MaxInt32 {
+			return
+		}
+		// The goal p gives: live×(1+p/100), or Go's least, 4 MiB×p/100, for
+		// a live heap below 4 MiB.
+		var l = new(big.Int).SetUint64(max(live, 4*mib))
+		var goal = new(big.Int).Mul(l, big.NewInt(int64(100+p)))
+		if live < 4*mib {
+			goal.Mul(l, big.NewInt(int64(p)))
+		}
+		goal.Quo(goal, big.NewInt(100))
+		var fl = new(big.Int).SetUint64(floor)
+		var slack = new(big.Int).Quo(l, big.NewInt(50)) // Rounding of the percent.
+		var diff = new(big.Int).Sub(goal, fl)
+		if diff.Abs(diff).Cmp(slack) > 0 {
+			t.Fatalf("Percent(%d, %d, %d) = %d: a goal of %s bytes, want %d", live, floor, base, p, goal, floor)
+		}
+	})
 }
