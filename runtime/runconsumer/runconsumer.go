@@ -163,13 +163,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.StringVar(&f.LogFormat, "log.format", f.LogFormat, "log format: json (a JSON object a line), text or color (text) (env LOG_FORMAT)")
 
 	f.RocksDB = membudget.Default()
-	if v, ok := os.LookupEnv(membudget.EnvBytes); ok {
-		if n, err := membudget.ParseSize(v); err != nil {
-			f.envErr(membudget.FlagBytes, membudget.EnvBytes, v, "not a size (a number of bytes, or with a suffix Ki, Mi, Gi or Ti, such as 512Mi or 1.5Gi)")
-		} else {
-			f.RocksDB.Bytes = n
-		}
-	}
+	f.RocksDB.Bytes = f.envSize(membudget.FlagBytes, membudget.EnvBytes, f.RocksDB.Bytes)
 	fs.Var(&f.RocksDB.Bytes, membudget.FlagBytes, "memory budget of the member's RocksDB stores, shared by its shards: their block cache (memtables charged to it) and row caches; a `size` in bytes, or with a suffix Ki, Mi, Gi or Ti (env "+membudget.EnvBytes+")")
 	fs.Float64Var(&f.RocksDB.WriteBufferShare, membudget.FlagWriteBufferShare, f.envFloat(membudget.FlagWriteBufferShare, membudget.EnvWriteBufferShare, membudget.DefaultWriteBufferShare),
 		"fraction of --"+membudget.FlagBytes+" that the stores' memtables may take together (within the block cache), past which RocksDB flushes them (env "+membudget.EnvWriteBufferShare+")")
@@ -178,14 +172,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.IntVar(&f.RocksDB.Shards, membudget.FlagShards, f.envInt(membudget.FlagShards, membudget.EnvShards, membudget.DefaultShards, 1),
 		"shards the member is expected to run, which sizes each store's memtable (write buffers / shards); more may run, within the same budget (env "+membudget.EnvShards+")")
 
-	f.HeapFloor = heapfloor.DefaultBytes
-	if v, ok := os.LookupEnv("GC_HEAP_FLOOR"); ok {
-		if n, err := membudget.ParseSize(v); err != nil {
-			f.envErr("gc.heap-floor", "GC_HEAP_FLOOR", v, "not a size (a number of bytes, or with a suffix Ki, Mi, Gi or Ti, such as 64Mi)")
-		} else {
-			f.HeapFloor = n
-		}
-	}
+	f.HeapFloor = f.envSize("gc.heap-floor", "GC_HEAP_FLOOR", heapfloor.DefaultBytes)
 	fs.Var(&f.HeapFloor, "gc.heap-floor", "the Go heap's least size before the garbage collector runs, however little of it is live (a heap live past half of it is collected as GOGC says, GOMEMLIMIT still bounds it); 0 leaves the collector as Go has it; a `size` in bytes, or with a suffix Ki, Mi, Gi or Ti (env GC_HEAP_FLOOR)")
 }
 
@@ -548,6 +535,18 @@ func (f *Flags) envInt(flag, name string, fallback, least int) int {
 
 // envFloat returns the number of environment variable name, the default
 // of flag, or fallback if it is not set.
+// envSize returns the size of environment variable name (membudget.Size),
+// the default of flag, or fallback if it is not set.
+func (f *Flags) envSize(flag, name string, fallback membudget.Size) membudget.Size {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := membudget.ParseSize(v); err == nil {
+			return n
+		}
+		f.envErr(flag, name, v, "not a size (a number of bytes, or with a suffix Ki, Mi, Gi or Ti, such as 512Mi or 1.5Gi)")
+	}
+	return fallback
+}
+
 func (f *Flags) envFloat(flag, name string, fallback float64) float64 {
 	if v, ok := os.LookupEnv(name); ok {
 		if n, err := strconv.ParseFloat(v, 64); err == nil {
