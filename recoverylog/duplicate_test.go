@@ -394,8 +394,11 @@ func TestCopiesOfAppendsAtRandomMoments(t *testing.T) {
 	}
 	var data = func() []byte {
 		var n = rng.IntN(6 << 10)
-		if rng.IntN(40) == 0 {
+		switch rng.IntN(40) {
+		case 0:
 			n = MaxWriteLen + rng.IntN(MaxWriteLen/2) // Flushed as it's recorded.
+		case 1:
+			n = directWriteLen - 1 + rng.IntN(3) // Either side of a direct write.
 		}
 		var b = make([]byte, n)
 		for i := range b {

@@ -138,9 +138,17 @@ func (r *Recorder) rel(name string) (string, error) {
 	return p, nil
 }
 
-// record frames op (and data), applies it to the FSM, and appends it.
+// record frames op (and data) into r.buf, and applies it to the FSM.
 // r.mu must be held.
 func (r *Recorder) record(op *Op, data []byte) error {
+	return r.recordFrame(op, data, 0)
+}
+
+// recordFrame frames op into r.buf, followed by data, or by nothing where
+// the next tail bytes handed to the journal client are op's data (its
+// frame then ends tail bytes past r.buf), and applies op to the FSM. r.mu
+// must be held.
+func (r *Recorder) recordFrame(op *Op, data []byte, tail int) error {
 	if r.err != nil {
 		return r.err
 	}
@@ -150,7 +158,7 @@ func (r *Recorder) record(op *Op, data []byte) error {
 	if err != nil {
 		return err
 	}
-	var begin, end = r.offset, r.offset + int64(len(buf)-len(r.buf))
+	var begin, end = r.offset, r.offset + int64(len(buf)-len(r.buf)+tail)
 	if _, err = r.fsm.Apply(op, opBytes, begin, end); err != nil {
 		return fmt.Errorf("recording %s: %w", r.journal, err)
 	}
@@ -165,23 +173,41 @@ func (r *Recorder) record(op *Op, data []byte) error {
 // that the log holds all of them or none.
 const FlushBytes = 1 << 20
 
+// directWriteLen is the length of a write's data from which a Recorder
+// hands it to the journal client as it is, after the frames gathered before
+// it and its own op, rather than copying it among them (which costs a copy,
+// and the growth of the Recorder's buffer, for each of the large writes of
+// a store's flushes and compactions).
+const directWriteLen = 64 << 10
+
 // flushLocked hands the gathered ops to the journal client, in an append
 // which also waits for waitFor. It starts no append when there's nothing to
 // flush and nothing to wait for. r.mu must be held.
 func (r *Recorder) flushLocked(waitFor client.OpFutures) error {
+	return r.flushTailLocked(waitFor, nil)
+}
+
+// flushTailLocked is flushLocked, handing tail to the journal client after
+// the gathered ops: the data of the last op, recorded by recordFrame with
+// len(tail). r.mu must be held.
+func (r *Recorder) flushTailLocked(waitFor client.OpFutures, tail []byte) error {
 	if r.err != nil {
 		return r.err
-	} else if len(r.buf) == 0 && len(waitFor) == 0 {
+	} else if len(r.buf) == 0 && len(tail) == 0 && len(waitFor) == 0 {
 		return nil
 	}
-	var begin = r.offset - int64(len(r.buf))
+	var begin = r.offset - int64(len(r.buf)+len(tail))
 	var aa = r.ajc.StartAppend(r.req, waitFor)
-	var _, err = aa.Writer().Write(r.buf)
+	var w = aa.Writer()
+	var _, err = w.Write(r.buf)
+	if err == nil && len(tail) != 0 {
+		_, err = w.Write(tail)
+	}
 	if err = aa.Require(err).Release(); err != nil {
 		r.err = fmt.Errorf("recording %s offset %d: %w", r.journal, begin, err)
 		return r.err
 	}
-	recordedBytes.Add(float64(len(r.buf)))
+	recordedBytes.Add(float64(len(r.buf) + len(tail)))
 	if cap(r.buf) > 2*FlushBytes {
 		r.buf = nil // Don't pin the buffer of an unusually large op.
 	} else {
@@ -481,12 +507,17 @@ func (r *Recorder) recordWrites(fn Fnode, data []byte, offset int64) error {
 			Length:     int64(n),
 			DataCrc32C: crc32Of(data[:n]),
 		}}}
-		if err := r.record(op, data[:n]); err != nil {
-			return err
-		}
 		// A log which ends within a write holds a prefix of it, as a
 		// file system which fails within one might: it needn't be whole.
-		if len(r.buf) >= FlushBytes {
+		if n >= directWriteLen {
+			if err := r.recordFrame(op, nil, n); err != nil {
+				return err
+			} else if err = r.flushTailLocked(nil, data[:n]); err != nil {
+				return err
+			}
+		} else if err := r.record(op, data[:n]); err != nil {
+			return err
+		} else if len(r.buf) >= FlushBytes {
 			if err := r.flushLocked(nil); err != nil {
 				return err
 			}

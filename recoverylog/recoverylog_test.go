@@ -30,8 +30,13 @@ func TestRecordAndPlayBackRandomOps(t *testing.T) {
 	var exists = func(name string) bool { _, ok := m.fns[name]; return ok }
 	var data = func() []byte {
 		var n = rng.IntN(8 << 10)
-		if rng.IntN(50) == 0 {
+		switch rng.IntN(50) {
+		case 0:
 			n = MaxWriteLen + rng.IntN(MaxWriteLen) // Split into several Write ops.
+		case 1:
+			n = directWriteLen - 1 + rng.IntN(3) // Either side of a direct write.
+		case 2:
+			n = directWriteLen + rng.IntN(MaxWriteLen-directWriteLen)
 		}
 		var b = make([]byte, n)
 		for i := range b {
