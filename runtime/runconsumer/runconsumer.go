@@ -170,7 +170,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.Float64Var(&f.RocksDB.RowCacheShare, membudget.FlagRowCacheShare, f.envFloat(membudget.FlagRowCacheShare, membudget.EnvRowCacheShare, membudget.DefaultRowCacheShare),
 		"fraction of --"+membudget.FlagBytes+" for the stores' row caches, split evenly among the open stores; the block cache has the rest (env "+membudget.EnvRowCacheShare+")")
 	fs.IntVar(&f.RocksDB.Shards, membudget.FlagShards, f.envInt(membudget.FlagShards, membudget.EnvShards, membudget.DefaultShards, 1),
-		"shards the member is expected to run, which sizes each store's memtable (write buffers / shards); more may run, within the same budget (env "+membudget.EnvShards+")")
+		"shards the member runs at most in normal operation: each store's memtable is the write buffers' budget over the stores open, or over this many when more are open; more may run, within the same budget (env "+membudget.EnvShards+")")
 
 	f.HeapFloor = f.envSize("gc.heap-floor", "GC_HEAP_FLOOR", heapfloor.DefaultBytes)
 	fs.Var(&f.HeapFloor, "gc.heap-floor", "the Go heap's least size before the garbage collector runs, however little of it is live (a heap live past half of it is collected as GOGC says, GOMEMLIMIT still bounds it); 0 leaves the collector as Go has it; a `size` in bytes, or with a suffix Ki, Mi, Gi or Ti (env GC_HEAP_FLOOR)")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gazconsumer/gazconsumer/store/rocks/membudget"
@@ -19,7 +20,12 @@ import (
 // WriteBufferManager charges the memtables of every store (so that
 // RocksDB flushes the largest memtables when they reach the write
 // buffers' budget, and the block cache holds fewer blocks meanwhile), and
-// the row caches' budget, split evenly among the open stores. Index and
+// the row caches' budget, split evenly among the open stores. Each store's
+// memtable is the memtables' budget split among the open stores, up to the
+// Config's Shards of them (membudget.Config.MemtableBytesOf): a store
+// opens with the memtable of Shards stores, and takes its share at its
+// first commit, and a new one at its next commit after another opens or
+// closes. Index and
 // filter blocks are cached in the block cache too (pinned for level-0
 // files), so that they do not grow beside it with the data.
 //
@@ -32,6 +38,10 @@ type Budget struct {
 	cache *grocksdb.Cache
 	wbm   unsafe.Pointer // Of gc_wbm_new.
 	rows  *rowShare
+
+	// memtable is the size of each store's memtable: of cfg, for the
+	// stores open.
+	memtable atomic.Int64
 
 	mu     sync.Mutex
 	stores int
@@ -48,6 +58,7 @@ func NewBudget(cfg membudget.Config) (*Budget, error) {
 		cache: grocksdb.NewLRUCache(uint64(cfg.BlockCacheBytes())),
 		rows:  &rowShare{total: cfg.RowCacheBytes()},
 	}
+	b.memtable.Store(cfg.MemtableBytesOf(0))
 	var cc, err = cPointer(b.cache)
 	if err != nil {
 		b.cache.Destroy()
@@ -119,30 +130,40 @@ func (b *Budget) usage() (BudgetUsage, bool) {
 	}, true
 }
 
-// attach makes the store of bbto and opts use b: they were made for it
-// (see Open), and are not yet used.
-func (b *Budget) attach(bbto *grocksdb.BlockBasedTableOptions, opts *grocksdb.Options, sharedBlockCache bool) error {
+// attach makes the store of bbto and opts use b, with a memtable of the
+// size it returns (which the store's commits then change to b's memtable):
+// they were made for it (see Open), and are not yet used.
+func (b *Budget) attach(bbto *grocksdb.BlockBasedTableOptions, opts *grocksdb.Options, sharedBlockCache bool) (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return errors.New("its memory budget is closed")
+		return 0, errors.New("its memory budget is closed")
 	}
 	var copts, err = cPointer(opts)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if sharedBlockCache {
 		bbto.SetBlockCache(b.cache)
 	}
 	C.gc_options_set_wbm(copts, b.wbm)
 	b.stores++
-	return nil
+	b.memtable.Store(b.cfg.MemtableBytesOf(b.stores))
+	// A store opens with the smallest memtable it may have, and takes its
+	// share at its first commit. RocksDB sizes a memtable's arena blocks
+	// and Bloom filter by its first size and keeps them while it lives: a
+	// memtable which grows keeps its own until it flushes (the next is
+	// larger), one which shrinks keeps a larger filter than its share.
+	var opening = b.cfg.MemtableBytes()
+	opts.SetWriteBufferSize(uint64(opening))
+	return opening, nil
 }
 
 // detach notes that a store attached to b closed.
 func (b *Budget) detach() {
 	b.mu.Lock()
 	b.stores--
+	b.memtable.Store(b.cfg.MemtableBytesOf(b.stores))
 	b.mu.Unlock()
 }
 

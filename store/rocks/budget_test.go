@@ -3,6 +3,9 @@ package rocks
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +270,114 @@ func TestOpenerUsesMemberBudget(t *testing.T) {
 	defer s.Destroy()
 	if s.budget != mb || s.rows != nil || mb.Usage().Stores != before+1 {
 		t.Errorf("the store has budget %p (the member's is %p) and row cache %v (its label disables it); the member's budget has %d stores", s.budget, mb, s.rows, mb.Usage().Stores)
+	}
+}
+
+// memtableOf is the write_buffer_size of s's latest OPTIONS file: what
+// RocksDB took.
+func memtableOf(t *testing.T, s *Store) int64 {
+	t.Helper()
+	var names, err = filepath.Glob(filepath.Join(s.dir, "OPTIONS-*"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no OPTIONS file in %s: %v", s.dir, err)
+	}
+	var latest string
+	var latestNum = -1
+	for _, name := range names {
+		if n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(name), "OPTIONS-")); err == nil && n > latestNum {
+			latest, latestNum = name, n
+		}
+	}
+	content, err := os.ReadFile(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(content)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "write_buffer_size="); ok {
+			var n, err = strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: write_buffer_size=%q", latest, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("%s sets no write_buffer_size", latest)
+	return 0
+}
+
+// Each store's memtable is the write buffers' budget over the stores open
+// (up to Shards of them): a store opens with the memtable of Shards stores,
+// takes its share at its first commit, and a new one at its next commit
+// after others open or close; a store whose Options tune the size keeps
+// its own. RocksDB flushes by the new size.
+func TestMemtablesFollowTheOpenStores(t *testing.T) {
+	const mib = 1 << 20
+	var cfg = membudget.Config{Bytes: 64 * mib, WriteBufferShare: 0.25, RowCacheShare: 0, Shards: 8} // 16 MiB of memtables.
+	var b = newTestBudget(t, cfg)
+	var commit = func(s *Store) { putRows(t, s, "c", 1, 10, 1, nil) }
+	var want = func(s *Store, size int64) {
+		t.Helper()
+		if got := memtableOf(t, s); got != size {
+			t.Fatalf("%s: a memtable of %d bytes, want %d", s.dir, got, size)
+		}
+	}
+	// flushes reports whether writing 4 MiB to a new memtable of s
+	// flushes it: whether the memtable then holds fewer rows than written.
+	var flushes = func(s *Store, prefix string) bool {
+		t.Helper()
+		if err := s.DB().Flush(flushOpts()); err != nil {
+			t.Fatal(err)
+		}
+		const rows = 4 * 1024
+		putRows(t, s, prefix, rows, 1024, 256, nil)
+		return intProperty(t, s, "rocksdb.num-entries-active-mem-table") < rows
+	}
+
+	var a = openNop(t, Options{Budget: b})
+	defer a.Destroy()
+	want(a, 2*mib)
+	commit(a)
+	want(a, 16*mib)
+
+	var c = openNop(t, Options{Budget: b})
+	defer c.Destroy()
+	want(c, 2*mib)
+	want(a, 16*mib) // Until its next commit.
+	commit(a)
+	commit(c)
+	want(a, 8*mib)
+	want(c, 8*mib)
+	if flushes(a, "a8") {
+		t.Errorf("4 MiB written to a memtable of 8 MiB flushed it")
+	}
+
+	var tuned = openNop(t, Options{Budget: b, Tune: func(o *grocksdb.Options) { o.SetWriteBufferSize(3 * mib) }})
+	var more []*Store
+	for range 3 {
+		more = append(more, openNop(t, Options{Budget: b}))
+	}
+	// Six stores: a sixth each.
+	for _, s := range []*Store{a, c, tuned, more[2]} {
+		commit(s)
+	}
+	want(a, 16*mib/6)
+	want(c, 16*mib/6)
+	want(more[2], 16*mib/6)
+	want(tuned, 3*mib)
+	if !flushes(a, "a6") {
+		t.Errorf("4 MiB written to a memtable of %d bytes didn't flush it", 16*mib/6)
+	}
+
+	for _, s := range more {
+		s.Destroy()
+	}
+	tuned.Destroy()
+	commit(a)
+	want(a, 8*mib)
+	if flushes(a, "a2") {
+		t.Errorf("4 MiB written to a memtable of 8 MiB flushed it")
+	}
+	if u := b.Usage(); u.Stores != 2 {
+		t.Fatalf("the budget has %d stores, want 2", u.Stores)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/cgo"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,9 @@ type Store struct {
 	cro    unsafe.Pointer // The rocksdb_readoptions_t of ro, for get.
 	cwo    unsafe.Pointer // The rocksdb_writeoptions_t of wo, for batch.
 	batch  *batchBuffer   // Representations of the batches written.
+	// memtable is the size of the database's memtable, while it follows
+	// its budget's share (see resizeMemtable); zero if it doesn't.
+	memtable int64
 
 	rows    *rowCache      // Rows as of the last settled commit; nil if disabled.
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
@@ -126,9 +130,8 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		// held beside it for every open file.
 		s.bbto.SetCacheIndexAndFilterBlocks(true)
 		s.bbto.SetPinL0FilterAndIndexBlocksInCache(true)
-		s.opts.SetWriteBufferSize(uint64(o.Budget.cfg.MemtableBytes()))
 		// Before the table factory copies s.bbto.
-		if err = o.Budget.attach(s.bbto, s.opts, s.cache == nil); err != nil {
+		if s.memtable, err = o.Budget.attach(s.bbto, s.opts, s.cache == nil); err != nil {
 			s.opts.Destroy()
 			s.bbto.Destroy()
 			if s.cache != nil {
@@ -164,6 +167,9 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	s.opts.SetMemtableWholeKeyFiltering(true)
 	if o.Tune != nil {
 		o.Tune(s.opts)
+		if int64(s.opts.GetWriteBufferSize()) != s.memtable {
+			s.memtable = 0 // Tuned: it keeps the size Tune gave it.
+		}
 	}
 	s.opts.SetEnv(env) // Owned by s.opts from here.
 	s.opts.SetCreateIfMissing(true)
@@ -312,9 +318,12 @@ func (d *database) Checkpoint() ([]byte, error) { return reader{db: d.db, ro: d.
 // Write writes w and the checkpoint to the database as one WriteBatch; the
 // returned future resolves once the recovery log holds the write.
 func (d *database) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, error) {
-	var err = d.batch.write(d.cdb, d.cwo, batchLen(w, len(checkpointKey)+len(checkpoint)), func(b []byte) []byte {
-		return appendBatch(b, w, checkpointKey, checkpoint)
-	})
+	var err = d.resizeMemtable()
+	if err == nil {
+		err = d.batch.write(d.cdb, d.cwo, batchLen(w, len(checkpointKey)+len(checkpoint)), func(b []byte) []byte {
+			return appendBatch(b, w, checkpointKey, checkpoint)
+		})
+	}
 	if err != nil {
 		if rerr := d.rec.failure(); rerr != nil {
 			return nil, fmt.Errorf("recording: %w (rocksdb: %v)", rerr, err)
@@ -325,6 +334,25 @@ func (d *database) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, 
 		d.tasks.Go((*Store)(d).compactAll)
 	}
 	return loggedWrite{d.rec.Barrier(nil)}, nil
+}
+
+// resizeMemtable gives the database's memtable the size its budget now
+// gives each store, if that changed since it was set: as stores of the
+// budget opened or closed. Commits call it before they write, one at a
+// time.
+func (d *database) resizeMemtable() error {
+	if d.memtable == 0 {
+		return nil
+	}
+	var want = d.budget.memtable.Load()
+	if want == d.memtable {
+		return nil
+	}
+	if err := d.db.SetOptions([]string{"write_buffer_size"}, []string{strconv.FormatInt(want, 10)}); err != nil {
+		return fmt.Errorf("sizing the memtable of store %s to %d bytes: %w", d.dir, want, err)
+	}
+	d.memtable = want
+	return nil
 }
 
 // CompactAfterCommit has the database rewrite all its files, down to its

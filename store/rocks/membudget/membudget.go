@@ -11,8 +11,11 @@
 //	block cache  = Bytes − row caches        (RocksDB, shared by every store)
 //	memtables    ≤ Bytes × WriteBufferShare  (charged to the block cache, not beside it)
 //
-// and each store's memtable (its write buffer) is write buffers / Shards,
-// within [MinMemtableBytes, MaxMemtableBytes].
+// and each store's memtable (its write buffer) is write buffers over the
+// stores open, or over Shards when more are open, within
+// [MinMemtableBytes, MaxMemtableBytes]: a member running fewer shards than
+// Shards gives each larger memtables (flushed less often, into fewer and
+// larger files, which RocksDB compacts less often).
 package membudget
 
 import (
@@ -68,9 +71,10 @@ type Config struct {
 	// RowCacheShare is the fraction of Bytes of the stores' row caches,
 	// split evenly among the stores open; zero disables them.
 	RowCacheShare float64
-	// Shards is how many shards a member is expected to run: it sizes each
-	// store's memtable (MemtableBytes). Running more is safe: the budget of
-	// the memtables and of the row caches holds regardless.
+	// Shards is how many shards a member runs at most in normal
+	// operation: each store's memtable is at least the memtables' budget
+	// over Shards (MemtableBytes). Running more is safe: the budget of the
+	// memtables and of the row caches holds regardless.
 	Shards int
 }
 
@@ -111,10 +115,17 @@ func (c Config) BlockCacheBytes() int64 { return int64(c.Bytes) - c.RowCacheByte
 // WriteBufferBytes is the budget of all stores' memtables.
 func (c Config) WriteBufferBytes() int64 { return int64(float64(c.Bytes) * c.WriteBufferShare) }
 
-// MemtableBytes is the size of a store's memtable: the write buffers'
-// budget over Shards, within [MinMemtableBytes, MaxMemtableBytes].
-func (c Config) MemtableBytes() int64 {
-	return min(max(c.WriteBufferBytes()/int64(max(c.Shards, 1)), MinMemtableBytes), MaxMemtableBytes)
+// MemtableBytes is the size of a store's memtable while Shards stores or
+// more are open: the write buffers' budget over Shards, within
+// [MinMemtableBytes, MaxMemtableBytes].
+func (c Config) MemtableBytes() int64 { return c.MemtableBytesOf(c.Shards) }
+
+// MemtableBytesOf is the size of a store's memtable while stores are open:
+// the write buffers' budget over stores, or over Shards if more are open,
+// within [MinMemtableBytes, MaxMemtableBytes].
+func (c Config) MemtableBytesOf(stores int) int64 {
+	var n = int64(max(min(stores, c.Shards), 1))
+	return min(max(c.WriteBufferBytes()/n, MinMemtableBytes), MaxMemtableBytes)
 }
 
 // Size is a number of bytes, which parses from and formats to a plain

@@ -73,6 +73,32 @@ func TestDefaultSizes(t *testing.T) {
 	}
 }
 
+// A store's memtable is the write buffers' budget over the stores open, up
+// to Shards of them, within the bounds of a memtable.
+func TestMemtableBytesOfOpenStores(t *testing.T) {
+	var c = Default() // 256 MiB of write buffers, 16 shards.
+	for _, tc := range []struct {
+		stores int
+		want   int64
+	}{
+		{0, MaxMemtableBytes}, {1, MaxMemtableBytes}, {4, 64 << 20}, {5, 256 << 20 / 5},
+		{8, 32 << 20}, {16, 16 << 20}, {17, 16 << 20}, {1000, 16 << 20},
+	} {
+		if got := c.MemtableBytesOf(tc.stores); got != tc.want {
+			t.Errorf("%d stores: a memtable of %d bytes, want %d", tc.stores, got, tc.want)
+		}
+	}
+	c.Shards = 1000
+	if got := c.MemtableBytesOf(1000); got != MinMemtableBytes {
+		t.Errorf("1000 stores of 1000 shards: a memtable of %d bytes, want %d", got, MinMemtableBytes)
+	}
+	for stores := range 40 {
+		if got, most := c.MemtableBytesOf(stores), c.WriteBufferBytes()/int64(max(stores, 1)); got > most && got != MinMemtableBytes {
+			t.Errorf("%d stores: memtables of %d bytes each pass the write buffers' budget of %d", stores, got, c.WriteBufferBytes())
+		}
+	}
+}
+
 // Each field out of range is reported, naming its flag and variable.
 func TestValidateNamesFlags(t *testing.T) {
 	for _, tc := range []struct {
