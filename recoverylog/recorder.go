@@ -28,7 +28,9 @@ import (
 // Ops are gathered in memory and handed to the journal client in batches of
 // up to FlushBytes, or sooner by Sync, Barrier and Hints, so that a commit
 // of a store costs one round trip to the brokers rather than one per write
-// of its write-ahead log.
+// of its write-ahead log. A write of directWriteLen bytes or more (as of a
+// flush or a compaction) is handed over with the ops gathered before it,
+// from the caller's buffer, rather than copied among them.
 //
 // Every append checks the log's AuthorRegister, so once another Player fences
 // the log, the broker rejects this Recorder's appends and it fails with an

@@ -24,12 +24,14 @@ import (
 	"github.com/gazconsumer/gazconsumer/runtime/groupkeys"
 	"github.com/gazconsumer/gazconsumer/runtime/replica"
 	"github.com/gazconsumer/gazconsumer/runtime/service"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/auth"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	pc "go.gazette.dev/core/consumer/protocol"
+	"go.gazette.dev/core/keyspace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -371,18 +373,44 @@ func (c *Cluster) WaitSeen(ctx context.Context) error {
 	return c.waitLiveAt(ctx, resp.Header.Revision)
 }
 
-// waitLiveAt waits until every live member's KeySpace reached revision rev.
+// waitLiveAt waits until every live member's KeySpace holds what etcd held
+// under its root at revision rev: until it reached rev, or holds the same
+// keys at the same revisions. (rev is etcd's, which writes outside the
+// root advance too, and a KeySpace advances only by the events under its
+// root: one which saw the last of those may never reach rev.)
 func (c *Cluster) waitLiveAt(ctx context.Context, rev int64) error {
 	for _, m := range c.Live() {
 		var ks = m.Svc.KeySpace()
-		ks.Mu.RLock()
-		var err = ks.WaitForRevision(ctx, rev)
-		ks.Mu.RUnlock()
+		var resp, err = c.Stack.Etcd().Get(ctx, ks.Root, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithKeysOnly())
 		if err != nil {
-			return fmt.Errorf("member %s seeing etcd revision %d: %w", m.ID().Suffix, rev, err)
+			return fmt.Errorf("reading %s at etcd revision %d: %w", ks.Root, rev, err)
+		}
+		for {
+			ks.Mu.RLock()
+			var seen, same = ks.Header.Revision, ks.Header.Revision >= rev || sameKeys(ks.KeyValues, resp.Kvs)
+			if !same {
+				// Until the KeySpace applies more, or a poll's while.
+				var waitCtx, cancel = context.WithTimeout(ctx, PollInterval)
+				_ = ks.WaitForRevision(waitCtx, seen+1)
+				cancel()
+			}
+			ks.Mu.RUnlock()
+			if same {
+				break
+			} else if ctx.Err() != nil {
+				return fmt.Errorf("member %s seeing etcd revision %d (it saw %d): %w", m.ID().Suffix, rev, seen, ctx.Err())
+			}
 		}
 	}
 	return nil
+}
+
+// sameKeys reports whether kvs, of a KeySpace, are the keys of want at the
+// same revisions.
+func sameKeys(kvs keyspace.KeyValues, want []*mvccpb.KeyValue) bool {
+	return slices.EqualFunc(kvs, want, func(kv keyspace.KeyValue, w *mvccpb.KeyValue) bool {
+		return string(kv.Raw.Key) == string(w.Key) && kv.Raw.ModRevision == w.ModRevision
+	})
 }
 
 // WaitStandbys waits until every hot standby that the spec of shard id, of

@@ -23,9 +23,9 @@ import (
 // the row caches' budget, split evenly among the open stores. Each store's
 // memtable is the memtables' budget split among the open stores, up to the
 // Config's Shards of them (membudget.Config.MemtableBytesOf): a store
-// opens with the memtable of Shards stores, and takes its share at its
-// first commit, and a new one at its next commit after another opens or
-// closes. Index and
+// opens with the memtable of Shards stores and takes its share at its
+// first commit, then a new share at its next commit after another store
+// opens or closes. Index and
 // filter blocks are cached in the block cache too (pinned for level-0
 // files), so that they do not grow beside it with the data.
 //
@@ -211,12 +211,14 @@ var (
 		"Memory the row caches of the member's stores account, as of their last commits.", nil, nil)
 	budgetStoresDesc = prometheus.NewDesc("gazconsumer_rocksdb_budget_stores",
 		"Stores open with the member's memory budget.", nil, nil)
+	memtableDesc = prometheus.NewDesc("gazconsumer_rocksdb_memtable_bytes",
+		"Size of each store's memtable (RocksDB's write_buffer_size): the memtables' budget over the stores open, up to --rocksdb.shards of them.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (b *Budget) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{blockCacheCapacityDesc, blockCacheUsageDesc, blockCachePinnedDesc,
-		writeBufferCapacityDesc, writeBufferUsageDesc, rowCacheCapacityDesc, rowCacheUsageDesc, budgetStoresDesc} {
+		writeBufferCapacityDesc, writeBufferUsageDesc, rowCacheCapacityDesc, rowCacheUsageDesc, budgetStoresDesc, memtableDesc} {
 		ch <- d
 	}
 }
@@ -239,6 +241,7 @@ func (b *Budget) Collect(ch chan<- prometheus.Metric) {
 	gauge(rowCacheCapacityDesc, float64(b.cfg.RowCacheBytes()))
 	gauge(rowCacheUsageDesc, float64(u.RowCaches))
 	gauge(budgetStoresDesc, float64(u.Stores))
+	gauge(memtableDesc, float64(b.memtable.Load()))
 }
 
 var _ prometheus.Collector = (*Budget)(nil)

@@ -146,8 +146,8 @@ func TestStoresShareTheBudgetsCache(t *testing.T) {
 	// The budget's metrics report the same.
 	var reg = prometheus.NewPedanticRegistry()
 	reg.MustRegister(b)
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 9 {
-		t.Fatalf("gathered %d metrics (%v), want 9", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 10 {
+		t.Fatalf("gathered %d metrics (%v), want 10", n, err)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
 # HELP gazconsumer_rocksdb_block_cache_capacity_bytes Capacity of the RocksDB block cache that the member's stores share (memtables are charged to it).
@@ -156,7 +156,10 @@ gazconsumer_rocksdb_block_cache_capacity_bytes %d
 # HELP gazconsumer_rocksdb_budget_stores Stores open with the member's memory budget.
 # TYPE gazconsumer_rocksdb_budget_stores gauge
 gazconsumer_rocksdb_budget_stores 1
-`, cfg.BlockCacheBytes())), "gazconsumer_rocksdb_block_cache_capacity_bytes", "gazconsumer_rocksdb_budget_stores"); err != nil {
+# HELP gazconsumer_rocksdb_memtable_bytes Size of each store's memtable (RocksDB's write_buffer_size): the memtables' budget over the stores open, up to --rocksdb.shards of them.
+# TYPE gazconsumer_rocksdb_memtable_bytes gauge
+gazconsumer_rocksdb_memtable_bytes %d
+`, cfg.BlockCacheBytes(), cfg.MemtableBytesOf(1))), "gazconsumer_rocksdb_block_cache_capacity_bytes", "gazconsumer_rocksdb_budget_stores", "gazconsumer_rocksdb_memtable_bytes"); err != nil {
 		t.Error(err)
 	}
 }
