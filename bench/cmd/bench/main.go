@@ -430,6 +430,7 @@ type matrixRow struct {
 	cpuVsAnchor, cpuVsRaw spread  // Ours' CPU a message over theirs.
 	rateVsRaw             spread
 	defaultWorkload       bool // Whose CPU against the raw read has a goal.
+	vsAnchor              bool // The anchor ran: rateVsAnchor and cpuVsAnchor are set.
 }
 
 // spread is a median with the least and greatest values it is of.
@@ -547,6 +548,7 @@ func throughput(ctx context.Context, c config, env stackEnv, w workloadSpec) ([]
 		}
 		fmt.Printf("  %-12s msgs/s against raw: %s", m, r.rateVsRaw)
 		if slices.Contains(c.sides, "anchor") {
+			r.vsAnchor = true
 			r.rateVsAnchor = spreadOf(ratios(got["anchor"], got[m], seconds))
 			r.cpuVsAnchor = spreadOf(ratios(got[m], got["anchor"], cpuSeconds))
 			fmt.Printf(", against the anchor: %s (goal ≥ %.1f); cpu a msg against the anchor: %s (goal ≤ %.1f)",
@@ -574,10 +576,14 @@ func printMatrix(c config, rows []matrixRow) {
 		return "!"
 	}
 	for _, r := range rows {
-		fmt.Printf("  %-8s %-12s %9.0f %8.2f %20s%s %20s%s %20s  %20s%s\n", r.workload, r.side, r.rate, r.cpuPerM,
-			r.rateVsAnchor, mark(r.rateVsAnchor.median >= goalRateVsAnchor),
-			r.cpuVsAnchor, mark(r.cpuVsAnchor.median <= goalCPUVsAnchor),
-			r.rateVsRaw, r.cpuVsRaw, mark(!r.defaultWorkload || r.cpuVsRaw.median <= goalCPUVsRaw))
+		// Without the anchor, its columns say so rather than 0.00.
+		var rateVsAnchor, cpuVsAnchor = fmt.Sprintf("%20s ", "-"), fmt.Sprintf("%20s ", "-")
+		if r.vsAnchor {
+			rateVsAnchor = fmt.Sprintf("%20s%s", r.rateVsAnchor, mark(r.rateVsAnchor.median >= goalRateVsAnchor))
+			cpuVsAnchor = fmt.Sprintf("%20s%s", r.cpuVsAnchor, mark(r.cpuVsAnchor.median <= goalCPUVsAnchor))
+		}
+		fmt.Printf("  %-8s %-12s %9.0f %8.2f %s %s %20s  %20s%s\n", r.workload, r.side, r.rate, r.cpuPerM,
+			rateVsAnchor, cpuVsAnchor, r.rateVsRaw, r.cpuVsRaw, mark(!r.defaultWorkload || r.cpuVsRaw.median <= goalCPUVsRaw))
 	}
 	fmt.Printf("  goals: msgs/s ours/anchor ≥ %.1f, cpu ours/anchor ≤ %.1f, cpu ours/raw ≤ %.1f (workload small); ! marks a median which misses its goal\n",
 		goalRateVsAnchor, goalCPUVsAnchor, goalCPUVsRaw)
