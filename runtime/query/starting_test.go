@@ -202,6 +202,11 @@ func TestQueryWaitsForRecoveringPrimary(t *testing.T) {
 		}
 		assigned = len(shards) == 1 && shards[0].Route.Primary != -1
 	}
+	// Each member routes by its own view of etcd: both must hold the
+	// assignment, or one answers that no shard reads the key's partition.
+	if err := f.c.WaitSeen(ctx); err != nil {
+		t.Fatal(err)
+	}
 	type answer struct {
 		total *testpb.Total
 		err   error
