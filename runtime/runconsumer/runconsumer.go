@@ -533,50 +533,40 @@ func (f *Flags) envInt(flag, name string, fallback, least int) int {
 	return fallback
 }
 
-// envFloat returns the number of environment variable name, the default
-// of flag, or fallback if it is not set.
-// envSize returns the size of environment variable name (membudget.Size),
-// the default of flag, or fallback if it is not set.
-func (f *Flags) envSize(flag, name string, fallback membudget.Size) membudget.Size {
+// envParsed returns environment variable name parsed by parse, the default
+// of flag, or fallback if it is not set; a value parse refuses is recorded
+// as not want.
+func envParsed[T any](f *Flags, flag, name string, fallback T, parse func(string) (T, error), want string) T {
 	if v, ok := os.LookupEnv(name); ok {
-		if n, err := membudget.ParseSize(v); err == nil {
-			return n
+		if x, err := parse(v); err == nil {
+			return x
 		}
-		f.envErr(flag, name, v, "not a size (a number of bytes, or with a suffix Ki, Mi, Gi or Ti, such as 512Mi or 1.5Gi)")
+		f.envErr(flag, name, v, "not "+want)
 	}
 	return fallback
 }
 
+// envSize returns the size of environment variable name (membudget.Size),
+// the default of flag, or fallback if it is not set.
+func (f *Flags) envSize(flag, name string, fallback membudget.Size) membudget.Size {
+	return envParsed(f, flag, name, fallback, membudget.ParseSize,
+		"a size (a number of bytes, or with a suffix Ki, Mi, Gi or Ti, such as 512Mi or 1.5Gi)")
+}
+
+// envFloat returns the number of environment variable name, the default
+// of flag, or fallback if it is not set.
 func (f *Flags) envFloat(flag, name string, fallback float64) float64 {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.ParseFloat(v, 64); err == nil {
-			return n
-		}
-		f.envErr(flag, name, v, "not a number")
-	}
-	return fallback
+	return envParsed(f, flag, name, fallback, func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }, "a number")
 }
 
 // envBool returns the boolean of environment variable name, the default of
 // flag, or fallback if it is not set.
 func (f *Flags) envBool(flag, name string, fallback bool) bool {
-	if v, ok := os.LookupEnv(name); ok {
-		if b, err := strconv.ParseBool(v); err == nil {
-			return b
-		}
-		f.envErr(flag, name, v, "not a boolean (true or false)")
-	}
-	return fallback
+	return envParsed(f, flag, name, fallback, strconv.ParseBool, "a boolean (true or false)")
 }
 
 // envDuration returns the duration of environment variable name, the
 // default of flag, or fallback if it is not set.
 func (f *Flags) envDuration(flag, name string, fallback time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-		f.envErr(flag, name, v, "not a duration (such as 30s or 1m)")
-	}
-	return fallback
+	return envParsed(f, flag, name, fallback, time.ParseDuration, "a duration (such as 30s or 1m)")
 }
