@@ -151,9 +151,10 @@ func (b *Budget) attach(bbto *grocksdb.BlockBasedTableOptions, opts *grocksdb.Op
 	b.memtable.Store(b.cfg.MemtableBytesOf(b.stores))
 	// A store opens with the smallest memtable it may have, and takes its
 	// share at its first commit. RocksDB sizes a memtable's arena blocks
-	// and Bloom filter by its first size and keeps them while it lives: a
-	// memtable which grows keeps its own until it flushes (the next is
-	// larger), one which shrinks keeps a larger filter than its share.
+	// and Bloom filter (and the store its filter and index of keys) by its
+	// first size and keeps them while it lives: a memtable which grows keeps
+	// its own until it flushes (the next is larger), one which shrinks
+	// keeps a larger filter than its share.
 	var opening = b.cfg.MemtableBytes()
 	opts.SetWriteBufferSize(uint64(opening))
 	return opening, nil

@@ -1,25 +1,39 @@
-// A skip list memtable which knows which keys it certainly lacks.
+// A skip list memtable which knows which keys it certainly lacks, and where
+// the latest version of each key it holds lies.
 //
 // With in-place updates (the store's setting), RocksDB writes each Put of a
 // batch with MemTable::Update, which first searches the skip list for the
-// key's latest version, from its top, and only then, not finding it, inserts
-// it: a second search. Most rows a large transaction writes are new to the
-// memtable, and the first search is then wasted (a third of the write's
-// time in the benchmark `large`). This memtable is RocksDB's own skip list
-// plus a Bloom filter of the user keys inserted into it, which answers that
-// search at once for a key it never held.
+// key's latest version, from its top, and then updates it in place or, not
+// finding it, inserts the key: a second search. Both searches cost a miss of
+// the processor's caches a level. This memtable is RocksDB's own skip list
+// plus:
 //
-// The filter answers only exact lookups of a user key. That is what every
-// caller of GetDynamicPrefixIterator asks of it in RocksDB 7.8 without a
-// prefix extractor (MemTable::Update, UpdateCallback,
-// CountSuccessiveMergeEntries and MemTableRep::Get, which the skip list
-// overrides anyway): MemTable's own iterators ask for GetIterator, or, with
-// a prefix extractor, for the dynamic prefix iterator, which is why a
-// memtable created with one is the plain skip list. Keys are compared as
-// bytes (the store's comparator), so equal keys hash alike. The filter is
-// written by the memtable's one writer (the factory refuses concurrent
-// inserts) and read by that writer only; its words are atomics all the same,
-// so that no reader can race it.
+//   - a Bloom filter of the user keys inserted into it, which answers that
+//     first search at once for a key it never held (most rows of a large
+//     transaction, as a key space is first met);
+//   - an index of the user keys inserted into it (a hash table), which
+//     answers it for a key it holds (a row rewritten while the memtable
+//     holds it) with the entry of its latest version, the one the search
+//     would have found: the entry inserted last for the key, as a memtable
+//     inserts in the order of sequence numbers (one writer). The index is
+//     bounded (a share of the memtable's size, which it counts in the
+//     memtable's memory); once full it takes no more keys, and a key it
+//     lacks is then searched for as before.
+//
+// Both answer only exact lookups of a user key. That is what every caller
+// of GetDynamicPrefixIterator asks of it in RocksDB 7.8 without a prefix
+// extractor (MemTable::Update, UpdateCallback, CountSuccessiveMergeEntries
+// and MemTableRep::Get, which the skip list overrides anyway): MemTable's
+// own iterators ask for GetIterator, or, with a prefix extractor, for the
+// dynamic prefix iterator, which is why a memtable created with one is the
+// plain skip list. Of an iterator positioned by the index those callers read
+// the entry, and CountSuccessiveMergeEntries steps on from it, for which the
+// iterator then seeks the skip list to that entry. Keys are compared as
+// bytes (the store's comparator), so equal keys hash alike. The filter and
+// the index are written by the memtable's one writer (the factory refuses
+// concurrent inserts) and read by that writer only: every caller above is a
+// write. The filter's words are atomics all the same, so that no reader can
+// race it, and the index's size, which RocksDB reads from other threads.
 
 #include "shim.h"
 #include "capi.h"
@@ -30,11 +44,15 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/options.h"
 
 namespace {
+
+// Hash is the hash of a user key which the filter and the index share.
+uint64_t Hash(std::string_view key) { return std::hash<std::string_view>{}(key); }
 
 // KeyFilter is a blocked Bloom filter: each key sets kProbes bits of one
 // 64-byte block.
@@ -48,9 +66,8 @@ class KeyFilter {
     }
   }
 
-  // Add sets the bits of key; one thread at a time.
-  void Add(std::string_view key) {
-    uint64_t h = Hash(key);
+  // Add sets the bits of the key of hash h; one thread at a time.
+  void Add(uint64_t h) {
     std::atomic<uint64_t>* block = Block(h);
     for (int i = 0; i < kProbes; i++, h >>= 9) {
       std::atomic<uint64_t>& w = block[(h >> 6) & (kBlockWords - 1)];
@@ -58,9 +75,8 @@ class KeyFilter {
     }
   }
 
-  // MayContain is false only if key was never added.
-  bool MayContain(std::string_view key) const {
-    uint64_t h = Hash(key);
+  // MayContain is false only if no key of hash h was added.
+  bool MayContain(uint64_t h) const {
     const std::atomic<uint64_t>* block = Block(h);
     for (int i = 0; i < kProbes; i++, h >>= 9) {
       if ((block[(h >> 6) & (kBlockWords - 1)].load(std::memory_order_relaxed) & (uint64_t{1} << (h & 63))) == 0) {
@@ -76,8 +92,6 @@ class KeyFilter {
   static constexpr size_t kBlockBytes = 64;
   static constexpr size_t kBlockWords = kBlockBytes / sizeof(uint64_t);
   static constexpr int kProbes = 6;  // Of 9 bits each: 54 of the hash's low bits.
-
-  static uint64_t Hash(std::string_view key) { return std::hash<std::string_view>{}(key); }
 
   // Block picks a block by the hash's product with a constant (its high
   // bits, mixed), scaled to the count of blocks without a division.
@@ -96,9 +110,9 @@ std::string_view UserKeyOf(const rocksdb::Slice& internal_key) {
   return std::string_view(internal_key.data(), internal_key.size() >= 8 ? internal_key.size() - 8 : 0);
 }
 
-// UserKeyOfEntry returns the user key of a memtable entry: the internal
-// key's varint32 length, then the internal key.
-std::string_view UserKeyOfEntry(const char* entry) {
+// InternalKeyOfEntry returns the internal key of a memtable entry: its
+// varint32 length, then the internal key.
+std::string_view InternalKeyOfEntry(const char* entry) {
   uint32_t n = 0;
   int shift = 0;
   const uint8_t* p = reinterpret_cast<const uint8_t*>(entry);
@@ -109,70 +123,240 @@ std::string_view UserKeyOfEntry(const char* entry) {
       break;
     }
   }
-  return std::string_view(reinterpret_cast<const char*>(p), n >= 8 ? n - 8 : 0);
+  return std::string_view(reinterpret_cast<const char*>(p), n);
 }
 
-// FilteredIterator is an iterator of the skip list whose Seek answers at once
-// for a key the filter lacks.
+// UserKeyOfEntry returns the user key of a memtable entry.
+std::string_view UserKeyOfEntry(const char* entry) {
+  std::string_view ikey = InternalKeyOfEntry(entry);
+  return ikey.substr(0, ikey.size() >= 8 ? ikey.size() - 8 : 0);
+}
+
+// KeyIndex maps user keys to the memtable entries of their latest versions:
+// a table of slots probed linearly, each an entry's address (below 2^48)
+// with 16 bits of its key's hash above it, or zero. It grows by doubling, up
+// to a bound of bytes; full, it takes no more keys (it still moves those it
+// holds to their later versions) and is then no longer complete.
+class KeyIndex {
+ public:
+  explicit KeyIndex(size_t max_bytes) : max_slots_(max_bytes / sizeof(uint64_t)) {}
+
+  // Put makes entry, inserted last, the latest version of user key (of hash
+  // h).
+  void Put(std::string_view key, uint64_t h, const char* entry) {
+    uint64_t addr = reinterpret_cast<uintptr_t>(entry);
+    if ((addr >> kAddrBits) != 0) {
+      complete_ = false;  // Not an address the slots can hold.
+      return;
+    }
+    if (slots_.empty() && !Grow()) {
+      complete_ = false;
+      return;
+    }
+    uint64_t tag = Tag(h);
+    for (size_t i = Home(h);; i = (i + 1) & (slots_.size() - 1)) {
+      uint64_t slot = slots_[i];
+      if (slot == 0) {
+        if ((used_ + 1) * 4 > slots_.size() * 3) {  // Past three quarters full.
+          if (!Grow()) {
+            complete_ = false;
+            return;
+          }
+          Place(h, tag | addr);
+        } else {
+          slots_[i] = tag | addr;
+        }
+        used_++;
+        return;
+      } else if ((slot & ~kAddrMask) == tag && UserKeyOfEntry(Entry(slot)) == key) {
+        slots_[i] = tag | addr;
+        return;
+      }
+    }
+  }
+
+  // Find returns the entry of the latest version of user key (of hash h), or
+  // nullptr if the index doesn't hold it: then the memtable doesn't either,
+  // if the index is complete.
+  const char* Find(std::string_view key, uint64_t h) const {
+    if (slots_.empty()) {
+      return nullptr;
+    }
+    uint64_t tag = Tag(h);
+    for (size_t i = Home(h);; i = (i + 1) & (slots_.size() - 1)) {
+      uint64_t slot = slots_[i];
+      if (slot == 0) {
+        return nullptr;
+      } else if ((slot & ~kAddrMask) == tag && UserKeyOfEntry(Entry(slot)) == key) {
+        return Entry(slot);
+      }
+    }
+  }
+
+  // Complete is whether the index holds every key put to it.
+  bool Complete() const { return complete_; }
+
+  // Bytes is the size of the index's slots; any thread may ask.
+  size_t Bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr int kAddrBits = 48;
+  static constexpr uint64_t kAddrMask = (uint64_t{1} << kAddrBits) - 1;
+  static constexpr size_t kFirstSlots = 1024;
+
+  static uint64_t Tag(uint64_t h) { return h & ~kAddrMask; }
+  static const char* Entry(uint64_t slot) { return reinterpret_cast<const char*>(static_cast<uintptr_t>(slot & kAddrMask)); }
+
+  // Home is the first slot probed for hash h: the high bits of its product
+  // with a constant.
+  size_t Home(uint64_t h) const { return static_cast<size_t>((h * 0xC2B2AE3D27D4EB4Full) >> shift_); }
+
+  // Place puts slot, of a key of hash h which the index doesn't hold, in
+  // the first free slot from its home.
+  void Place(uint64_t h, uint64_t slot) {
+    size_t i = Home(h);
+    while (slots_[i] != 0) {
+      i = (i + 1) & (slots_.size() - 1);
+    }
+    slots_[i] = slot;
+  }
+
+  // Grow doubles the slots (or makes the first), moving those held; it
+  // returns false if they would pass the index's bound.
+  bool Grow() {
+    size_t n = slots_.size() * 2;
+    if (slots_.empty()) {
+      for (n = kFirstSlots; n > max_slots_;) {
+        n /= 2;  // A small index: as many slots as fit.
+      }
+    }
+    if (n == 0 || n > max_slots_) {
+      return false;
+    }
+    std::vector<uint64_t> old(n, 0);
+    old.swap(slots_);
+    shift_ = 64 - __builtin_ctzll(n);
+    for (uint64_t slot : old) {
+      if (slot != 0) {
+        Place(Hash(UserKeyOfEntry(Entry(slot))), slot);
+      }
+    }
+    bytes_.store(n * sizeof(uint64_t), std::memory_order_relaxed);
+    return true;
+  }
+
+  const size_t max_slots_;
+  std::vector<uint64_t> slots_;  // A power of two of them, or none.
+  int shift_ = 64;
+  size_t used_ = 0;
+  bool complete_ = true;
+  std::atomic<size_t> bytes_{0};
+};
+
+// KeyLookup is what an iterator of a FilteredRep asks of it.
+class KeyLookup {
+ public:
+  virtual ~KeyLookup() = default;
+  // Latest returns the entry of the latest version of the user key of
+  // internal_key if the memtable holds it, and sets *absent if the memtable
+  // certainly doesn't hold it; if neither, the skip list must be searched.
+  virtual const char* Latest(const rocksdb::Slice& internal_key, bool* absent) const = 0;
+};
+
+// FilteredIterator is an iterator of the skip list whose Seek answers at
+// once for a key the filter lacks, or the index holds.
 class FilteredIterator : public rocksdb::MemTableRep::Iterator {
  public:
-  FilteredIterator(rocksdb::MemTableRep::Iterator* it, const KeyFilter* filter) : it_(it), filter_(filter) {}
+  FilteredIterator(rocksdb::MemTableRep::Iterator* it, const KeyLookup* lookup) : it_(it), lookup_(lookup) {}
 
-  bool Valid() const override { return !absent_ && it_->Valid(); }
-  const char* key() const override { return it_->key(); }
-  void Next() override { it_->Next(); }
-  void Prev() override { it_->Prev(); }
+  bool Valid() const override { return found_ != nullptr || (!absent_ && it_->Valid()); }
+  const char* key() const override { return found_ != nullptr ? found_ : it_->key(); }
+  void Next() override {
+    Position();
+    it_->Next();
+  }
+  void Prev() override {
+    Position();
+    it_->Prev();
+  }
   void Seek(const rocksdb::Slice& internal_key, const char* memtable_key) override {
-    absent_ = !filter_->MayContain(UserKeyOf(internal_key));
-    if (!absent_) {
+    found_ = lookup_->Latest(internal_key, &absent_);
+    if (found_ == nullptr && !absent_) {
       it_->Seek(internal_key, memtable_key);
     }
   }
   void SeekForPrev(const rocksdb::Slice& internal_key, const char* memtable_key) override {
-    absent_ = false;
+    Reset();
     it_->SeekForPrev(internal_key, memtable_key);
   }
   void RandomSeek() override {
-    absent_ = false;
+    Reset();
     it_->RandomSeek();
   }
   void SeekToFirst() override {
-    absent_ = false;
+    Reset();
     it_->SeekToFirst();
   }
   void SeekToLast() override {
-    absent_ = false;
+    Reset();
     it_->SeekToLast();
   }
 
  private:
+  void Reset() {
+    found_ = nullptr;
+    absent_ = false;
+  }
+
+  // Position seeks the skip list to the entry the index found, if it did,
+  // for the iterator to step from it.
+  void Position() {
+    if (found_ != nullptr) {
+      std::string_view ikey = InternalKeyOfEntry(found_);
+      it_->Seek(rocksdb::Slice(ikey.data(), ikey.size()), found_);
+      found_ = nullptr;
+    }
+  }
+
   std::unique_ptr<rocksdb::MemTableRep::Iterator> it_;
-  const KeyFilter* filter_;
+  const KeyLookup* lookup_;
   bool absent_ = false;
+  const char* found_ = nullptr;  // Where the index positioned the iterator.
 };
 
-// FilteredRep is a skip list memtable and the filter of its keys.
-class FilteredRep : public rocksdb::MemTableRep {
+// FilteredRep is a skip list memtable, the filter of its keys and their
+// index.
+class FilteredRep : public rocksdb::MemTableRep, public KeyLookup {
  public:
-  FilteredRep(rocksdb::MemTableRep* list, rocksdb::Allocator* allocator, size_t filter_bytes)
-      : MemTableRep(allocator), list_(list), filter_(filter_bytes) {}
+  FilteredRep(rocksdb::MemTableRep* list, rocksdb::Allocator* allocator, size_t filter_bytes, size_t index_bytes)
+      : MemTableRep(allocator), list_(list), filter_(filter_bytes), index_(index_bytes) {}
 
   rocksdb::KeyHandle Allocate(const size_t len, char** buf) override { return list_->Allocate(len, buf); }
   void Insert(rocksdb::KeyHandle handle) override {
-    Add(handle);
+    uint64_t h = Add(handle);
     list_->Insert(handle);
+    Index(handle, h);
   }
   bool InsertKey(rocksdb::KeyHandle handle) override {
-    Add(handle);
-    return list_->InsertKey(handle);
+    uint64_t h = Add(handle);
+    bool ok = list_->InsertKey(handle);
+    if (ok) {
+      Index(handle, h);
+    }
+    return ok;
   }
   void InsertWithHint(rocksdb::KeyHandle handle, void** hint) override {
-    Add(handle);
+    uint64_t h = Add(handle);
     list_->InsertWithHint(handle, hint);
+    Index(handle, h);
   }
   bool InsertKeyWithHint(rocksdb::KeyHandle handle, void** hint) override {
-    Add(handle);
-    return list_->InsertKeyWithHint(handle, hint);
+    uint64_t h = Add(handle);
+    bool ok = list_->InsertKeyWithHint(handle, hint);
+    if (ok) {
+      Index(handle, h);
+    }
+    return ok;
   }
   // The concurrent inserts are never called (the factory doesn't support
   // them, and RocksDB refuses concurrent memtable writes for it): they're
@@ -196,7 +380,9 @@ class FilteredRep : public rocksdb::MemTableRep {
                           std::unordered_set<const char*>* entries) override {
     list_->UniqueRandomSample(num_entries, target_sample_size, entries);
   }
-  size_t ApproximateMemoryUsage() override { return list_->ApproximateMemoryUsage() + filter_.Bytes(); }
+  size_t ApproximateMemoryUsage() override {
+    return list_->ApproximateMemoryUsage() + filter_.Bytes() + index_.Bytes();
+  }
   Iterator* GetIterator(rocksdb::Arena* arena) override { return list_->GetIterator(arena); }
   Iterator* GetDynamicPrefixIterator(rocksdb::Arena* arena) override {
     if (arena != nullptr) {
@@ -204,26 +390,55 @@ class FilteredRep : public rocksdb::MemTableRep {
       // (No caller of RocksDB 7.8 passes one without a prefix extractor.)
       return list_->GetDynamicPrefixIterator(arena);
     }
-    return new FilteredIterator(list_->GetDynamicPrefixIterator(nullptr), &filter_);
+    return new FilteredIterator(list_->GetDynamicPrefixIterator(nullptr), this);
   }
   bool IsMergeOperatorSupported() const override { return list_->IsMergeOperatorSupported(); }
   bool IsSnapshotSupported() const override { return list_->IsSnapshotSupported(); }
 
+  const char* Latest(const rocksdb::Slice& internal_key, bool* absent) const override {
+    std::string_view key = UserKeyOf(internal_key);
+    uint64_t h = Hash(key);
+    if (!filter_.MayContain(h)) {
+      *absent = true;
+      return nullptr;
+    }
+    const char* entry = index_.Find(key, h);
+    *absent = entry == nullptr && index_.Complete();
+    return entry;
+  }
+
  private:
-  void Add(rocksdb::KeyHandle handle) { filter_.Add(UserKeyOfEntry(static_cast<const char*>(handle))); }
+  // Add adds the key of handle to the filter, and returns its hash.
+  uint64_t Add(rocksdb::KeyHandle handle) {
+    uint64_t h = Hash(UserKeyOfEntry(static_cast<const char*>(handle)));
+    filter_.Add(h);
+    return h;
+  }
+  // Index makes handle, inserted, the latest version of its key.
+  void Index(rocksdb::KeyHandle handle, uint64_t h) {
+    const char* entry = static_cast<const char*>(handle);
+    index_.Put(UserKeyOfEntry(entry), h, entry);
+  }
 
   std::unique_ptr<rocksdb::MemTableRep> list_;
   KeyFilter filter_;
+  KeyIndex index_;
 };
 
-// FilteredSkipListFactory makes FilteredReps, each with a filter of
-// filter_bytes.
+// FilteredSkipListFactory makes FilteredReps, each with a filter of ratio
+// times the memtables' size (at least min_bytes), and an index of at most
+// index_ratio times it.
 class FilteredSkipListFactory : public rocksdb::MemTableRepFactory {
  public:
-  explicit FilteredSkipListFactory(size_t filter_bytes) : filter_bytes_(filter_bytes) {}
+  FilteredSkipListFactory(double ratio, size_t min_bytes, double index_ratio, size_t write_buffer_size)
+      : ratio_(ratio), min_bytes_(min_bytes), index_ratio_(index_ratio), write_buffer_size_(write_buffer_size) {}
 
   static const char* kClassName() { return "GazconsumerFilteredSkipListFactory"; }
   const char* Name() const override { return kClassName(); }
+
+  // Resize sizes the filters and indexes of the memtables made from now on
+  // for memtables of write_buffer_size bytes.
+  void Resize(size_t write_buffer_size) { write_buffer_size_.store(write_buffer_size, std::memory_order_relaxed); }
 
   using rocksdb::MemTableRepFactory::CreateMemTableRep;
   rocksdb::MemTableRep* CreateMemTableRep(const rocksdb::MemTableRep::KeyComparator& cmp,
@@ -233,7 +448,9 @@ class FilteredSkipListFactory : public rocksdb::MemTableRepFactory {
     if (transform != nullptr) {
       return list;  // Its dynamic prefix iterators also seek ranges: see above.
     }
-    return new FilteredRep(list, allocator, filter_bytes_);
+    size_t size = write_buffer_size_.load(std::memory_order_relaxed);
+    size_t filter_bytes = std::max(min_bytes_, static_cast<size_t>(static_cast<double>(size) * ratio_));
+    return new FilteredRep(list, allocator, filter_bytes, static_cast<size_t>(static_cast<double>(size) * index_ratio_));
   }
 
   bool IsInsertConcurrentlySupported() const override { return false; }
@@ -241,18 +458,34 @@ class FilteredSkipListFactory : public rocksdb::MemTableRepFactory {
 
  private:
   rocksdb::SkipListFactory list_;
-  const size_t filter_bytes_;
+  const double ratio_;
+  const size_t min_bytes_;
+  const double index_ratio_;
+  std::atomic<size_t> write_buffer_size_;
 };
+
+// FilteredFactoryOf returns the FilteredSkipListFactory of o, or nullptr.
+FilteredSkipListFactory* FilteredFactoryOf(const rocksdb::Options& o) {
+  if (o.memtable_factory == nullptr || std::strcmp(o.memtable_factory->Name(), FilteredSkipListFactory::kClassName()) != 0) {
+    return nullptr;
+  }
+  return static_cast<FilteredSkipListFactory*>(o.memtable_factory.get());
+}
 
 }  // namespace
 
-extern "C" int gc_options_set_filtered_memtable(void* c_opts, double ratio, size_t min_bytes) {
+extern "C" int gc_options_set_filtered_memtable(void* c_opts, double ratio, size_t min_bytes, double index_ratio) {
   rocksdb::Options& o = static_cast<rocksdb_options_t*>(c_opts)->rep;
   if (!o.inplace_update_support || o.allow_concurrent_memtable_write || o.memtable_factory == nullptr ||
       std::strcmp(o.memtable_factory->Name(), rocksdb::SkipListFactory::kClassName()) != 0) {
     return 0;
   }
-  size_t bytes = std::max(min_bytes, static_cast<size_t>(static_cast<double>(o.write_buffer_size) * ratio));
-  o.memtable_factory = std::make_shared<FilteredSkipListFactory>(bytes);
+  o.memtable_factory = std::make_shared<FilteredSkipListFactory>(ratio, min_bytes, index_ratio, o.write_buffer_size);
   return 1;
+}
+
+extern "C" void gc_options_resize_filtered_memtable(void* c_opts, size_t write_buffer_size) {
+  if (FilteredSkipListFactory* f = FilteredFactoryOf(static_cast<rocksdb_options_t*>(c_opts)->rep)) {
+    f->Resize(write_buffer_size);
+  }
 }

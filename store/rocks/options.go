@@ -89,25 +89,45 @@ const MemtableKeyFilterRatio = DefaultMemtableBloomRatio
 // below.
 const minMemtableKeyFilterBytes = 4 << 10
 
+// MemtableKeyIndexRatio bounds the index of its keys which each memtable
+// keeps for in-place updates (filterMemtable), as a fraction of the
+// memtable's size, which counts it: enough for every key of a memtable of
+// rows of 64 bytes or more, and for a third of those of rows of a few
+// bytes (an update of a key it doesn't hold searches the skip list).
+const MemtableKeyIndexRatio = 1.0 / 8
+
 // filterMemtable makes opts' memtables keep a filter of their keys, which
 // spares an in-place update of a key a memtable lacks (most rows of a large
-// transaction) a search of the memtable's skip list (memtable.cc), if opts
-// update memtables in place with RocksDB's own skip list (unless Tune
-// changed that): the store's defaults.
+// transaction) a search of the memtable's skip list, and an index of their
+// keys, which spares that search an update of a key the memtable holds
+// (memtable.cc), if opts update memtables in place with RocksDB's own skip
+// list (unless Tune changed that): the store's defaults.
 func filterMemtable(opts *grocksdb.Options) error {
-	var _, err = filterMemtableOf(opts, MemtableKeyFilterRatio, minMemtableKeyFilterBytes)
+	var _, err = filterMemtableOf(opts, MemtableKeyFilterRatio, minMemtableKeyFilterBytes, MemtableKeyIndexRatio)
 	return err
 }
 
 // filterMemtableOf is filterMemtable with a filter of ratio times the
-// memtable's size, at least minBytes; it returns whether opts' memtables
-// keep one.
-func filterMemtableOf(opts *grocksdb.Options, ratio float64, minBytes int) (bool, error) {
+// memtable's size, at least minBytes, and an index of at most indexRatio
+// times it; it returns whether opts' memtables keep them.
+func filterMemtableOf(opts *grocksdb.Options, ratio float64, minBytes int, indexRatio float64) (bool, error) {
 	var copts, err = cPointer(opts)
 	if err != nil {
 		return false, err
 	}
-	return C.gc_options_set_filtered_memtable(copts, C.double(ratio), C.size_t(minBytes)) == 1, nil
+	return C.gc_options_set_filtered_memtable(copts, C.double(ratio), C.size_t(minBytes), C.double(indexRatio)) == 1, nil
+}
+
+// resizeFilteredMemtable sizes the filters and indexes of the memtables
+// which databases opened with opts make from now on (if filterMemtable
+// filtered them) for memtables of size bytes.
+func resizeFilteredMemtable(opts *grocksdb.Options, size int64) error {
+	var copts, err = cPointer(opts)
+	if err != nil {
+		return err
+	}
+	C.gc_options_resize_filtered_memtable(copts, C.size_t(size))
+	return nil
 }
 
 // DefaultLogCompactionInterval is how often a store checks whether its

@@ -98,10 +98,19 @@ void gc_options_set_wbm(void* c_opts, void* wbm);
 // opened with c_opts (a rocksdb_options_t) skip lists which keep a Bloom
 // filter of their keys, of ratio times the options' write buffer size (at
 // least min_bytes), by which an in-place update of a key the memtable lacks
-// needs no search of it (memtable.cc). It does so, and returns 1, only if
-// the options update in place, write memtables from one thread, and have
-// RocksDB's default skip list memtable; else it returns 0.
-int gc_options_set_filtered_memtable(void* c_opts, double ratio, size_t min_bytes);
+// needs no search of it, and an index of their keys, of at most index_ratio
+// times that size, by which an in-place update of a key the memtable holds
+// needs none either (memtable.cc). It
+// does so, and returns 1, only if the options update in place, write
+// memtables from one thread, and have RocksDB's default skip list memtable;
+// else it returns 0.
+int gc_options_set_filtered_memtable(void* c_opts, double ratio, size_t min_bytes, double index_ratio);
+
+// gc_options_resize_filtered_memtable sizes the filters and indexes of the
+// memtables made from now on, by databases opened with c_opts (filtered by
+// gc_options_set_filtered_memtable, else it does nothing), for memtables of
+// write_buffer_size bytes.
+void gc_options_resize_filtered_memtable(void* c_opts, size_t write_buffer_size);
 
 // gc_live_files lists the live files of c_db (a rocksdb_t), as of one
 // version of it, flushing its memtables first if its write-ahead logs hold

@@ -350,6 +350,8 @@ func (d *database) resizeMemtable() error {
 	}
 	if err := d.db.SetOptions([]string{"write_buffer_size"}, []string{strconv.FormatInt(want, 10)}); err != nil {
 		return fmt.Errorf("sizing the memtable of store %s to %d bytes: %w", d.dir, want, err)
+	} else if err = resizeFilteredMemtable(d.opts, want); err != nil {
+		return fmt.Errorf("sizing the memtable filter of store %s for %d bytes: %w", d.dir, want, err)
 	}
 	d.memtable = want
 	return nil
