@@ -384,3 +384,64 @@ func TestMemtablesFollowTheOpenStores(t *testing.T) {
 		t.Fatalf("the budget has %d stores, want 2", u.Stores)
 	}
 }
+
+// walFileBytes is the size of the write-ahead log files in dir.
+func walFileBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var names, err = filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, name := range names {
+		if info, err := os.Stat(name); err == nil {
+			n += info.Size()
+		}
+	}
+	return n
+}
+
+func TestWriteAheadLogIsBoundedByTheMemtable(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name  string
+		o     Options
+		bound int64
+	}{
+		{"tuned", Options{Tune: func(o *grocksdb.Options) { o.SetWriteBufferSize(mib) }}, mib},
+		// Four stores of a budget of 16 MiB of memtables: 4 MiB each.
+		{"budget", Options{Budget: newTestBudget(t, membudget.Config{Bytes: 64 * mib, WriteBufferShare: 0.25, Shards: 4})}, 4 * mib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s = openNop(t, tc.o)
+			defer s.Destroy()
+			if tc.o.Budget != nil {
+				for range 3 {
+					defer openNop(t, tc.o).Destroy()
+				}
+			}
+			// The same 256 rows of 1 KiB, rewritten in place: a memtable of
+			// 256 KiB, and a log growing by each commit's 256 KiB.
+			var most int64
+			for range 40 * tc.bound / mib {
+				putRows(t, s, "k", 256, 1024, 256, nil)
+				s.tasks.Wait() // For the flush it began, if it did.
+				if n := walFileBytes(t, s.dir); n > most {
+					most = n
+				}
+			}
+			// A commit past the bound flushes: the log holds no more than
+			// the bound and the next commit.
+			if most > tc.bound+512<<10 {
+				t.Fatalf("write-ahead log of %d bytes, want at most %d and a commit", most, tc.bound)
+			}
+			if tables, _ := filepath.Glob(filepath.Join(s.dir, "*.sst")); len(tables) == 0 {
+				t.Fatal("no table file: the memtable never flushed")
+			}
+			var got, found, err = s.Get([]byte("k/00000007"))
+			if err != nil || !found || len(got) != 1024 {
+				t.Fatalf("row k/00000007: %d bytes, found %v (%v), want 1024", len(got), found, err)
+			}
+		})
+	}
+}

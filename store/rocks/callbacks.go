@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io/fs"
 	"runtime/cgo"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
@@ -23,6 +25,11 @@ type recording struct {
 	FileRecorder
 	mu  sync.Mutex
 	err error
+	// wal is one more than the fnode of the write-ahead log RocksDB writes
+	// (the last file it created whose name ends in ".log"; 0 before one),
+	// and walBytes what it wrote to it.
+	wal      atomic.Uint64
+	walBytes atomic.Int64
 }
 
 // failure returns the first error of the recorder, if any.
@@ -51,8 +58,13 @@ func gostr(p *C.char, n C.size_t) string { return C.GoStringN(p, C.int(n)) }
 //export gcRecNew
 func gcRecNew(h C.uintptr_t, name *C.char, n C.size_t, fnode *C.uint64_t) *C.char {
 	var r = recorderOf(h)
-	var fn, err = r.NewWritableFile(gostr(name, n))
+	var path = gostr(name, n)
+	var fn, err = r.NewWritableFile(path)
 	*fnode = C.uint64_t(fn)
+	if err == nil && strings.HasSuffix(path, ".log") {
+		r.walBytes.Store(0)
+		r.wal.Store(uint64(fn) + 1)
+	}
 	return r.cerr(err)
 }
 
@@ -60,6 +72,9 @@ func gcRecNew(h C.uintptr_t, name *C.char, n C.size_t, fnode *C.uint64_t) *C.cha
 func gcRecWrite(h C.uintptr_t, fnode C.uint64_t, data *C.char, n C.size_t, offset C.int64_t) *C.char {
 	var b = unsafe.Slice((*byte)(unsafe.Pointer(data)), int(n)) // Not retained by the recorder.
 	var r = recorderOf(h)
+	if uint64(fnode)+1 == r.wal.Load() {
+		r.walBytes.Add(int64(n))
+	}
 	if offset < 0 {
 		return r.cerr(r.Append(recoverylog.Fnode(fnode), b))
 	}

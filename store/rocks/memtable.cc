@@ -230,8 +230,8 @@ class KeyIndex {
         n /= 2;  // A small index: as many slots as fit.
       }
     }
-    if (n == 0 || n > max_slots_) {
-      return false;
+    if (n < 2 || n > max_slots_) {
+      return false;  // Too small to index anything.
     }
     std::vector<uint64_t> old(n, 0);
     old.swap(slots_);

@@ -60,6 +60,11 @@ type Store struct {
 	// memtable is the size of the database's memtable, while it follows
 	// its budget's share (see resizeMemtable); zero if it doesn't.
 	memtable int64
+	// walBound is the bytes of write-ahead log past which a commit has the
+	// database flush its memtable: the memtable's size. A memtable of rows
+	// updated in place may hold a small part of what its log does (each
+	// rewrite of a row is logged), and a store opening replays all of it.
+	walBound int64
 
 	rows    *rowCache      // Rows as of the last settled commit; nil if disabled.
 	getBuf  []byte         // Value last returned by Get from the database, without a row cache.
@@ -67,10 +72,10 @@ type Store struct {
 	closing chan struct{}  // Closed by Destroy.
 	tasks   sync.WaitGroup // Background tasks (log compaction, compactions and flushes asked).
 	compact atomic.Bool    // A compaction of all files is asked after the next write.
-	// asked guards tasks asked from outside the store's transactions
-	// (FlushAhead) against Destroy: none starts once it closed closing.
+	// asked guards tasks begun in the background (flushInBackground)
+	// against Destroy: none starts once it closed closing.
 	asked    sync.Mutex
-	flushing atomic.Bool // A FlushAhead is under way.
+	flushing atomic.Bool // A flush in the background is under way (flushInBackground).
 }
 
 // logCompacter is implemented by a FileRecorder which can compact its log,
@@ -171,6 +176,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 			s.memtable = 0 // Tuned: it keeps the size Tune gave it.
 		}
 	}
+	s.walBound = int64(s.opts.GetWriteBufferSize())
 	s.opts.SetEnv(env) // Owned by s.opts from here.
 	s.opts.SetCreateIfMissing(true)
 	s.opts.SetRecycleLogFileNum(0)
@@ -333,6 +339,9 @@ func (d *database) Write(w *txnkv.Overlay, checkpoint []byte) (client.OpFuture, 
 	if d.compact.CompareAndSwap(true, false) {
 		d.tasks.Go((*Store)(d).compactAll)
 	}
+	if d.rec.walBytes.Load() > d.walBound {
+		(*Store)(d).flushInBackground("its write-ahead log passed its memtable's size")
+	}
 	return loggedWrite{d.rec.Barrier(nil)}, nil
 }
 
@@ -353,7 +362,7 @@ func (d *database) resizeMemtable() error {
 	} else if err = resizeFilteredMemtable(d.opts, want); err != nil {
 		return fmt.Errorf("sizing the memtable filter of store %s for %d bytes: %w", d.dir, want, err)
 	}
-	d.memtable = want
+	d.memtable, d.walBound = want, want
 	return nil
 }
 
@@ -366,7 +375,12 @@ func (s *Store) CompactAfterCommit() { s.compact.Store(true) }
 // (runtime.Flusher), unless one it began is under way or the store is
 // destroyed: a later link of its files (Opener.LinkFiles) then flushes only
 // what was written since.
-func (s *Store) FlushAhead() {
+func (s *Store) FlushAhead() { s.flushInBackground("ahead of a link") }
+
+// flushInBackground begins a flush of the database's memtables in the
+// background, for why, unless one it began is under way or the store is
+// destroyed.
+func (s *Store) flushInBackground(why string) {
 	s.asked.Lock()
 	defer s.asked.Unlock()
 	select {
@@ -384,11 +398,12 @@ func (s *Store) FlushAhead() {
 		defer fo.Destroy()
 		fo.SetWait(true)
 		if err := s.db.Flush(fo); err != nil {
-			// The link flushes anyway: this one only saves it time.
-			slog.Warn("store's flush ahead of a link failed", "dir", s.dir, "err", err)
+			// A link flushes anyway, and a failure to write files fails
+			// the next commit: this flush only saves them time.
+			slog.Warn("store's flush failed", "dir", s.dir, "why", why, "err", err)
 			return
 		}
-		slog.Debug("store flushed ahead of a link", "dir", s.dir, "took", time.Since(began))
+		slog.Debug("store flushed", "dir", s.dir, "why", why, "took", time.Since(began))
 	})
 }
 
