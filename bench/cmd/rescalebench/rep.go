@@ -565,7 +565,9 @@ func catchUp(ctx context.Context, jc pb.RoutedJournalClient, ledger, leaderboard
 	}
 	var f = progress.NewFollower(jc, brokerconn.Security{}, progress.App{Name: "ledger", Shards: lsc}, progress.App{Name: "leaderboard", Shards: bsc})
 	defer f.Close()
-	var waitCtx, cancel = context.WithTimeout(ctx, 5*time.Minute)
+	// The ledger may still have minutes of its backlog to work through
+	// (a load of 4,000,000 messages left it 5 minutes of it).
+	var waitCtx, cancel = context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	var done = make(chan struct{})
 	close(done)
