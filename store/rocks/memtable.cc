@@ -136,7 +136,9 @@ std::string_view UserKeyOfEntry(const char* entry) {
 // a table of slots probed linearly, each an entry's address (below 2^48)
 // with 16 bits of its key's hash above it, or zero. It grows by doubling, up
 // to a bound of bytes; full, it takes no more keys (it still moves those it
-// holds to their later versions) and is then no longer complete.
+// holds to their later versions) and is then no longer complete. Given an
+// entry whose address its slots can't hold, it drops what it holds and
+// takes nothing more.
 class KeyIndex {
  public:
   explicit KeyIndex(size_t max_bytes) : max_slots_(max_bytes / sizeof(uint64_t)) {}
@@ -145,8 +147,16 @@ class KeyIndex {
   // h).
   void Put(std::string_view key, uint64_t h, const char* entry) {
     uint64_t addr = reinterpret_cast<uintptr_t>(entry);
-    if ((addr >> kAddrBits) != 0) {
-      complete_ = false;  // Not an address the slots can hold.
+    if (dropped_) {
+      return;
+    } else if ((addr >> kAddrBits) != 0) {
+      // Not an address the slots can hold: the index goes, lest it keep an
+      // earlier version of the key as the latest.
+      std::vector<uint64_t>().swap(slots_);
+      used_ = 0;
+      complete_ = false;
+      dropped_ = true;
+      bytes_.store(0, std::memory_order_relaxed);
       return;
     }
     if (slots_.empty() && !Grow()) {
@@ -250,6 +260,7 @@ class KeyIndex {
   int shift_ = 64;
   size_t used_ = 0;
   bool complete_ = true;
+  bool dropped_ = false;  // It met an address it can't hold, and holds nothing.
   std::atomic<size_t> bytes_{0};
 };
 
