@@ -233,8 +233,12 @@ func TestWriteBufferBudgetFlushes(t *testing.T) {
 	if budget := uint64(cfg.WriteBufferBytes()); active > budget {
 		t.Errorf("the active memtables held up to %d bytes, beyond their budget (%d)", active, budget)
 	}
-	if bound := uint64(cfg.WriteBufferBytes() * 3 / 2); peak > bound || managed > bound {
-		t.Errorf("the memtables held up to %d bytes (%d as the budget counts), beyond 1.5 times their budget (%d)", peak, managed, bound)
+	// RocksDB counts in a memtable's size its filter and index of keys
+	// (memtable.cc), which lie outside the budget: allow for them beside.
+	if bound := uint64(cfg.WriteBufferBytes() * 3 / 2); managed > bound {
+		t.Errorf("the memtables held up to %d bytes as the budget counts, beyond 1.5 times their budget (%d)", managed, bound)
+	} else if bound = uint64(float64(bound) * (1 + MemtableKeyFilterRatio + MemtableKeyIndexRatio)); peak > bound {
+		t.Errorf("the memtables held up to %d bytes, beyond 1.5 times their budget and their filters and indexes (%d)", peak, bound)
 	}
 	if sst < stores*rows*size/2 {
 		t.Errorf("%d bytes of memtables were flushed, of %d written", sst, stores*rows*size)
