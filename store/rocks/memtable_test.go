@@ -86,14 +86,29 @@ func TestStoreMemtablesKeepAFilterOfTheirKeys(t *testing.T) {
 // answers "maybe" for nearly every key; no index, so that every key the
 // filter may hold is searched for; and an index of 16 slots, which fills
 // with 12 of the 32 keys, then searches for the others.
-var memtableFilters = []struct {
-	filterBytes int     // 0: a store's.
-	indexRatio  float64 // Of the memtable's size (memtableOptions: 64 MiB).
-}{
+var memtableFilters = []memtableFilter{
 	{0, MemtableKeyIndexRatio},
 	{64, MemtableKeyIndexRatio},
 	{0, 0},
 	{64, 128.0 / (64 << 20)},
+}
+
+// memtableFilter is a filter and an index of keys of memtables.
+type memtableFilter struct {
+	filterBytes int     // 0: a store's.
+	indexRatio  float64 // Of the memtable's size (memtableOptions: 64 MiB).
+}
+
+// set makes o's memtables keep mf's filter and index.
+func (mf memtableFilter) set(t testing.TB, o *grocksdb.Options) {
+	t.Helper()
+	var ratio, min = MemtableKeyFilterRatio, minMemtableKeyFilterBytes
+	if mf.filterBytes != 0 {
+		ratio, min = 0, mf.filterBytes
+	}
+	if ok, err := filterMemtableOf(o, ratio, min, mf.indexRatio); err != nil || !ok {
+		t.Fatalf("filterMemtableOf: %v, %v", ok, err)
+	}
 }
 
 // FuzzFilteredMemtable runs a program of Puts, Deletes, commits, flushes and
@@ -116,7 +131,7 @@ func FuzzFilteredMemtable(f *testing.F) {
 	f.Fuzz(func(t *testing.T, program []byte) {
 		for _, mf := range memtableFilters {
 			runs++
-			runFilteredMemtable(t, filepath.Join(dirs, strconv.Itoa(runs)), program, mf.filterBytes, mf.indexRatio)
+			runFilteredMemtable(t, filepath.Join(dirs, strconv.Itoa(runs)), program, mf)
 		}
 	})
 }
@@ -129,19 +144,12 @@ const memtableKeys = 32
 func memtableKey(k int) string { return fmt.Sprintf("k%x", k) + strings.Repeat("-", k) }
 
 // runFilteredMemtable runs program (see FuzzFilteredMemtable) on a new
-// database in dir whose memtable filters are of filterBytes bytes (0: a
-// store's), and indexes of indexRatio times their size.
-func runFilteredMemtable(t *testing.T, dir string, program []byte, filterBytes int, indexRatio float64) {
+// database in dir whose memtables keep mf's filter and index.
+func runFilteredMemtable(t *testing.T, dir string, program []byte, mf memtableFilter) {
 	defer os.RemoveAll(dir)
 	var o = memtableOptions()
 	defer o.Destroy()
-	var ratio, min = MemtableKeyFilterRatio, minMemtableKeyFilterBytes
-	if filterBytes != 0 {
-		ratio, min = 0, filterBytes
-	}
-	if ok, err := filterMemtableOf(o, ratio, min, indexRatio); err != nil || !ok {
-		t.Fatalf("filterMemtableOf: %v, %v", ok, err)
-	}
+	mf.set(t, o)
 	var db, err = grocksdb.OpenDb(o, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -271,21 +279,18 @@ func checkRows(t *testing.T, op int, db *grocksdb.DB, ro *grocksdb.ReadOptions, 
 func BenchmarkMemtableRewrite(b *testing.B) {
 	const keys, batch = 125_000, 12_500
 	for _, bc := range []struct {
-		name       string
-		filter     bool
-		indexRatio float64
+		name   string
+		filter *memtableFilter // Nil: RocksDB's skip list.
 	}{
-		{"index", true, MemtableKeyIndexRatio},
-		{"filter-only", true, 0},
-		{"skiplist", false, 0},
+		{"index", &memtableFilter{0, MemtableKeyIndexRatio}},
+		{"filter-only", &memtableFilter{0, 0}},
+		{"skiplist", nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var o = memtableOptions()
 			defer o.Destroy()
-			if bc.filter {
-				if ok, err := filterMemtableOf(o, MemtableKeyFilterRatio, minMemtableKeyFilterBytes, bc.indexRatio); err != nil || !ok {
-					b.Fatalf("filterMemtableOf: %v, %v", ok, err)
-				}
+			if bc.filter != nil {
+				bc.filter.set(b, o)
 			}
 			var db, err = grocksdb.OpenDb(o, b.TempDir())
 			if err != nil {
@@ -353,13 +358,7 @@ func TestFilteredMemtableCountsSuccessiveMerges(t *testing.T) {
 		var full int
 		o.SetMergeOperator(appendMerge{&full})
 		o.SetMaxSuccessiveMerges(2)
-		var ratio, min = MemtableKeyFilterRatio, minMemtableKeyFilterBytes
-		if mf.filterBytes != 0 {
-			ratio, min = 0, mf.filterBytes
-		}
-		if ok, err := filterMemtableOf(o, ratio, min, mf.indexRatio); err != nil || !ok {
-			t.Fatalf("filterMemtableOf: %v, %v", ok, err)
-		}
+		mf.set(t, o)
 		var db, err = grocksdb.OpenDb(o, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
