@@ -390,7 +390,7 @@ func TestMemtablesFollowTheOpenStores(t *testing.T) {
 }
 
 // walFileBytes is the size of the write-ahead log files in dir.
-func walFileBytes(t *testing.T, dir string) int64 {
+func walFileBytes(t testing.TB, dir string) int64 {
 	t.Helper()
 	var names, err = filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
