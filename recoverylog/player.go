@@ -44,6 +44,7 @@ type Player struct {
 
 	fsm       *FSM
 	files     map[Fnode]*os.File
+	behind    writeBehind
 	bytesRead atomic.Int64
 	offset    atomic.Int64 // Log offset through which ops were read.
 }
@@ -59,6 +60,7 @@ func NewPlayer(jc pb.RoutedJournalClient, journal pb.Journal, dir string, author
 		finishCh:  make(chan struct{}),
 		tailingCh: make(chan struct{}),
 		files:     make(map[Fnode]*os.File),
+		behind:    writeBehind{unsynced: make(map[Fnode]int64), start: startWriteback},
 	}
 }
 
@@ -536,6 +538,7 @@ func (p *Player) play(ctx context.Context, f *frame) error {
 		} else if _, err = file.WriteAt(f.data, k.Write.Offset); err != nil {
 			return fmt.Errorf("writing node %d: %w", k.Write.Fnode, err)
 		}
+		p.behind.wrote(Fnode(k.Write.Fnode), file, len(f.data))
 		recoveredBytes().Add(float64(len(f.data)))
 	case *Op_Link:
 		var target = p.localPath(k.Link.Path)
@@ -558,6 +561,7 @@ func (p *Player) play(ctx context.Context, f *frame) error {
 		if links := p.fsm.Links(fn); len(links) == 0 && open != nil {
 			err = open.Close()
 			delete(p.files, fn)
+			p.behind.forget(fn)
 		} else if len(links) != 0 && open != nil && open.Name() == p.localPath(k.Unlink.Path) {
 			// Keep the file's name one of its links, for later Link ops.
 			var file *os.File
@@ -701,5 +705,6 @@ func (p *Player) closeFiles() {
 			slog.Warn("closing played file", "journal", p.journal, "file", file.Name(), "err", err)
 		}
 		delete(p.files, fn)
+		p.behind.forget(fn)
 	}
 }
