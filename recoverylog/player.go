@@ -60,7 +60,7 @@ func NewPlayer(jc pb.RoutedJournalClient, journal pb.Journal, dir string, author
 		finishCh:  make(chan struct{}),
 		tailingCh: make(chan struct{}),
 		files:     make(map[Fnode]*os.File),
-		behind:    writeBehind{unsynced: make(map[Fnode]int64), start: startWriteback},
+		behind:    newWriteBehind(startWriteback),
 	}
 }
 
@@ -700,11 +700,11 @@ func (p *Player) writeProperty(name string, content []byte) error {
 }
 
 func (p *Player) closeFiles() {
+	p.behind.stop()
 	for fn, file := range p.files {
 		if err := file.Close(); err != nil {
 			slog.Warn("closing played file", "journal", p.journal, "file", file.Name(), "err", err)
 		}
 		delete(p.files, fn)
-		p.behind.forget(fn)
 	}
 }
