@@ -20,8 +20,8 @@ const writeBehindQueue = 16
 // plays, rather than all at once when the kernel's dirty pages run over or
 // the played files are synced. A goroutine of its own begins them, since
 // the kernel may block the call until the device takes more: the player
-// never waits on the disk for it, and plays as fast as it did without it
-// where the disk is slower than the log's reads.
+// never waits on the disk for it, so a disk slower than the log's reads
+// holds the playback up no more than it did without it.
 type writeBehind struct {
 	start func(*os.File) error
 
@@ -35,6 +35,7 @@ type writeBehind struct {
 	skipped  atomic.Int64 // Writebacks asked and not begun, as the player stopped the writer.
 }
 
+// newWriteBehind returns a writeBehind which begins writebacks with start.
 func newWriteBehind(start func(*os.File) error) writeBehind {
 	return writeBehind{start: start, unsynced: make(map[Fnode]int64)}
 }
