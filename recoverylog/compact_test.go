@@ -134,6 +134,7 @@ func TestCompactionThenPrune(t *testing.T) {
 		if installed {
 			defer client.InstallFileTransport(stack.FragmentsRoot())()
 		}
+		forgetUnreadableStores() // Probe the store afresh.
 		var direct = NewPlayer(stack.Journals(), journal, t.TempDir(), Author(0xC7+i))
 		direct.DoNotProxy = true
 		direct.FinishAtWriteHead()
@@ -141,6 +142,9 @@ func TestCompactionThenPrune(t *testing.T) {
 			t.Fatalf("playback reading fragments directly (file transport installed: %v): %v", installed, err)
 		}
 		sameTree(t, m.dir, direct.dir)
+		if direct.direct != installed {
+			t.Fatalf("file transport installed: %v, yet the player read directly: %v", installed, direct.direct)
+		}
 	}
 
 	// Playback from the log's start, or from hints before the compaction,

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
@@ -29,7 +28,8 @@ type Player struct {
 	// The process must be able to open those URLs: for file:// stores, see
 	// client.InstallFileTransport. Set it before Play. If Play finds that
 	// the process cannot open them, it logs a warning and reads through the
-	// brokers.
+	// brokers, as the process's other players of logs of that store then do
+	// for a while, without probing it again.
 	DoNotProxy bool
 	direct     bool // DoNotProxy, unless direct reads were found to fail.
 
@@ -242,22 +242,6 @@ func (p *Player) Hints() (*Hints, error) {
 	return p.fsm.Hints(p.journal.String()), nil
 }
 
-// probe sets whether the player reads fragments from their stores itself:
-// if DoNotProxy, unless this process can't.
-func (p *Player) probe(ctx context.Context) error {
-	if p.direct = p.DoNotProxy; !p.direct {
-		return nil
-	}
-	if err := p.probeDirectReads(ctx); ctx.Err() != nil {
-		return fmt.Errorf("playing %s: %w", p.journal, ctx.Err())
-	} else if err != nil {
-		slog.Warn("recovery log: this process cannot read fragments from their store; reading them through brokers",
-			"journal", p.journal, "err", err)
-		p.direct = false
-	}
-	return nil
-}
-
 // file returns the open file of node fn, opening it again (by a link other
 // than except, which the op being played adds) if the player closed its
 // files since it created it.
@@ -370,28 +354,6 @@ func hintedRanges(h *Hints) []*Segment {
 		out = append(out, s)
 	}
 	return out
-}
-
-// probeDirectReads opens a persisted fragment of the log through the URL
-// the brokers sign for it, as reads with DoNotProxy do: were that to fail,
-// those reads would retry forever.
-func (p *Player) probeDirectReads(ctx context.Context) error {
-	var ttl = time.Minute
-	var resp, err = client.ListAllFragments(ctx, p.jc, pb.FragmentsRequest{Journal: p.journal, SignatureTTL: &ttl})
-	if err != nil {
-		return fmt.Errorf("listing fragments: %w", err)
-	}
-	for _, f := range resp.Fragments {
-		if f.SignedUrl == "" {
-			continue // Not persisted: brokers serve it.
-		}
-		var fr, err = client.OpenFragmentURL(ctx, f.Spec, f.Spec.Begin, f.SignedUrl)
-		if err != nil {
-			return fmt.Errorf("opening fragment %s: %w", f.Spec.ContentPath(), err)
-		}
-		return fr.Close()
-	}
-	return nil // Nothing persisted yet, so nothing to read directly.
 }
 
 // rangesAhead is how many hinted ranges after the current one are read

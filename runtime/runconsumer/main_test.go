@@ -82,6 +82,8 @@ func TestMisconfigurationFailsAtStart(t *testing.T) {
 		{"negative fork yield", nil, []string{"--consumer.fork-yield=-1s"}, []string{"--consumer.fork-yield", "-1s", "must not be negative"}},
 		{"malformed CONSUMER_READY_IGNORES_FAILED", []string{"CONSUMER_READY_IGNORES_FAILED=maybe"}, nil,
 			[]string{`CONSUMER_READY_IGNORES_FAILED=\"maybe\"`, "--consumer.ready-ignores-failed", "not a boolean"}},
+		{"malformed BROKER_DIRECT_FRAGMENT_READS", []string{"BROKER_DIRECT_FRAGMENT_READS=often"}, nil,
+			[]string{`BROKER_DIRECT_FRAGMENT_READS=\"often\"`, "--broker.direct-fragment-reads", "not a boolean"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var cmd, out = mainCmd(t, tc.env, tc.args...)

@@ -64,8 +64,13 @@ type Flags struct {
 	BrokerAuthKeys, BrokerAuthToken string
 	BrokerCacheSize                 int
 	FileRoot                        string
-	Zone, ID                        string
-	Host, Port                      string
+	// DirectFragmentReads has recovery logs played from persisted
+	// fragments read straight from their stores, through the URLs brokers
+	// sign, as Gazette's consumers do (needs a route cache; file:// stores
+	// need FileRoot), unless a probe finds the process can't.
+	DirectFragmentReads bool
+	Zone, ID            string
+	Host, Port          string
 	// Server TLS of the member's port (a CA makes client certificates
 	// required), and the peer certificate of its calls to members.
 	ServerCertFile, ServerCertKeyFile, ServerCAFile string
@@ -124,7 +129,8 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.StringVar(&f.BrokerTrustedCAFile, "broker.trusted-ca-file", env("BROKER_TRUSTED_CA_FILE", ""), "path to the CA that brokers' server certificates must be signed by (env BROKER_TRUSTED_CA_FILE)")
 	fs.StringVar(&f.BrokerAuthKeys, "broker.auth-keys", env("BROKER_AUTH_KEYS", ""), "whitespace- or comma-separated base64 keys; the first signs the authorization tokens of requests to brokers (env BROKER_AUTH_KEYS)")
 	fs.StringVar(&f.BrokerAuthToken, "broker.auth-token", env("BROKER_AUTH_TOKEN", ""), "bearer token of requests to brokers, if not signed with --broker.auth-keys (env BROKER_AUTH_TOKEN)")
-	fs.StringVar(&f.FileRoot, "broker.file-root", env("BROKER_FILE_ROOT", ""), "filesystem path which roots the brokers' file:// fragment URLs: if set, recovery logs are read from fragments directly, not through brokers (env BROKER_FILE_ROOT)")
+	fs.StringVar(&f.FileRoot, "broker.file-root", env("BROKER_FILE_ROOT", ""), "filesystem path which roots the brokers' file:// fragment URLs, for the member to read those fragments directly (see --broker.direct-fragment-reads) (env BROKER_FILE_ROOT)")
+	fs.BoolVar(&f.DirectFragmentReads, "broker.direct-fragment-reads", f.envBool("broker.direct-fragment-reads", "BROKER_DIRECT_FRAGMENT_READS", true), "play recovery logs from persisted fragments read straight from their stores, through the URLs brokers sign, rather than through brokers, as Gazette's consumers do (file:// stores need --broker.file-root; a route cache, --broker.cache.size, is needed); a member which finds it can't open a store's URLs reads through brokers (env BROKER_DIRECT_FRAGMENT_READS)")
 	fs.IntVar(&f.BrokerCacheSize, "broker.cache.size", f.envInt("broker.cache.size", "BROKER_CACHE_SIZE", 256, 0), "size of the route cache of journals; 0 proxies every request (env BROKER_CACHE_SIZE)")
 
 	fs.StringVar(&f.Zone, "consumer.zone", env("CONSUMER_ZONE", "local"), "availability zone of this member (env CONSUMER_ZONE)")
@@ -398,6 +404,11 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 	if f.FileRoot != "" {
 		defer client.InstallFileTransport(f.FileRoot)()
 	}
+	if f.DirectFragmentReads && f.BrokerCacheSize == 0 {
+		// As Gazette's consumers: a read which may not be proxied must
+		// reach a broker of its journal, which only routes tell.
+		slog.Info("recovery logs are read through brokers: reading their fragments from their stores needs a route cache (--broker.cache.size)")
+	}
 
 	if err = membudget.SetMember(f.RocksDB); err != nil {
 		return fmt.Errorf("--%s: %w", membudget.FlagBytes, err)
@@ -429,7 +440,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		LeaseTTL:   f.EtcdLeaseTTL,
 		Replicas: replica.Config{
 			StateDir:            f.StateDir,
-			DirectFragmentReads: f.FileRoot != "",
+			DirectFragmentReads: f.DirectFragmentReads && f.BrokerCacheSize > 0,
 			ForkFromLog:         f.ForkFromLog,
 			ForkCopiesRows:      f.ForkCopiesRows,
 			ForkYield:           f.ForkYield,

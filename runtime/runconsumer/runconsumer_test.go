@@ -145,7 +145,7 @@ func TestServeFromFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("ETCD_LEASE_TTL", "4s")
 	t.Setenv("LOG_LEVEL", "warn")
 	var f, stop = serve(t, c, "--consumer.id=deployed-1", "--consumer.host=127.0.0.1", "--consumer.state-dir="+t.TempDir())
-	if f.EtcdPrefix != c.Prefix || f.ID != "deployed-1" || f.EtcdLeaseTTL != 4*time.Second || f.LogLevel.String() != "WARN" {
+	if f.EtcdPrefix != c.Prefix || f.ID != "deployed-1" || f.EtcdLeaseTTL != 4*time.Second || f.LogLevel.String() != "WARN" || !f.DirectFragmentReads {
 		t.Fatalf("flags = %+v", f)
 	}
 	waitPrimary(t, c, f.EtcdPrefix, "deployed-1")

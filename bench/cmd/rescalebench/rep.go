@@ -92,6 +92,8 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	var common = []string{"--etcd.address", etcd, "--broker.address", broker, "--etcd.lease", c.lease.String()}
 	if c.direct {
 		common = append(common, "--broker.file-root", stack.FragmentsRoot())
+	} else {
+		common = append(common, "--broker.direct-fragment-reads=false")
 	}
 	if c.fromLog {
 		common = append(common, "--consumer.fork-from-log")

@@ -1,0 +1,194 @@
+package recoverylog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
+	"google.golang.org/grpc"
+)
+
+// A process that can't read a store's fragments finds so once a while, not
+// at every playback; one that can reads them directly; a probe that hangs
+// gives up; and a probe's listing has the brokers sign one URL a page.
+func TestDirectReadsProbeAStoreOnce(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var journal = newLog(t)
+	var m = newMirror(t, journal, nil, 0xE1)
+	m.create("data.sst")
+	for i := range 8 {
+		m.write("data.sst", bytes.Repeat([]byte{byte(i), 0xE1}, 20<<10), -1) // 40 KiB.
+	}
+	var hints = m.hints()
+	var store = waitPersisted(t, ctx, journal)
+	forgetUnreadableStores()
+	t.Cleanup(forgetUnreadableStores)
+
+	var opens int
+	var open = openFragmentURL
+	t.Cleanup(func() { openFragmentURL = open })
+	openFragmentURL = func(ctx context.Context, f pb.Fragment, offset int64, url string) (*client.FragmentReader, error) {
+		opens++
+		return open(ctx, f, offset, url)
+	}
+	var lists = &listings{RoutedJournalClient: stack.Journals()}
+	var playDirect = func(author Author) *Player {
+		t.Helper()
+		var p = NewPlayer(lists, journal, t.TempDir(), author)
+		p.DoNotProxy = true
+		p.FinishAtWriteHead()
+		if _, err := p.Play(ctx, hints); err != nil {
+			t.Fatalf("playback with DoNotProxy: %v", err)
+		}
+		sameTree(t, m.dir, p.dir)
+		return p
+	}
+
+	// No file:// transport: the probe opens the fragment, fails, and the
+	// player reads through the brokers.
+	if p := playDirect(0xE2); p.direct || opens != 1 {
+		t.Fatalf("without a file transport: direct %v after %d opens, want false after 1", p.direct, opens)
+	} else if _, ok := unreadableSince(store, time.Now()); !ok {
+		t.Fatalf("store %s is not remembered as unreadable", store)
+	}
+	for _, req := range lists.requests() {
+		if req.PageLimit != 1 || req.SignatureTTL == nil {
+			t.Fatalf("a probe listed fragments with %+v: want pages of one, signed", req)
+		}
+	}
+	if n := len(lists.requests()); n == 0 || n > probePages {
+		t.Fatalf("a probe listed %d pages, want 1 to %d", n, probePages)
+	}
+	// Another playback doesn't open it again.
+	if p := playDirect(0xE3); p.direct || opens != 1 {
+		t.Fatalf("store known unreadable: direct %v after %d opens, want false after 1", p.direct, opens)
+	}
+
+	// Once probeRetry has passed, with the transport, it reads directly.
+	defer client.InstallFileTransport(stack.FragmentsRoot())()
+	markUnreadable(store, time.Now().Add(-probeRetry))
+	if p := playDirect(0xE4); !p.direct || opens != 2 {
+		t.Fatalf("with a file transport: direct %v after %d opens, want true after 2", p.direct, opens)
+	} else if _, ok := unreadableSince(store, time.Now()); ok {
+		t.Fatalf("store %s is still remembered as unreadable", store)
+	}
+
+	// An open that hangs, as of a store beyond the network, gives up.
+	var timeout = probeTimeout
+	t.Cleanup(func() { probeTimeout = timeout })
+	probeTimeout = 200 * time.Millisecond
+	openFragmentURL = func(ctx context.Context, _ pb.Fragment, _ int64, _ string) (*client.FragmentReader, error) {
+		opens++
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	var began = time.Now()
+	if p := playDirect(0xE5); p.direct || opens != 3 {
+		t.Fatalf("a hung probe: direct %v after %d opens, want false after 3", p.direct, opens)
+	} else if took := time.Since(began); took > time.Minute {
+		t.Fatalf("a hung probe held the playback %s", took)
+	} else if _, ok := unreadableSince(store, time.Now()); !ok {
+		t.Fatalf("store %s is not remembered as unreadable after a hung probe", store)
+	}
+
+	// A playback whose context ends during the probe fails with it.
+	markReadable(store)
+	var cctx, ccancel = context.WithCancel(ctx)
+	openFragmentURL = func(ctx context.Context, _ pb.Fragment, _ int64, _ string) (*client.FragmentReader, error) {
+		ccancel()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	var p = NewPlayer(lists, journal, t.TempDir(), 0xE6)
+	p.DoNotProxy = true
+	p.FinishAtWriteHead()
+	if _, err := p.Play(cctx, hints); !errors.Is(err, context.Canceled) {
+		t.Fatalf("playback cancelled during its probe: %v", err)
+	} else if _, ok := unreadableSince(store, time.Now()); ok {
+		t.Fatalf("a cancelled probe marked store %s unreadable", store)
+	}
+}
+
+// A log of which nothing is persisted is read through the brokers without
+// an open.
+func TestDirectReadsOfAnUnpersistedLog(t *testing.T) {
+	var journal = newLog(t)
+	var m = newMirror(t, journal, nil, 0xE8)
+	m.create("small")
+	m.write("small", []byte("small"), -1)
+	var opens int
+	var open = openFragmentURL
+	t.Cleanup(func() { openFragmentURL = open })
+	openFragmentURL = func(ctx context.Context, f pb.Fragment, offset int64, url string) (*client.FragmentReader, error) {
+		opens++
+		return open(ctx, f, offset, url)
+	}
+	var p = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xE9)
+	p.DoNotProxy = true
+	p.FinishAtWriteHead()
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.Play(ctx, m.hints()); err != nil {
+		t.Fatal(err)
+	} else if opens != 0 || !p.direct {
+		t.Fatalf("nothing persisted: %d opens, direct %v; want none, true", opens, p.direct)
+	}
+	sameTree(t, m.dir, p.dir)
+}
+
+// waitPersisted waits until a fragment of journal is persisted, and returns
+// its store.
+func waitPersisted(t *testing.T, ctx context.Context, journal pb.Journal) pb.FragmentStore {
+	t.Helper()
+	for {
+		var resp, err = client.ListAllFragments(ctx, stack.Journals(), pb.FragmentsRequest{Journal: journal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range resp.Fragments {
+			if f.Spec.BackingStore != "" {
+				return f.Spec.BackingStore
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(errors.Join(ctx.Err(), fmt.Errorf("no fragment of %s was persisted", journal)))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// forgetUnreadableStores forgets what probes of this process found.
+func forgetUnreadableStores() {
+	unreadable.Lock()
+	defer unreadable.Unlock()
+	clear(unreadable.since)
+}
+
+// listings is a journal client which records the fragment listings asked
+// of it.
+type listings struct {
+	pb.RoutedJournalClient
+	mu   sync.Mutex
+	reqs []pb.FragmentsRequest
+}
+
+func (l *listings) ListFragments(ctx context.Context, req *pb.FragmentsRequest, opts ...grpc.CallOption) (*pb.FragmentsResponse, error) {
+	l.mu.Lock()
+	l.reqs = append(l.reqs, *req)
+	l.mu.Unlock()
+	return l.RoutedJournalClient.ListFragments(ctx, req, opts...)
+}
+
+func (l *listings) requests() []pb.FragmentsRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]pb.FragmentsRequest(nil), l.reqs...)
+}
