@@ -17,24 +17,20 @@ import (
 // store, through the URLs brokers sign for them. Were the process unable to
 // open those URLs (a file:// store without client.InstallFileTransport, a
 // cloud store beyond its network), its reads would retry forever: so each
-// playback first probes one persisted fragment of its log, and reads through
-// the brokers if that fails. The process remembers a store it could not
-// read from for a while, so that the playbacks of its other logs neither
-// wait for the probe's open again nor each log a warning.
+// playback first probes the fragment it reads first, if that one is
+// persisted, and reads through the brokers if the probe fails. The process
+// remembers a store it could not read from for a while, so that the
+// playbacks of its other logs neither wait for the probe's open again nor
+// each log a warning.
 
 const (
-	// probePages bounds the pages of the log's fragment listing a probe
-	// looks through for a persisted fragment. Each page holds one fragment:
-	// brokers sign a URL for every persisted fragment they list, which
-	// some stores do with a call to a signing service (GCS without a
-	// private key), so a probe lists no more than it needs.
-	probePages = 4
 	// probeRetry is how long a process that could not open the URLs of a
 	// store reads that store's fragments through brokers before it probes
 	// the store again.
 	probeRetry = 5 * time.Minute
-	// probeSignatureTTL is the life of the URL a probe opens.
-	probeSignatureTTL = time.Minute
+	// probeRoutes bounds the reads of a probe that find their broker is
+	// not one of the log's (each updates the route it follows).
+	probeRoutes = 3
 )
 
 var (
@@ -55,13 +51,13 @@ var (
 
 // probe sets whether the player reads fragments from their stores itself:
 // if DoNotProxy, unless this process can't.
-func (p *Player) probe(ctx context.Context) error {
+func (p *Player) probe(ctx context.Context, hints *Hints) error {
 	if p.direct = p.DoNotProxy; !p.direct {
 		return nil
 	}
-	var frag, err = p.persistedFragment(ctx)
-	if err == nil && frag != nil {
-		var store = frag.Spec.BackingStore
+	var first, err = p.firstFragment(ctx, firstOffset(p.journal, hints))
+	if err == nil && first != nil {
+		var store = first.Fragment.BackingStore
 		if at, ok := unreadableSince(store, time.Now()); ok {
 			p.direct = false
 			slog.Debug("recovery log: reading fragments through brokers; this process could not read them from their store",
@@ -69,7 +65,7 @@ func (p *Player) probe(ctx context.Context) error {
 			return nil
 		}
 		var pctx, cancel = context.WithTimeout(ctx, probeTimeout)
-		err = openProbe(pctx, frag)
+		err = openProbe(pctx, first)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			markUnreadable(store, time.Now())
@@ -78,7 +74,7 @@ func (p *Player) probe(ctx context.Context) error {
 			} else if u, perr := url.Parse(string(store)); perr == nil && u.Scheme == "file" {
 				err = fmt.Errorf("%w (a file:// store is read directly only by a process given its root)", err)
 			}
-			err = fmt.Errorf("opening fragment %s of store %s: %w", frag.Spec.ContentPath(), store, err)
+			err = fmt.Errorf("opening fragment %s of store %s: %w", first.Fragment.ContentPath(), store, err)
 		} else if err == nil {
 			markReadable(store)
 		}
@@ -93,45 +89,60 @@ func (p *Player) probe(ctx context.Context) error {
 	return nil
 }
 
-// persistedFragment returns the first persisted fragment of the log's
-// first probePages, with a URL signed for it, or nil if none is: nothing
-// of the log is persisted yet, and brokers serve what there is.
-func (p *Player) persistedFragment(ctx context.Context) (*pb.FragmentsResponse__Fragment, error) {
-	var ttl = probeSignatureTTL
-	var req = pb.FragmentsRequest{Journal: p.journal, PageLimit: 1, SignatureTTL: &ttl}
-	var routed = pb.WithDispatchItemRoute(ctx, p.jc, p.journal.String(), false)
-	for range probePages {
-		var resp, err = p.jc.ListFragments(routed, &req)
-		if err == nil {
-			err = resp.Validate()
-		}
-		if err == nil && resp.Status != pb.Status_OK {
-			err = errors.New(resp.Status.String())
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing fragments: %w", err)
-		}
-		for i := range resp.Fragments {
-			if resp.Fragments[i].SignedUrl != "" {
-				return &resp.Fragments[i], nil
-			}
-		}
-		if resp.NextPageToken == 0 {
-			break
-		}
-		req.NextPageToken = resp.NextPageToken
+// firstOffset returns the offset of the log which a playback from hints
+// reads first.
+func firstOffset(journal pb.Journal, hints *Hints) int64 {
+	if hints == nil || hints.Log != journal.String() || validateHints(hints) != nil {
+		return 0 // Played from the log's start, or not played at all.
+	} else if ranges := hintedRanges(hints); len(ranges) != 0 {
+		return ranges[0].FirstOffset
 	}
-	return nil, nil
+	return hints.NextOffset
 }
 
-// openProbe opens frag through its signed URL, and reads its first byte.
-func openProbe(ctx context.Context, frag *pb.FragmentsResponse__Fragment) error {
-	var fr, err = openFragmentURL(ctx, frag.Spec, frag.Spec.Begin, frag.SignedUrl)
+// firstFragment returns the fragment of the log at offset, with the URL
+// brokers signed for it (one, where a listing of the log's fragments would
+// have them sign one for each: on some stores a call to a signing service
+// each, as GCS's without a private key), or nil if it's not persisted:
+// brokers serve it, and the fragments after it.
+func (p *Player) firstFragment(ctx context.Context, offset int64) (*pb.ReadResponse, error) {
+	var ctx2, cancel = context.WithCancel(ctx)
+	defer cancel() // Ends the read's stream.
+	for range probeRoutes {
+		var r = client.NewReader(ctx2, p.jc, pb.ReadRequest{
+			Journal:      p.journal,
+			Offset:       offset,
+			MetadataOnly: true,
+			DoNotProxy:   true,
+		})
+		var _, err = r.Read(nil)
+		switch {
+		case err == nil, errors.Is(err, client.ErrOffsetJump):
+			if r.Response.Fragment == nil || r.Response.FragmentUrl == "" {
+				return nil, nil
+			}
+			return &r.Response, nil
+		case errors.Is(err, client.ErrOffsetNotYetAvailable):
+			return nil, nil // Nothing there yet.
+		case errors.Is(err, client.ErrNotJournalBroker):
+			continue // Read again, by the route the broker gave.
+		default:
+			return nil, fmt.Errorf("reading the fragment at offset %d: %w", offset, err)
+		}
+	}
+	return nil, fmt.Errorf("reading the fragment at offset %d: %w", offset, client.ErrNotJournalBroker)
+}
+
+// openProbe opens the fragment of resp through its signed URL, and reads
+// its first byte.
+func openProbe(ctx context.Context, resp *pb.ReadResponse) error {
+	var frag = resp.Fragment
+	var fr, err = openFragmentURL(ctx, *frag, frag.Begin, resp.FragmentUrl)
 	if err != nil {
 		return err
 	}
 	var b [1]byte
-	if _, err = fr.Read(b[:]); err != nil && frag.Spec.End > frag.Spec.Begin {
+	if _, err = fr.Read(b[:]); err != nil && frag.End > frag.Begin {
 		fr.Close()
 		return fmt.Errorf("reading: %w", err)
 	}

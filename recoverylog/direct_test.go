@@ -16,7 +16,8 @@ import (
 
 // A process that can't read a store's fragments finds so once a while, not
 // at every playback; one that can reads them directly; a probe that hangs
-// gives up; and a probe's listing has the brokers sign one URL a page.
+// gives up; and a probe has the brokers sign one URL, of the fragment the
+// playback reads first.
 func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 	var ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -26,8 +27,11 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 	for i := range 8 {
 		m.write("data.sst", bytes.Repeat([]byte{byte(i), 0xE1}, 20<<10), -1) // 40 KiB.
 	}
+	m.hints()
+	m.create("more") // Rolls the brokers' spool of the content above.
+	m.write("more", []byte("more"), -1)
 	var hints = m.hints()
-	var store = waitPersisted(t, ctx, journal)
+	var store = waitPersisted(t, ctx, journal, firstOffset(journal, hints))
 	forgetUnreadableStores()
 	t.Cleanup(forgetUnreadableStores)
 
@@ -38,10 +42,10 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 		opens++
 		return open(ctx, f, offset, url)
 	}
-	var lists = &listings{RoutedJournalClient: stack.Journals()}
+	var calls = &probeCalls{RoutedJournalClient: stack.Journals()}
 	var playDirect = func(author Author) *Player {
 		t.Helper()
-		var p = NewPlayer(lists, journal, t.TempDir(), author)
+		var p = NewPlayer(calls, journal, t.TempDir(), author)
 		p.DoNotProxy = true
 		p.FinishAtWriteHead()
 		if _, err := p.Play(ctx, hints); err != nil {
@@ -58,13 +62,10 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 	} else if _, ok := unreadableSince(store, time.Now()); !ok {
 		t.Fatalf("store %s is not remembered as unreadable", store)
 	}
-	for _, req := range lists.requests() {
-		if req.PageLimit != 1 || req.SignatureTTL == nil {
-			t.Fatalf("a probe listed fragments with %+v: want pages of one, signed", req)
-		}
-	}
-	if n := len(lists.requests()); n == 0 || n > probePages {
-		t.Fatalf("a probe listed %d pages, want 1 to %d", n, probePages)
+	if reqs := calls.metadataReads(); len(reqs) != 1 || reqs[0].Offset != firstOffset(journal, hints) {
+		t.Fatalf("a probe read the metadata of %+v, want one read at %d", reqs, firstOffset(journal, hints))
+	} else if calls.listings != 0 {
+		t.Fatalf("a probe listed fragments %d times", calls.listings)
 	}
 	// Another playback doesn't open it again.
 	if p := playDirect(0xE3); p.direct || opens != 1 {
@@ -106,7 +107,7 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	var p = NewPlayer(lists, journal, t.TempDir(), 0xE6)
+	var p = NewPlayer(calls, journal, t.TempDir(), 0xE6)
 	p.DoNotProxy = true
 	p.FinishAtWriteHead()
 	if _, err := p.Play(cctx, hints); !errors.Is(err, context.Canceled) {
@@ -143,9 +144,9 @@ func TestDirectReadsOfAnUnpersistedLog(t *testing.T) {
 	sameTree(t, m.dir, p.dir)
 }
 
-// waitPersisted waits until a fragment of journal is persisted, and returns
-// its store.
-func waitPersisted(t *testing.T, ctx context.Context, journal pb.Journal) pb.FragmentStore {
+// waitPersisted waits until the fragment of journal at offset is persisted,
+// and returns its store.
+func waitPersisted(t *testing.T, ctx context.Context, journal pb.Journal, offset int64) pb.FragmentStore {
 	t.Helper()
 	for {
 		var resp, err = client.ListAllFragments(ctx, stack.Journals(), pb.FragmentsRequest{Journal: journal})
@@ -153,13 +154,13 @@ func waitPersisted(t *testing.T, ctx context.Context, journal pb.Journal) pb.Fra
 			t.Fatal(err)
 		}
 		for _, f := range resp.Fragments {
-			if f.Spec.BackingStore != "" {
+			if f.Spec.Begin <= offset && offset < f.Spec.End && f.Spec.BackingStore != "" {
 				return f.Spec.BackingStore
 			}
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal(errors.Join(ctx.Err(), fmt.Errorf("no fragment of %s was persisted", journal)))
+			t.Fatal(errors.Join(ctx.Err(), fmt.Errorf("the fragment of %s at %d was not persisted", journal, offset)))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -172,23 +173,33 @@ func forgetUnreadableStores() {
 	clear(unreadable.since)
 }
 
-// listings is a journal client which records the fragment listings asked
-// of it.
-type listings struct {
+// probeCalls is a journal client which records the reads of metadata and
+// counts the fragment listings asked of it.
+type probeCalls struct {
 	pb.RoutedJournalClient
-	mu   sync.Mutex
-	reqs []pb.FragmentsRequest
+	mu       sync.Mutex
+	reads    []pb.ReadRequest
+	listings int
 }
 
-func (l *listings) ListFragments(ctx context.Context, req *pb.FragmentsRequest, opts ...grpc.CallOption) (*pb.FragmentsResponse, error) {
-	l.mu.Lock()
-	l.reqs = append(l.reqs, *req)
-	l.mu.Unlock()
-	return l.RoutedJournalClient.ListFragments(ctx, req, opts...)
+func (c *probeCalls) Read(ctx context.Context, req *pb.ReadRequest, opts ...grpc.CallOption) (pb.Journal_ReadClient, error) {
+	if req.MetadataOnly {
+		c.mu.Lock()
+		c.reads = append(c.reads, *req)
+		c.mu.Unlock()
+	}
+	return c.RoutedJournalClient.Read(ctx, req, opts...)
 }
 
-func (l *listings) requests() []pb.FragmentsRequest {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]pb.FragmentsRequest(nil), l.reqs...)
+func (c *probeCalls) ListFragments(ctx context.Context, req *pb.FragmentsRequest, opts ...grpc.CallOption) (*pb.FragmentsResponse, error) {
+	c.mu.Lock()
+	c.listings++
+	c.mu.Unlock()
+	return c.RoutedJournalClient.ListFragments(ctx, req, opts...)
+}
+
+func (c *probeCalls) metadataReads() []pb.ReadRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]pb.ReadRequest(nil), c.reads...)
 }

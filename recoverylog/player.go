@@ -101,7 +101,7 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 		return nil, fmt.Errorf("playing %s: directory %s is not empty", p.journal, p.dir)
 	}
 	p.fsm = NewFSM()
-	if err := p.probe(ctx); err != nil {
+	if err := p.probe(ctx, hints); err != nil {
 		return nil, err
 	}
 
@@ -195,7 +195,7 @@ func (p *Player) PlayTo(ctx context.Context, hints *Hints, end int64) error {
 		return fmt.Errorf("playing %s: directory %s is not empty", p.journal, p.dir)
 	}
 	p.fsm = NewFSM()
-	if err := p.probe(ctx); err != nil {
+	if err := p.probe(ctx, hints); err != nil {
 		return err
 	}
 	if hints != nil {
