@@ -35,13 +35,7 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 	forgetUnreadableStores()
 	t.Cleanup(forgetUnreadableStores)
 
-	var opens int
-	var open = openFragmentURL
-	t.Cleanup(func() { openFragmentURL = open })
-	openFragmentURL = func(ctx context.Context, f pb.Fragment, offset int64, url string) (*client.FragmentReader, error) {
-		opens++
-		return open(ctx, f, offset, url)
-	}
+	var opens = countOpens(t)
 	var calls = &probeCalls{RoutedJournalClient: stack.Journals()}
 	var playDirect = func(author Author) *Player {
 		t.Helper()
@@ -57,8 +51,8 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 
 	// No file:// transport: the probe opens the fragment, fails, and the
 	// player reads through the brokers.
-	if p := playDirect(0xE2); p.direct || opens != 1 {
-		t.Fatalf("without a file transport: direct %v after %d opens, want false after 1", p.direct, opens)
+	if p := playDirect(0xE2); p.direct || *opens != 1 {
+		t.Fatalf("without a file transport: direct %v after %d opens, want false after 1", p.direct, *opens)
 	} else if _, ok := unreadableSince(store, time.Now()); !ok {
 		t.Fatalf("store %s is not remembered as unreadable", store)
 	}
@@ -68,15 +62,15 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 		t.Fatalf("a probe listed fragments %d times", calls.listings)
 	}
 	// Another playback doesn't open it again.
-	if p := playDirect(0xE3); p.direct || opens != 1 {
-		t.Fatalf("store known unreadable: direct %v after %d opens, want false after 1", p.direct, opens)
+	if p := playDirect(0xE3); p.direct || *opens != 1 {
+		t.Fatalf("store known unreadable: direct %v after %d opens, want false after 1", p.direct, *opens)
 	}
 
 	// Once probeRetry has passed, with the transport, it reads directly.
 	defer client.InstallFileTransport(stack.FragmentsRoot())()
 	markUnreadable(store, time.Now().Add(-probeRetry))
-	if p := playDirect(0xE4); !p.direct || opens != 2 {
-		t.Fatalf("with a file transport: direct %v after %d opens, want true after 2", p.direct, opens)
+	if p := playDirect(0xE4); !p.direct || *opens != 2 {
+		t.Fatalf("with a file transport: direct %v after %d opens, want true after 2", p.direct, *opens)
 	} else if _, ok := unreadableSince(store, time.Now()); ok {
 		t.Fatalf("store %s is still remembered as unreadable", store)
 	}
@@ -86,13 +80,13 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 	t.Cleanup(func() { probeTimeout = timeout })
 	probeTimeout = 200 * time.Millisecond
 	openFragmentURL = func(ctx context.Context, _ pb.Fragment, _ int64, _ string) (*client.FragmentReader, error) {
-		opens++
+		*opens++
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
 	var began = time.Now()
-	if p := playDirect(0xE5); p.direct || opens != 3 {
-		t.Fatalf("a hung probe: direct %v after %d opens, want false after 3", p.direct, opens)
+	if p := playDirect(0xE5); p.direct || *opens != 3 {
+		t.Fatalf("a hung probe: direct %v after %d opens, want false after 3", p.direct, *opens)
 	} else if took := time.Since(began); took > time.Minute {
 		t.Fatalf("a hung probe held the playback %s", took)
 	} else if _, ok := unreadableSince(store, time.Now()); !ok {
@@ -124,13 +118,7 @@ func TestDirectReadsOfAnUnpersistedLog(t *testing.T) {
 	var m = newMirror(t, journal, nil, 0xE8)
 	m.create("small")
 	m.write("small", []byte("small"), -1)
-	var opens int
-	var open = openFragmentURL
-	t.Cleanup(func() { openFragmentURL = open })
-	openFragmentURL = func(ctx context.Context, f pb.Fragment, offset int64, url string) (*client.FragmentReader, error) {
-		opens++
-		return open(ctx, f, offset, url)
-	}
+	var opens = countOpens(t)
 	var p = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xE9)
 	p.DoNotProxy = true
 	p.FinishAtWriteHead()
@@ -138,10 +126,23 @@ func TestDirectReadsOfAnUnpersistedLog(t *testing.T) {
 	defer cancel()
 	if _, err := p.Play(ctx, m.hints()); err != nil {
 		t.Fatal(err)
-	} else if opens != 0 || !p.direct {
-		t.Fatalf("nothing persisted: %d opens, direct %v; want none, true", opens, p.direct)
+	} else if *opens != 0 || !p.direct {
+		t.Fatalf("nothing persisted: %d opens, direct %v; want none, true", *opens, p.direct)
 	}
 	sameTree(t, m.dir, p.dir)
+}
+
+// countOpens counts the opens of fragments' URLs by probes, until the test
+// ends.
+func countOpens(t *testing.T) *int {
+	var opens int
+	var open = openFragmentURL
+	t.Cleanup(func() { openFragmentURL = open })
+	openFragmentURL = func(ctx context.Context, f pb.Fragment, offset int64, url string) (*client.FragmentReader, error) {
+		opens++
+		return open(ctx, f, offset, url)
+	}
+	return &opens
 }
 
 // waitPersisted waits until the fragment of journal at offset is persisted,
