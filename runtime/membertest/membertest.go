@@ -60,9 +60,10 @@ type Cluster struct {
 	// zero means 200ms.
 	HintsInterval time.Duration
 	// DirectFragmentReads lets members read persisted fragments of recovery
-	// logs from the stack's fragment store (see service.Config): the
-	// process must have installed a file transport of its root
-	// (client.InstallFileTransport(Stack.FragmentsRoot())).
+	// logs from the stack's fragment store (see service.Config), if the
+	// process installed a file transport of its root
+	// (client.InstallFileTransport(Stack.FragmentsRoot())); else they find
+	// they can't, and read through the brokers.
 	DirectFragmentReads bool
 	// Verifier verifies the authorization of calls of the members' Shard
 	// API and queries (see service.Config); nil verifies none.

@@ -52,8 +52,10 @@ type Config struct {
 	HintsInterval time.Duration
 	// DirectFragmentReads has recovery logs played from persisted
 	// fragments read straight from their stores (recoverylog.Player's
-	// DoNotProxy), rather than through the brokers. The process must be
-	// able to open the URLs brokers sign: see runconsumer.Flags.FileRoot.
+	// DoNotProxy), rather than through the brokers, unless a playback
+	// finds the process can't open the URLs brokers sign (file:// stores
+	// need runconsumer.Flags.FileRoot). Reads that may not be proxied must
+	// reach brokers of their journals: the journal client must route.
 	DirectFragmentReads bool
 	// ForkFromLog has a new shard of a rescale always play its parent's
 	// recovery log to fork from it. Otherwise, when the parent's primary
