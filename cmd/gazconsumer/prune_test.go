@@ -44,12 +44,16 @@ func TestPruneS3OnSecuredStack(t *testing.T) {
 	defer s3.Close()
 	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	var objects = func() int {
+	var objects = func() map[string]bool {
 		var list, err = backend.ListBucket("frags", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(list.Contents)
+		var keys = make(map[string]bool, len(list.Contents))
+		for _, c := range list.Contents {
+			keys[c.Key] = true
+		}
+		return keys
 	}
 
 	const key = "c2VjcmV0LWtleS1vZi10aGUtc3RhY2s="
@@ -107,22 +111,33 @@ children:
 	// Once the brokers have persisted the prunable fragments of both
 	// shards to S3 (a fragment whose first persist failed is retried two
 	// to three minutes later: until then it is listed as not persisted
-	// yet; it failed so for 4 fragments in a CI run)...
+	// yet; it failed so for 4 fragments in a CI run, and in another 27 of
+	// the 42 stayed unpersisted for 5 minutes, the rest persisted), or 30 s
+	// after at least 5 of each shard's are...
 	var prunable = regexp.MustCompile(`prunable\s+(\d+) fragments`)
-	var persisted = regexp.MustCompile(`(?m)^\s+\[\d+, \d+\) s3://frags/logs/`)
+	var persistedOf = func(out string) []int { // By shard, in the report's order.
+		var n []int
+		for _, section := range regexp.MustCompile(`(?m)^shard\s+`).Split(out, -1)[1:] {
+			n = append(n, len(regexp.MustCompile(`(?m)^\s+\[\d+, \d+\) s3://frags/logs/`).FindAllString(section, -1)))
+		}
+		return n
+	}
 	var out bytes.Buffer
+	var waited = time.Now()
 	for {
 		out.Reset()
 		if err = runRecovery(ctx, &out, flags); err != nil {
 			t.Fatal(err)
 		}
-		var counts = prunable.FindAllStringSubmatch(out.String(), -1)
-		if len(counts) == 2 && counts[0][1] == "21" && counts[1][1] == "21" && len(persisted.FindAllString(out.String(), -1)) >= 40 {
+		var counts, persisted = prunable.FindAllStringSubmatch(out.String(), -1), persistedOf(out.String())
+		if len(counts) == 2 && counts[0][1] == "21" && counts[1][1] == "21" && len(persisted) == 2 &&
+			(persisted[0]+persisted[1] == 42 || time.Since(waited) > 30*time.Second && min(persisted[0], persisted[1]) >= 5) {
+			t.Logf("persisted prunable fragments of the two shards: %v of 21 each", persisted)
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no persisted prunable fragments:\n%s", &out)
+			t.Fatalf("too few persisted prunable fragments:\n%s\nthe S3 store holds: %s", &out, bucketKeys(backend))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -136,9 +151,9 @@ children:
 	if strings.Contains(out.String(), "other-00") {
 		t.Fatalf("-l app=ledger reported other-00:\n%s", &out)
 	}
-	var before = objects()
-	if before < 40 {
-		t.Fatalf("the S3 store holds %d objects", before)
+	var listed = persistedOf(out.String())
+	if before := objects(); len(before) < listed[0]+listed[1] {
+		t.Fatalf("the S3 store holds %d objects, of %d persisted prunable fragments", len(before), listed[0]+listed[1])
 	}
 
 	// Without the brokers' keys, the brokers refuse.
@@ -148,9 +163,11 @@ children:
 		t.Fatalf("without the brokers' keys: %v", err)
 	}
 
-	// Pruned: what each shard pruned is gone from S3.
+	// Pruned: what each shard pruned is gone from S3, and nothing else (a
+	// fragment persisted meanwhile only adds an object).
 	flags.dryRun = false
 	out.Reset()
+	var before = objects()
 	if err = runRecovery(ctx, &out, flags); err != nil {
 		t.Fatalf("prune: %v\n%s", err, &out)
 	}
@@ -159,10 +176,40 @@ children:
 		var n, _ = strconv.Atoi(m[1])
 		pruned += n
 	}
-	if pruned < 40 {
-		t.Fatalf("pruned %d fragments:\n%s", pruned, &out)
+	if pruned < listed[0]+listed[1] {
+		t.Fatalf("pruned %d fragments, of %d persisted and prunable:\n%s", pruned, listed[0]+listed[1], &out)
 	}
-	if after := objects(); after != before-pruned {
-		t.Fatalf("the S3 store holds %d objects after pruning %d of %d", after, pruned, before)
+	var after, gone = objects(), 0
+	for key := range before {
+		if !after[key] {
+			gone++
+		}
+	}
+	if gone != pruned {
+		t.Fatalf("pruning %d fragments removed %d of the S3 store's %d objects", pruned, gone, len(before))
+	}
+}
+
+// bucketKeys lists the keys of backend's bucket "frags", or says that the
+// listing doesn't answer: what a test that waits on the store shows of it.
+func bucketKeys(backend *s3mem.Backend) string {
+	var done = make(chan string, 1)
+	go func() {
+		var list, err = backend.ListBucket("frags", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		var keys []string
+		for _, c := range list.Contents {
+			keys = append(keys, c.Key)
+		}
+		done <- fmt.Sprintf("%d objects: %s", len(keys), strings.Join(keys, ", "))
+	}()
+	select {
+	case keys := <-done:
+		return keys
+	case <-time.After(10 * time.Second):
+		return "(no answer to a listing within 10s)"
 	}
 }
