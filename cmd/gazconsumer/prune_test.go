@@ -111,9 +111,10 @@ children:
 	// Once the brokers have persisted the prunable fragments of both
 	// shards to S3 (a fragment whose first persist failed is retried two
 	// to three minutes later: until then it is listed as not persisted
-	// yet; it failed so for 4 fragments in a CI run, and in another 27 of
-	// the 42 stayed unpersisted for 5 minutes, the rest persisted), or 30 s
-	// after at least 5 of each shard's are...
+	// yet; it failed so for 4 fragments in a CI run), or 30 s after at
+	// least 5 of each shard's are (in another run 27 of the 42 were never
+	// persisted: the stack's persister dropped them, which devstack's
+	// persisterFollows now prevents)...
 	var prunable = regexp.MustCompile(`prunable\s+(\d+) fragments`)
 	var persistedOf = func(out string) []int { // By shard, in the report's order.
 		var n []int
