@@ -15,8 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.gazette.dev/core/allocator"
 	"go.gazette.dev/core/broker"
-	"go.gazette.dev/core/keyspace"
 	pb "go.gazette.dev/core/broker/protocol"
+	"go.gazette.dev/core/keyspace"
 	"go.gazette.dev/core/server"
 	"go.gazette.dev/core/task"
 )
