@@ -56,7 +56,13 @@ func (p *Player) probe(ctx context.Context, hints *Hints) error {
 		return nil
 	}
 	var first, err = p.firstFragment(ctx, firstOffset(p.journal, hints))
-	if err == nil && first != nil {
+	if err != nil && ctx.Err() == nil {
+		// The brokers will say so again, to the playback.
+		slog.Warn("recovery log: could not read the metadata of the fragment a playback reads first; reading fragments through brokers",
+			"journal", p.journal, "err", err)
+		p.direct = false
+		return nil
+	} else if err == nil && first != nil {
 		var store = first.Fragment.BackingStore
 		if at, ok := unreadableSince(store, time.Now()); ok {
 			p.direct = false
