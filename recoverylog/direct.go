@@ -17,8 +17,8 @@ import (
 // store, through the URLs brokers sign for them. Were the process unable to
 // open those URLs (a file:// store without client.InstallFileTransport, a
 // cloud store beyond its network), its reads would retry forever: so each
-// playback first probes the fragment it reads first, if that one is
-// persisted, and reads through the brokers if the probe fails. The process
+// playback first probes the fragment it reads first, and reads through the
+// brokers unless that one is persisted and the probe opens it. The process
 // remembers a store it could not read from for a while, so that the
 // playbacks of its other logs neither wait for the probe's open again nor
 // each log a warning.
@@ -62,7 +62,16 @@ func (p *Player) probe(ctx context.Context, hints *Hints) error {
 			"journal", p.journal, "err", err)
 		p.direct = false
 		return nil
-	} else if err == nil && first != nil {
+	} else if err == nil && first == nil {
+		// Were a later fragment persisted meanwhile (or a broker newly
+		// handed the log to hold only its persisted copy), the brokers
+		// would answer a read which may not be proxied with its URL,
+		// which the process may be unable to open.
+		slog.Debug("recovery log: the fragment a playback reads first is not persisted; reading fragments through brokers",
+			"journal", p.journal)
+		p.direct = false
+		return nil
+	} else if err == nil {
 		var store = first.Fragment.BackingStore
 		if at, ok := unreadableSince(store, time.Now()); ok {
 			p.direct = false
@@ -109,8 +118,9 @@ func firstOffset(journal pb.Journal, hints *Hints) int64 {
 // firstFragment returns the fragment of the log at offset, with the URL
 // brokers signed for it (one, where a listing of the log's fragments would
 // have them sign one for each: on some stores a call to a signing service
-// each, as GCS's without a private key), or nil if it's not persisted:
-// brokers serve it, and the fragments after it.
+// each, as GCS's without a private key), or nil if it's not persisted or
+// not yet served: then nothing tells whether the process can read the
+// log's store.
 func (p *Player) firstFragment(ctx context.Context, offset int64) (*pb.ReadResponse, error) {
 	var ctx2, cancel = context.WithCancel(ctx)
 	defer cancel() // Ends the read's stream.
