@@ -180,7 +180,7 @@ const persisterLagLimit = 10 * time.Second
 // does. The shared persister drops a completed fragment of a journal its own
 // KeySpace doesn't hold ("JournalSpec was removed"): under load its watch
 // lagged the brokers', and the first fragments of a journal just created went
-// unpersisted for good (1 run in 40 of a test under load, in CI once).
+// unpersisted for good (2 of 59 runs of a test under load, and in CI).
 func (s *Stack) persisterFollows(ks *keyspace.KeySpace) func() {
 	return func() {
 		var newest int64
