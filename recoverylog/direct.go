@@ -51,11 +51,20 @@ var (
 
 // probe sets whether the player reads fragments from their stores itself:
 // if DoNotProxy, unless this process can't.
-func (p *Player) probe(ctx context.Context, hints *Hints) error {
+func (p *Player) probe(ctx context.Context, hints *Hints) (err error) {
+	defer func() {
+		if err != nil {
+			return
+		} else if p.direct {
+			playbacks.WithLabelValues("store").Inc()
+		} else {
+			playbacks.WithLabelValues("brokers").Inc()
+		}
+	}()
 	if p.direct = p.DoNotProxy; !p.direct {
 		return nil
 	}
-	var first, err = p.firstFragment(ctx, firstOffset(p.journal, hints))
+	first, err := p.firstFragment(ctx, firstOffset(p.journal, hints))
 	if err != nil && ctx.Err() == nil {
 		// The brokers will say so again, to the playback.
 		slog.Warn("recovery log: could not read the metadata of the fragment a playback reads first; reading fragments through brokers",

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.gazette.dev/core/broker/client"
 	pb "go.gazette.dev/core/broker/protocol"
 	"google.golang.org/grpc"
@@ -37,6 +38,10 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 
 	var opens = countOpens(t)
 	var calls = &probeCalls{RoutedJournalClient: stack.Journals()}
+	var counted = map[string]float64{
+		"store":   testutil.ToFloat64(playbacks.WithLabelValues("store")),
+		"brokers": testutil.ToFloat64(playbacks.WithLabelValues("brokers")),
+	}
 	var playDirect = func(author Author) *Player {
 		t.Helper()
 		var p = NewPlayer(calls, journal, t.TempDir(), author)
@@ -46,6 +51,11 @@ func TestDirectReadsProbeAStoreOnce(t *testing.T) {
 			t.Fatalf("playback with DoNotProxy: %v", err)
 		}
 		sameTree(t, m.dir, p.dir)
+		var where = map[bool]string{true: "store", false: "brokers"}[p.direct]
+		if n := testutil.ToFloat64(playbacks.WithLabelValues(where)); n != counted[where]+1 {
+			t.Fatalf("playbacks reading from the %s counted %v, want %v", where, n, counted[where]+1)
+		}
+		counted[where]++
 		return p
 	}
 

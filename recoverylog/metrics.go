@@ -26,6 +26,10 @@ var (
 		Name: "gazconsumer_recoverylog_duplicated_bytes_total",
 		Help: "Bytes of copies of their own appends which recovery log recorders found in their logs (appended again after a lost acknowledgement), and skipped.",
 	})
+	playbacks = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "gazconsumer_recoverylog_playbacks_total",
+		Help: "Playbacks begun by recovery log players, by where they read persisted fragments of their logs: store (straight from the fragment store, through the URLs brokers sign) or brokers.",
+	}, []string{"reads"})
 	recordedBytes = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "gazconsumer_recoverylog_recorded_bytes_total",
 		Help: "Bytes of ops and data written by recovery log recorders.",
