@@ -189,10 +189,7 @@ func (s *Stack) persisterFollows(ks *keyspace.KeySpace) func() {
 		}
 		var ctx, cancel = context.WithTimeout(s.tasks.Context(), persisterLagLimit)
 		defer cancel()
-		s.persisterKS.Mu.RLock()
-		var err = s.persisterKS.WaitForRevision(ctx, newest)
-		s.persisterKS.Mu.RUnlock()
-		if err != nil && s.tasks.Context().Err() == nil {
+		if err := s.persisterSees(ctx, newest); err != nil && s.tasks.Context().Err() == nil {
 			slog.Warn("devstack: the fragment persister lags a broker's journal specs; fragments completed meanwhile may go unpersisted",
 				"revision", newest, "waited", persisterLagLimit, "err", err)
 		}

@@ -844,13 +844,18 @@ func (s *Stack) syncPersisterKeySpace() error {
 	} else if len(resp.Kvs) == 0 {
 		return nil
 	}
-	var rev = resp.Kvs[0].ModRevision
-	s.persisterKS.Mu.RLock()
-	defer s.persisterKS.Mu.RUnlock()
-	if err = s.persisterKS.WaitForRevision(ctx, rev); err != nil {
-		return fmt.Errorf("devstack: waiting for the persister to see revision %d: %w", rev, err)
+	if err = s.persisterSees(ctx, resp.Kvs[0].ModRevision); err != nil {
+		return fmt.Errorf("devstack: waiting for the persister to see revision %d: %w", resp.Kvs[0].ModRevision, err)
 	}
 	return nil
+}
+
+// persisterSees waits until the persister's KeySpace is at revision rev or
+// later.
+func (s *Stack) persisterSees(ctx context.Context, rev int64) error {
+	s.persisterKS.Mu.RLock()
+	defer s.persisterKS.Mu.RUnlock()
+	return s.persisterKS.WaitForRevision(ctx, rev)
 }
 
 // lastLive reports whether b is the only broker of the stack still running.

@@ -45,13 +45,13 @@ func TestPruneS3OnSecuredStack(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
 	var objects = func() map[string]bool {
-		var list, err = backend.ListBucket("frags", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+		var list, err = bucketKeys(backend)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var keys = make(map[string]bool, len(list.Contents))
-		for _, c := range list.Contents {
-			keys[c.Key] = true
+		var keys = make(map[string]bool, len(list))
+		for _, k := range list {
+			keys[k] = true
 		}
 		return keys
 	}
@@ -116,10 +116,11 @@ children:
 	// persisted: the stack's persister dropped them, which devstack's
 	// persisterFollows now prevents)...
 	var prunable = regexp.MustCompile(`prunable\s+(\d+) fragments`)
+	var shardSection, persistedLine = regexp.MustCompile(`(?m)^shard\s+`), regexp.MustCompile(`(?m)^\s+\[\d+, \d+\) s3://frags/logs/`)
 	var persistedOf = func(out string) []int { // By shard, in the report's order.
 		var n []int
-		for _, section := range regexp.MustCompile(`(?m)^shard\s+`).Split(out, -1)[1:] {
-			n = append(n, len(regexp.MustCompile(`(?m)^\s+\[\d+, \d+\) s3://frags/logs/`).FindAllString(section, -1)))
+		for _, section := range shardSection.Split(out, -1)[1:] {
+			n = append(n, len(persistedLine.FindAllString(section, -1)))
 		}
 		return n
 	}
@@ -138,7 +139,7 @@ children:
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("too few persisted prunable fragments:\n%s\nthe S3 store holds: %s", &out, bucketKeys(backend))
+			t.Fatalf("too few persisted prunable fragments:\n%s\nthe S3 store holds: %s", &out, bucketShown(backend))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -191,25 +192,33 @@ children:
 	}
 }
 
-// bucketKeys lists the keys of backend's bucket "frags", or says that the
+// bucketKeys lists the keys of backend's bucket "frags".
+func bucketKeys(backend *s3mem.Backend) ([]string, error) {
+	var list, err = backend.ListBucket("frags", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+	if err != nil {
+		return nil, err
+	}
+	var keys = make([]string, 0, len(list.Contents))
+	for _, c := range list.Contents {
+		keys = append(keys, c.Key)
+	}
+	return keys, nil
+}
+
+// bucketShown shows the keys of backend's bucket "frags", or says that the
 // listing doesn't answer: what a test that waits on the store shows of it.
-func bucketKeys(backend *s3mem.Backend) string {
+func bucketShown(backend *s3mem.Backend) string {
 	var done = make(chan string, 1)
 	go func() {
-		var list, err = backend.ListBucket("frags", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
-		if err != nil {
+		if keys, err := bucketKeys(backend); err != nil {
 			done <- err.Error()
-			return
+		} else {
+			done <- fmt.Sprintf("%d objects: %s", len(keys), strings.Join(keys, ", "))
 		}
-		var keys []string
-		for _, c := range list.Contents {
-			keys = append(keys, c.Key)
-		}
-		done <- fmt.Sprintf("%d objects: %s", len(keys), strings.Join(keys, ", "))
 	}()
 	select {
-	case keys := <-done:
-		return keys
+	case shown := <-done:
+		return shown
 	case <-time.After(10 * time.Second):
 		return "(no answer to a listing within 10s)"
 	}
