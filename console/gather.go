@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gazconsumer/gazconsumer/internal/progress"
+	"github.com/gazconsumer/gazconsumer/runtime"
 )
 
 // Reading is what the console gathered of every consumer group at one
@@ -49,6 +50,38 @@ type Group struct {
 	// MsgRate and TxnRate sum the shards' rates, in messages and
 	// transactions a second; negative if unknown (a first reading).
 	MsgRate, TxnRate float64
+}
+
+// Rescale describes a rescale of the group in progress, or is empty: its
+// shards labeled by `gazconsumer rescale`, and those still dropping what
+// they no longer own once it ended.
+func (g *Group) Rescale() string {
+	var to string
+	var newShards, serving int
+	var dropping []string
+	for _, s := range g.Shards {
+		if v := s.Spec.LabelSet.ValueOf(runtime.LabelSplitTo); v != "" {
+			to = v
+		}
+		if s.Spec.LabelSet.ValueOf(runtime.LabelSplitFrom) != "" {
+			newShards++
+			if s.Status == StatusPrimary {
+				serving++
+			}
+		}
+		if s.RescalePhase == runtime.RescaleDropping {
+			dropping = append(dropping, s.ID)
+		}
+	}
+	switch {
+	case to != "":
+		return fmt.Sprintf("Rescaling to %s partitions: %d of %d new shards primary.", to, serving, newShards)
+	case newShards != 0:
+		return fmt.Sprintf("Rescaling: %d of %d new shards primary.", serving, newShards)
+	case len(dropping) != 0:
+		return fmt.Sprintf("Rescale ended: %s still dropping the rows they no longer own.", strings.Join(dropping, ", "))
+	}
+	return ""
 }
 
 // StatusCounts are the numbers of the group's shards of each status, in
@@ -141,8 +174,34 @@ type Shard struct {
 	Err    string
 	// Spec is the shard's spec.
 	Spec *pc.ShardSpec
+	// RescalePhase is the phase of a rescale its primary's state is in
+	// (runtime.RescaleSplit or RescaleDropping, from its metrics), or
+	// empty; RescaleDropped counts the rows it dropped so far, while
+	// dropping.
+	RescalePhase   string
+	RescaleDropped int64
 
 	primaryEndpoint pb.Endpoint
+}
+
+// Rescale describes where the shard stands in a rescale, from the labels
+// of its spec (`gazconsumer rescale` sets) and its primary's metrics, or
+// is empty.
+func (s *Shard) Rescale() string {
+	var to, from = s.Spec.LabelSet.ValueOf(runtime.LabelSplitTo), s.Spec.LabelSet.ValueOf(runtime.LabelSplitFrom)
+	switch {
+	case from != "" && s.RescalePhase == runtime.RescaleSplit:
+		return "new, forked from " + from + "; keeps its parent's other rows, hidden, until the rescale ends"
+	case from != "":
+		return "new, forking from " + from
+	case s.RescalePhase == runtime.RescaleSplit:
+		return "split to " + to + " partitions; keeps the rows of its new shards, hidden, until the rescale ends"
+	case to != "":
+		return "to split to " + to + " partitions at its next transaction"
+	case s.RescalePhase == runtime.RescaleDropping:
+		return fmt.Sprintf("rescale ended; dropping the rows it no longer owns (%d so far)", s.RescaleDropped)
+	}
+	return ""
 }
 
 // MeanTxn is the mean duration of its primary's transactions, or 0.
@@ -434,6 +493,12 @@ func (sh *Shard) readCounters(m progress.Metrics) {
 	sh.Failures = m.Value(progress.FailuresTotal, "shard", sh.ID)
 	sh.TxnCount = m.CountOf(progress.TxnSeconds, "shard", sh.ID)
 	sh.TxnSeconds = m.Value(progress.TxnSeconds, "shard", sh.ID)
+	for phase, v := range m.Labeled(progress.RescalePhase, "phase", "shard", sh.ID) {
+		if v == 1 {
+			sh.RescalePhase = phase
+		}
+	}
+	sh.RescaleDropped = int64(m.Value(progress.RescaleDropped, "shard", sh.ID))
 	var phases = m.Labeled(progress.PhaseSeconds, "phase", "shard", sh.ID)
 	var total float64
 	for _, s := range phases {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -127,6 +128,12 @@ func TestRescaleUnderLoad(t *testing.T) {
 		t.Logf("queries during the rescale: %d answered, %d failed (a member down, or a shard not serving yet)", answered, failed)
 	}()
 
+	// The members' metrics tell the phase of each shard's rescale: split
+	// once it split, then dropping what it no longer owns, then nothing.
+	var members = progress.NewMembers(brokerconn.Security{})
+	defer members.Close()
+	var phases = watchRescalePhases(ctx, members, ledger, leaderboard)
+
 	var cmd = rescale()
 	switch killCmd {
 	case 0: // Once it labeled the shards.
@@ -207,6 +214,13 @@ func TestRescaleUnderLoad(t *testing.T) {
 			t.Errorf("%+v: want 4 shards", st)
 		}
 	}
+
+	var seen = phases.stop()
+	t.Logf("the members' metrics showed the rescale's phases %v", seen)
+	if !slices.ContainsFunc(seen, func(p string) bool { return strings.HasSuffix(p, " "+runtime.RescaleSplit) }) {
+		t.Errorf("no member's metrics showed a shard split (%s): saw %v", runtime.RescaleSplit, seen)
+	}
+	awaitRescalesDone(ctx, t, members, ledger, leaderboard)
 
 	var events = checkBank(ctx, t, stack, ledgerShards, boardShards, rec)
 	t.Logf("checked %d balances, %d customers' activity and %d events across 4 shards: %d holds of unpaid orders released once each, %d accounts idle, %d dead letters",
@@ -296,6 +310,105 @@ func awaitSpec(ctx context.Context, t *testing.T, etcd *clientv3.Client, prefix,
 		case <-ctx.Done():
 			t.Fatalf("shard %s: %v", id, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// phaseWatch samples the rescale phases of the shards of members, as their
+// metrics report them, until stopped.
+type phaseWatch struct {
+	done chan struct{}
+	seen chan []string
+}
+
+// watchRescalePhases samples the metrics of members every 50 ms.
+func watchRescalePhases(ctx context.Context, mm *progress.Members, members ...*member) *phaseWatch {
+	var w = &phaseWatch{done: make(chan struct{}), seen: make(chan []string, 1)}
+	go func() {
+		var seen []string
+		var ticker = time.NewTicker(50 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			for _, m := range members {
+				var metrics, err = mm.Metrics(ctx, pb.Endpoint(m.address()))
+				if err != nil {
+					continue // Down, for now.
+				}
+				for _, p := range rescalePhases(metrics) {
+					if !slices.Contains(seen, p) {
+						seen = append(seen, p)
+					}
+				}
+			}
+			select {
+			case <-ticker.C:
+			case <-w.done:
+				slices.Sort(seen)
+				w.seen <- seen
+				return
+			case <-ctx.Done():
+				w.seen <- seen
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// stop stops the watch, and returns each "shard phase" it saw.
+func (w *phaseWatch) stop() []string {
+	close(w.done)
+	return <-w.seen
+}
+
+// rescalePhases returns the "shard phase" of each shard in a phase of a
+// rescale, in metrics.
+func rescalePhases(metrics progress.Metrics) []string {
+	var out []string
+	var fam = metrics[progress.RescalePhase]
+	if fam == nil {
+		return nil
+	}
+	for _, m := range fam.Metric {
+		var shard, phase string
+		for _, l := range m.Label {
+			switch l.GetName() {
+			case "shard":
+				shard = l.GetValue()
+			case "phase":
+				phase = l.GetValue()
+			}
+		}
+		if m.GetGauge().GetValue() == 1 {
+			out = append(out, shard+" "+phase)
+		}
+	}
+	return out
+}
+
+// awaitRescalesDone waits until no shard of members is in a phase of a
+// rescale, as their metrics report: each dropped what it no longer owns.
+func awaitRescalesDone(ctx context.Context, t *testing.T, mm *progress.Members, members ...*member) {
+	t.Helper()
+	var ctx2, cancel = context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		var left []string
+		for _, m := range members {
+			var metrics, err = mm.Metrics(ctx2, pb.Endpoint(m.address()))
+			if err != nil {
+				left = append(left, err.Error())
+				continue
+			}
+			left = append(left, rescalePhases(metrics)...)
+		}
+		if len(left) == 0 {
+			return
+		}
+		select {
+		case <-ctx2.Done():
+			t.Fatalf("shards still in a phase of the rescale a minute after it ended: %v", left)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.gazette.dev/core/broker/protocol"
@@ -99,6 +100,11 @@ type partitionGuard struct {
 	// beginning: a split applies from the next one).
 	filter *Ownership
 	keyBuf []byte
+
+	// state is where built stands in a rescale, as last recorded: read by
+	// RescaleState from other goroutines than the transactions'.
+	state   atomic.Pointer[RescaleState]
+	dropped int // What the drop in progress deleted so far.
 }
 
 // guardPartitions returns the partitionGuard of store, which reads and (on
@@ -140,6 +146,7 @@ func (a *Adapter[H, T]) guardPartitions(shard Shard, store Store, kv KV) (*parti
 			return nil, err
 		}
 	}
+	g.recordState()
 	a.guards.Store(id, g)
 	return g, nil
 }

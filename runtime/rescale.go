@@ -308,7 +308,85 @@ func (g *partitionGuard) putRecord(kv KV, id pc.ShardID) error {
 	} else if err = kv.Put([]byte(PartitioningKey), b); err != nil {
 		return fmt.Errorf("shard %s: recording its partitioning: %w", id, err)
 	}
+	g.recordState()
 	return nil
+}
+
+// The phases of a shard's state in a rescale (RescaleState.Phase).
+const (
+	// RescaleSplit is the phase of a shard whose state was split by a
+	// rescale that has not ended: it keeps the rows it no longer owns,
+	// hidden, for the new shards to fork from (a new shard linked to its
+	// parent's files keeps its parent's so).
+	RescaleSplit = "split"
+	// RescaleDropping is the phase of a split shard whose rescale ended:
+	// it deletes what it no longer owns, a batch a transaction.
+	RescaleDropping = "dropping"
+)
+
+// RescaleState is where a shard's state stands in a rescale, as its last
+// transaction recorded it.
+type RescaleState struct {
+	// Phase is RescaleSplit, RescaleDropping, or empty: no work of a
+	// rescale is left to the shard.
+	Phase string
+	// Index is the partition the shard owns of Of, if its state was ever
+	// split or forked by a rescale (else Of is 0).
+	Index, Of int
+	// Dropped counts the rows, timers and records of what falls due that
+	// the shard's drop has deleted so far (of RescaleDropping).
+	Dropped int
+}
+
+// RescaleReporter is implemented by Applications which tell where each
+// shard's state stands in a rescale (Adapter is one): a member exports it
+// as metrics, and the console shows it.
+type RescaleReporter interface {
+	// RescaleState returns where the state of the shard's store stands, as
+	// its last transaction recorded it, or false before the store's first
+	// transaction. It may be called concurrently with transactions.
+	RescaleState(shard Shard, store Store) (RescaleState, bool)
+}
+
+var _ RescaleReporter = (*Adapter[any, *Txn])(nil)
+
+// RescaleState returns where the state of the shard's store stands in a
+// rescale (see RescaleReporter).
+func (a *Adapter[H, T]) RescaleState(shard Shard, store Store) (RescaleState, bool) {
+	var g = a.guardOf(shard, store)
+	if g == nil {
+		return RescaleState{}, false
+	}
+	var st = g.state.Load()
+	if st == nil {
+		return RescaleState{}, false
+	}
+	return *st, true
+}
+
+// recordState records where g's record stands in a rescale, for
+// RescaleState.
+func (g *partitionGuard) recordState() {
+	var b, st = &g.built, new(RescaleState)
+	if b.Owns != nil {
+		st.Index, st.Of = b.Owns.Index, b.Owns.Of
+	}
+	switch {
+	case b.Handoff && b.Dropping:
+		st.Phase = RescaleDropping
+		if b.Moving != nil {
+			g.dropped = b.Moving.Moved
+		}
+		// (Once the rows are dropped, as dropUnowned last counted them,
+		// while the drop goes on in a hand-off area.)
+		st.Dropped = g.dropped
+	case b.Handoff:
+		st.Phase = RescaleSplit
+		g.dropped = 0
+	default:
+		g.dropped = 0
+	}
+	g.state.Store(st)
 }
 
 // ownerOf returns the owner of what is stored under key stored among of
@@ -498,6 +576,7 @@ func (a *Adapter[H, T]) dropUnowned(spec *pc.ShardSpec, kv KV, g *partitionGuard
 		}
 	}
 	cur.Moved += len(keys)
+	g.dropped = cur.Moved
 	if full {
 		cur.After = keys[len(keys)-1]
 		g.built.Moving = &cur

@@ -268,6 +268,17 @@ type noLoad struct{}
 
 func (noLoad) BeginLoad() {}
 
+// rescaleState returns where s's state stands in a rescale, as its
+// application reports it.
+func rescaleState(t *testing.T, s *forkShard) runtime.RescaleState {
+	t.Helper()
+	var st, ok = s.app.(runtime.RescaleReporter).RescaleState(s.sh, s.store)
+	if !ok {
+		t.Fatalf("shard %s: no rescale state after a transaction", s.sh.spec.Id)
+	}
+	return st
+}
+
 // forkShard is a shard of splitAndFork.
 type forkShard struct {
 	sh    *rescaleShard
@@ -282,6 +293,9 @@ type forkShard struct {
 // store keeps for the shards forked from it until its rescale ends.
 func checkHidden(t *testing.T, s *forkShard, m, p int) {
 	t.Helper()
+	if st := rescaleState(t, s); st.Phase != runtime.RescaleSplit || st.Index != p || st.Of != m || st.Dropped != 0 {
+		t.Errorf("shard %s, split to own %d of %d: rescale state %+v", s.sh.spec.Id, p, m, st)
+	}
 	var raw = s.db.Snapshot()
 	var view, err = s.app.(runtime.OwnedViewer).OwnedView(s.sh.spec.Id, raw)
 	if err != nil {
@@ -479,6 +493,7 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	// then (a call before its transaction number at, if it runs that many).
 	var settle = func(s *forkShard, msgs []*order, at int, then func()) {
 		t.Helper()
+		var dropped = -1 // As last reported, while dropping.
 		for txns := 0; len(msgs) != 0 || handingOff(s); txns++ {
 			if txns == at && then != nil {
 				then()
@@ -489,6 +504,15 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			var next = msgs[:min(len(msgs), 3)]
 			msgs = msgs[len(next):]
 			apply(s, s.own, next)
+			// A drop reports what it deleted so far, which only grows.
+			if st := rescaleState(t, s); st.Phase == runtime.RescaleDropping {
+				if st.Dropped < dropped {
+					t.Errorf("shard %s reports %d rows dropped after %d", s.sh.spec.Id, st.Dropped, dropped)
+				}
+				dropped = st.Dropped
+			} else if st.Dropped != 0 {
+				t.Errorf("shard %s, not dropping: rescale state %+v", s.sh.spec.Id, st)
+			}
 		}
 	}
 	var feed = func(s *forkShard, p, count int) {
@@ -611,6 +635,9 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 			_ = s.db.Snapshot().Scan([]byte(runtime.HandoffPrefix), keyenc.PrefixEnd([]byte(runtime.HandoffPrefix)), func([]byte, []byte) bool { handoff++; return true })
 			if handoff != 0 {
 				t.Errorf("shard %s keeps %d rows handed off after the rescale ended", s.sh.spec.Id, handoff)
+			}
+			if st := rescaleState(t, s); st.Phase != "" || st.Of != m || st.Index != log.owns[s.sh.spec.Id].Index {
+				t.Errorf("shard %s, its rescale to %d done: rescale state %+v", s.sh.spec.Id, m, st)
 			}
 		}
 		shards = append(shards, children...)

@@ -155,6 +155,8 @@ const (
 	PhaseSeconds      = "gazconsumer_shard_transaction_phase_seconds_total"
 	RecoveryPlayed    = "gazconsumer_shard_recovery_played_bytes"
 	RecoveryRemaining = "gazconsumer_shard_recovery_remaining_bytes"
+	RescalePhase      = "gazconsumer_shard_rescale_phase"
+	RescaleDropped    = "gazconsumer_shard_rescale_dropped_rows"
 )
 
 // WriteHead returns the write head of journal.

@@ -338,6 +338,7 @@ func (s *Replica) Serve() {
 		s.cancel()
 		shardmetrics.ForgetRecovery(id)
 		shardmetrics.ForgetReads(id, s.fqn)
+		shardmetrics.ForgetRescale(id)
 		if err := os.RemoveAll(dir); err != nil {
 			slog.Warn("removing shard directory", "shard", id, "dir", dir, "err", err)
 		}
@@ -542,7 +543,7 @@ func (s *Replica) servePrimary(dir string, recLog pb.Journal, fsm *recoverylog.F
 				WaitForAck: !spec.DisableWaitForAck, MaxTxn: maxTxn}, err
 		},
 		ProducerPruneHorizon: 24 * time.Hour,
-		Committed:            s.committed,
+		Committed:            func(st txn.Stats) { s.committed(st, store) },
 		Finalized:            func(st txn.Stats) { s.split.finalized(st.Began.Add(st.Consume)) },
 		Progress:             s.readIdle,
 		Hurry:                s.split.taken,
@@ -668,8 +669,8 @@ func (s *Replica) skip(env message.Envelope, cause error, pub *message.Publisher
 	return source.Skip(s.Spec(), env, cause, pub)
 }
 
-// committed records the progress of a committed transaction.
-func (s *Replica) committed(st txn.Stats) {
+// committed records the progress of a committed transaction of store.
+func (s *Replica) committed(st txn.Stats, store runtime.Store) {
 	if s.Spec().LabelSet.ValueOf(runtime.LabelSplitTo) != "" {
 		slog.Debug("splitting primary committed a transaction", "shard", s.Spec().Id, "began", st.Began,
 			"consume", st.Consume, "hurried", st.Hurried, "stalled", st.Stalled, "fire", st.Fire, "fired", st.Fired,
@@ -687,6 +688,11 @@ func (s *Replica) committed(st txn.Stats) {
 	}
 	s.preparedAt = st.Began.Add(st.Consume + st.Finalize)
 	shardmetrics.Committed(s.Spec().Id, s.fqn, notRunning, st)
+	if rr, ok := s.host.App.(runtime.RescaleReporter); ok {
+		if rs, ok := rr.RescaleState(s, store); ok {
+			shardmetrics.Rescale(s.Spec().Id, rs)
+		}
+	}
 	s.progress.Lock()
 	for j, src := range st.Checkpoint.Sources {
 		s.progress.readThrough[j] = src.ReadThrough

@@ -1,7 +1,8 @@
 // Package shardmetrics holds the Prometheus metrics of a member's shard
 // replicas: gazconsumer's own (transactions, their phases, messages, bytes,
-// skips, handler retries and dead letters, failures, read offsets and lag, recovery progress) and those of
-// Gazette's consumers that they fill with the same meaning
+// skips, handler retries and dead letters, failures, read offsets and lag,
+// recovery progress, the phase of a rescale) and those of Gazette's
+// consumers that they fill with the same meaning
 // (gazette_shard_transactions_total, gazette_shard_read_*,
 // gazette_shard_phase_seconds_total), registered with Prometheus' default
 // registry. A replica records into them as it recovers, reads and commits.
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
+	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/gazconsumer/gazconsumer/runtime/source"
 	"github.com/gazconsumer/gazconsumer/runtime/txn"
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +86,14 @@ var (
 	commitFailuresTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "gazconsumer_shard_commit_failures_total",
 		Help: "Transactions of a shard whose commit to its store failed, failing the primary, by shard.",
+	}, []string{"shard"})
+	rescalePhase = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gazconsumer_shard_rescale_phase",
+		Help: "1 for the phase of a rescale a primary's state is in (split: it keeps the rows it no longer owns, hidden, for the new shards; dropping: the rescale ended and it deletes them), by shard; absent once no work of a rescale is left.",
+	}, []string{"shard", "phase"})
+	rescaleDropped = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gazconsumer_shard_rescale_dropped_rows",
+		Help: "Rows (and timers) a primary whose rescale ended has deleted so far of those it no longer owns, by shard; absent unless it is dropping them.",
 	}, []string{"shard"})
 )
 
@@ -186,6 +196,27 @@ func ForgetReads(id pc.ShardID, fqn string) {
 	readThroughOffset.DeletePartialMatch(prometheus.Labels{"shard": id.String()})
 	readLagBytes.DeletePartialMatch(prometheus.Labels{"shard": id.String()})
 }
+
+// Rescale sets the rescale gauges of the primary of shard id, whose state
+// stands at st.
+func Rescale(id pc.ShardID, st runtime.RescaleState) {
+	var shard = id.String()
+	for _, phase := range []string{runtime.RescaleSplit, runtime.RescaleDropping} {
+		if phase == st.Phase {
+			rescalePhase.WithLabelValues(shard, phase).Set(1)
+		} else {
+			rescalePhase.DeleteLabelValues(shard, phase)
+		}
+	}
+	if st.Phase == runtime.RescaleDropping {
+		rescaleDropped.WithLabelValues(shard).Set(float64(st.Dropped))
+	} else {
+		rescaleDropped.DeleteLabelValues(shard)
+	}
+}
+
+// ForgetRescale removes the rescale gauges of shard id.
+func ForgetRescale(id pc.ShardID) { Rescale(id, runtime.RescaleState{}) }
 
 // ForgetRecovery removes the gauges of the recovery of shard id.
 func ForgetRecovery(id pc.ShardID) {
