@@ -24,12 +24,23 @@ import (
 // starts from links of the parent's files rather than from a copy of its
 // rows (Opener.LinkFiles): its recovery log adopts them, so that their
 // bytes stay in the parent's log, and it records only the manifest, its own.
-// The parent's memtables are flushed first: the new shard also takes a copy
-// of the parent's write-ahead log as recorded (it's appended to as the
-// parent goes on), adopted too, which holds what the parent wrote since the
-// flush, and its database replays that as it opens. (Not flushing, the new
-// shard would replay the whole memtable's log, which takes longer than the
-// flush: docs/benchmarks.md.)
+// The new shard also takes a copy of the parent's write-ahead logs as
+// recorded (they're appended to as the parent goes on), adopted too, which
+// hold what the parent's memtables do, and its database replays them as it
+// opens. The parent begins to flush its memtables as it sees its split asked
+// (Store.FlushAhead): the link waits for that flush, after which its logs
+// hold only what it wrote since, which the new shard replays sooner than the
+// parent would flush it; they're flushed first if they hold more than
+// linkFlushWAL.
+
+// linkFlushWAL bounds the bytes of write-ahead log a new shard linked to its
+// parent's files replays as it opens: past it, the parent's memtables are
+// flushed before the link. A replay of a memtable's whole log (64 MiB) took
+// 0.6 to 1.3 s in bench/cmd/rescalebench, two new shards opening while their
+// parents consumed, against the parent's flush of what it wrote since its
+// flush ahead (0.24 s) and that flush's files becoming durable in its
+// recovery log (0.18 s): docs/benchmarks.md.
+var linkFlushWAL uint64 = 16 << 20
 
 // sourcer is a FileRecorder which gives its recorded files as sources that
 // another recovery log may adopt (*recoverylog.Recorder is one).
@@ -66,16 +77,25 @@ const (
 	descriptorFile = 3
 )
 
-// shareFiles flushes the store's memtables and calls fn with the files of
-// its database as of then, once their bytes, as recorded, are committed to
-// its recovery log. The database removes none of its files until fn
-// returns. Its write-ahead logs hold what its memtables do: a copy of each,
-// of the bytes recorded, holds the database's every write since.
+// shareFiles flushes the store's memtables, if their write-ahead logs hold
+// more than linkFlushWAL, and calls fn with the files of its database as of
+// then, once their bytes, as recorded, are committed to its recovery log.
+// The database removes none of its files until fn returns. Its write-ahead
+// logs hold what its memtables do: a copy of each, of the bytes recorded,
+// holds the database's every write since its last flush.
 func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) error {
 	var src, ok = s.rec.FileRecorder.(sourcer)
 	if !ok {
 		return fmt.Errorf("store %s: its recorder (%T) can't give its files for another log to adopt", s.dir, s.rec.FileRecorder)
 	}
+	// A flush begun ahead (FlushAhead) leaves the logs only what was
+	// written since: the new shard replays those rather than have them
+	// flushed too.
+	var began = time.Now()
+	if err := s.awaitFlush(ctx); err != nil {
+		return fmt.Errorf("store %s: waiting for its flush: %w", s.dir, err)
+	}
+	var flushed = time.Now()
 	if err := s.db.DisableFileDeletions(); err != nil {
 		return fmt.Errorf("store %s: holding its files: %w", s.dir, err)
 	}
@@ -85,18 +105,17 @@ func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) erro
 		}
 	}()
 	var sf = sharedFiles{dir: s.dir}
-	var began = time.Now()
-	var files, err = liveFiles(s.cdb)
+	var files, err = liveFiles(s.cdb, linkFlushWAL)
 	if err != nil {
 		return fmt.Errorf("store %s: listing its files: %w", s.dir, err)
 	}
-	var manifestSize int64
+	var manifestSize, walSize int64
 	for _, f := range files {
 		switch f.kind {
 		case tableFile:
 			sf.tables = append(sf.tables, f.name)
 		case walFile:
-			sf.wals = append(sf.wals, f.name)
+			sf.wals, walSize = append(sf.wals, f.name), walSize+f.size
 		case descriptorFile:
 			sf.manifest, manifestSize = f.name, f.size
 		}
@@ -125,8 +144,8 @@ func (s *Store) shareFiles(ctx context.Context, fn func(sharedFiles) error) erro
 	if err = fn(sf); err != nil {
 		return err
 	}
-	slog.Debug("store shared its files", "store", s.dir, "tables", len(sf.tables), "wals", len(sf.wals), "manifest", len(sf.content),
-		"listed", listed.Sub(began), "durable", sourced.Sub(listed), "linked", time.Since(sourced))
+	slog.Debug("store shared its files", "store", s.dir, "tables", len(sf.tables), "wals", len(sf.wals), "walBytes", walSize, "manifest", len(sf.content),
+		"flushedAhead", flushed.Sub(began), "listed", listed.Sub(flushed), "durable", sourced.Sub(listed), "linked", time.Since(sourced))
 	return nil
 }
 
@@ -138,11 +157,12 @@ type liveFile struct {
 }
 
 // liveFiles lists the live files of cdb as of one version of it, once its
-// memtables are flushed.
-func liveFiles(cdb unsafe.Pointer) ([]liveFile, error) {
+// memtables are flushed if their write-ahead logs hold more than walSize
+// bytes (0: always).
+func liveFiles(cdb unsafe.Pointer, walSize uint64) ([]liveFile, error) {
 	var out *C.char
 	var n C.size_t
-	if msg := C.gc_live_files(cdb, 0, &out, &n); msg != nil {
+	if msg := C.gc_live_files(cdb, C.uint64_t(walSize), &out, &n); msg != nil {
 		return nil, cError(msg)
 	}
 	defer C.free(unsafe.Pointer(out))

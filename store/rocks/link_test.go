@@ -20,13 +20,25 @@ import (
 // compacted them away, it holds the same rows, and those it committed.
 func TestLinkFiles(t *testing.T) {
 	for _, wal := range []bool{false, true} {
-		t.Run(fmt.Sprintf("wal=%t", wal), func(t *testing.T) { linkFiles(t, wal) })
+		// The link flushes the parent's memtables if their logs hold more
+		// than linkFlushWAL (here, anything: 0), and else has the child
+		// replay the parent's logs.
+		for _, flush := range []bool{false, true} {
+			t.Run(fmt.Sprintf("wal=%t/flush=%t", wal, flush), func(t *testing.T) {
+				if flush {
+					defer func(b uint64) { linkFlushWAL = b }(linkFlushWAL)
+					linkFlushWAL = 0
+				}
+				linkFiles(t, wal, flush)
+			})
+		}
 	}
 }
 
 // linkFiles is TestLinkFiles, of a store whose last rows are in its
-// write-ahead log and memtable (wal), or flushed.
-func linkFiles(t *testing.T, wal bool) {
+// write-ahead log and memtable (wal), or flushed; the link flushes its
+// memtables (flush), or leaves them.
+func linkFiles(t *testing.T, wal, flush bool) {
 	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var parentLog, childLog = newLog(t), newLog(t)
@@ -57,6 +69,11 @@ func linkFiles(t *testing.T, wal bool) {
 	empty.Destroy()
 	if err = (Opener{}).LinkFiles(ctx, p.store, rec); err != nil {
 		t.Fatal(err)
+	}
+	// Its memtable's rows are flushed to tables by the link, or left to
+	// the child to replay from the copy of its log.
+	if n, ok := p.store.DB().GetIntProperty("rocksdb.num-entries-active-mem-table"); !ok || (n == 0) != (flush || !wal) {
+		t.Fatalf("the parent's memtable holds %d rows after the link (%t)", n, ok)
 	}
 	// The parent goes on, and compacts away the files the child linked.
 	commitRows(t, p.store, 0, 3000, "after", 8)
@@ -147,9 +164,9 @@ func TestNewFileSparesALinkedFile(t *testing.T) {
 }
 
 // FlushAhead writes the memtable's rows to table files in the background,
-// the rows unchanged; asked again while under way, it begins no other; a
-// store destroyed while it's asked waits for a flush under way, and begins
-// none after.
+// the rows unchanged, which awaitFlush waits for; asked again while under
+// way, it begins no other; a store destroyed while it's asked waits for a
+// flush under way, and begins none after.
 func TestFlushAhead(t *testing.T) {
 	var s, err = Open(t.TempDir(), &nopRecorder{}, Options{})
 	if err != nil {
@@ -168,12 +185,18 @@ func TestFlushAhead(t *testing.T) {
 	if got := inMemory(); got == "0+0" {
 		t.Fatal("no rows in the memtables before the flush")
 	}
+	if err = s.awaitFlush(context.Background()); err != nil { // None under way.
+		t.Fatal(err)
+	}
 	s.FlushAhead()
 	s.FlushAhead()
-	for deadline := time.Now().Add(30 * time.Second); inMemory() != "0+0" || s.flushing.Load(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("rows in the memtables 30s after FlushAhead: %s", inMemory())
-		}
+	// A link waits for it (awaitFlush).
+	var ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err = s.awaitFlush(ctx); err != nil {
+		t.Fatal(err)
+	} else if got := inMemory(); got != "0+0" || s.flushing.Load() {
+		t.Fatalf("rows in the memtables once FlushAhead's flush ended: %s (under way: %t)", got, s.flushing.Load())
 	}
 	if got := s.DB().GetProperty("rocksdb.num-files-at-level0"); got != "1" {
 		t.Fatalf("%s table files at level 0 after two FlushAheads; want the one flush's", got)

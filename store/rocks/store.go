@@ -75,7 +75,8 @@ type Store struct {
 	// asked guards tasks begun in the background (flushInBackground)
 	// against Destroy: none starts once it closed closing.
 	asked    sync.Mutex
-	flushing atomic.Bool // A flush in the background is under way (flushInBackground).
+	flushing atomic.Bool   // A flush in the background is under way (flushInBackground).
+	flushEnd chan struct{} // Closed once the last flush in the background ends; guarded by asked.
 }
 
 // logCompacter is implemented by a FileRecorder which can compact its log,
@@ -391,7 +392,10 @@ func (s *Store) flushInBackground(why string) {
 	if !s.flushing.CompareAndSwap(false, true) {
 		return
 	}
+	var end = make(chan struct{})
+	s.flushEnd = end
 	s.tasks.Go(func() {
+		defer close(end)
 		defer s.flushing.Store(false)
 		var began = time.Now()
 		var fo = grocksdb.NewDefaultFlushOptions()
@@ -405,6 +409,23 @@ func (s *Store) flushInBackground(why string) {
 		}
 		slog.Debug("store flushed", "dir", s.dir, "why", why, "took", time.Since(began))
 	})
+}
+
+// awaitFlush waits until a flush in the background under way, if any, ends,
+// or ctx is done.
+func (s *Store) awaitFlush(ctx context.Context) error {
+	s.asked.Lock()
+	var end = s.flushEnd
+	s.asked.Unlock()
+	if end == nil {
+		return nil
+	}
+	select {
+	case <-end:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // compactAll rewrites the files of the database, down to its last level.
