@@ -361,26 +361,18 @@ func (w *phaseWatch) stop() []string {
 	return <-w.seen
 }
 
-// rescalePhases returns the "shard phase" of each shard in a phase of a
-// rescale, in metrics.
+// rescalePhases returns the "shard phase" of each shard of the bank's
+// consumers (up to 4 partitions) in a phase of a rescale, in metrics.
 func rescalePhases(metrics progress.Metrics) []string {
 	var out []string
-	var fam = metrics[progress.RescalePhase]
-	if fam == nil {
-		return nil
-	}
-	for _, m := range fam.Metric {
-		var shard, phase string
-		for _, l := range m.Label {
-			switch l.GetName() {
-			case "shard":
-				shard = l.GetValue()
-			case "phase":
-				phase = l.GetValue()
+	for _, app := range []string{"ledger", "leaderboard"} {
+		for i := range 4 {
+			var id = fmt.Sprintf("%s-%02d", app, i)
+			for phase, v := range metrics.Labeled(progress.RescalePhase, "phase", "shard", id) {
+				if v == 1 {
+					out = append(out, id+" "+phase)
+				}
 			}
-		}
-		if m.GetGauge().GetValue() == 1 {
-			out = append(out, shard+" "+phase)
 		}
 	}
 	return out

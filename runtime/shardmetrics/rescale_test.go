@@ -11,38 +11,23 @@ import (
 )
 
 // rescaleGauges returns the rescale gauges of shard id in the default
-// registry: its phases' values, and its dropped rows (-1 if absent).
+// registry, read by the names the console reads (package progress): its
+// phases' values, and its dropped rows (-1 if absent).
 func rescaleGauges(t *testing.T, id string) (map[string]float64, float64) {
 	t.Helper()
 	var fams, err = prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var phases, dropped = map[string]float64{}, -1.0
+	var m = make(progress.Metrics)
 	for _, f := range fams {
-		for _, m := range f.Metric {
-			var shard, phase string
-			for _, l := range m.Label {
-				switch l.GetName() {
-				case "shard":
-					shard = l.GetValue()
-				case "phase":
-					phase = l.GetValue()
-				}
-			}
-			if shard != id {
-				continue
-			}
-			// By the names the console and bankctl read (package progress).
-			switch f.GetName() {
-			case progress.RescalePhase:
-				phases[phase] = m.GetGauge().GetValue()
-			case progress.RescaleDropped:
-				dropped = m.GetGauge().GetValue()
-			}
-		}
+		m[f.GetName()] = f
 	}
-	return phases, dropped
+	var dropped = -1.0
+	if m.Has(progress.RescaleDropped, "shard", id) {
+		dropped = m.Value(progress.RescaleDropped, "shard", id)
+	}
+	return m.Labeled(progress.RescalePhase, "phase", "shard", id), dropped
 }
 
 // A primary's rescale gauges follow its state's phase, and are removed

@@ -36,7 +36,7 @@ import (
 // linkFlushWAL bounds the bytes of write-ahead log a new shard linked to its
 // parent's files replays as it opens: past it, the parent's memtables are
 // flushed before the link. A replay of a memtable's whole log (64 MiB) took
-// 0.6 to 1.3 s in bench/cmd/rescalebench, two new shards opening while their
+// 0.6 to 1.2 s in bench/cmd/rescalebench, two new shards opening while their
 // parents consumed, against the parent's flush of what it wrote since its
 // flush ahead (0.24 s) and that flush's files becoming durable in its
 // recovery log (0.18 s): docs/benchmarks.md.
