@@ -69,7 +69,10 @@ func (g *Group) Rescale() string {
 				serving++
 			}
 		}
-		if s.RescalePhase == runtime.RescaleDropping {
+		// Dropping, or about to (its labels removed, it drops from its next
+		// transaction).
+		if s.RescalePhase == runtime.RescaleDropping || s.RescalePhase == runtime.RescaleSplit &&
+			s.Spec.LabelSet.ValueOf(runtime.LabelSplitTo) == "" && s.Spec.LabelSet.ValueOf(runtime.LabelSplitFrom) == "" {
 			dropping = append(dropping, s.ID)
 		}
 	}
@@ -194,8 +197,10 @@ func (s *Shard) Rescale() string {
 		return "new, forked from " + from + "; keeps its parent's other rows, hidden, until the rescale ends"
 	case from != "":
 		return "new, forking from " + from
-	case s.RescalePhase == runtime.RescaleSplit:
+	case s.RescalePhase == runtime.RescaleSplit && to != "":
 		return "split to " + to + " partitions; keeps the rows of its new shards, hidden, until the rescale ends"
+	case s.RescalePhase == runtime.RescaleSplit:
+		return "rescale ended; drops the rows it no longer owns from its next transaction"
 	case to != "":
 		return "to split to " + to + " partitions at its next transaction"
 	case s.RescalePhase == runtime.RescaleDropping:

@@ -59,6 +59,8 @@ func TestConsoleShowsRescales(t *testing.T) {
 		rescaleShard(t, "ledger-02", StatusPrimary, ""),
 		// Another shard's metrics are not this one's.
 		rescaleShard(t, "ledger-03", StatusPrimary, phase("ledger-00", runtime.RescaleSplit)),
+		// The labels removed, its next transaction drops.
+		rescaleShard(t, "ledger-04", StatusPrimary, phase("ledger-04", runtime.RescaleSplit)),
 	}}
 	for _, tc := range []struct {
 		g      *Group
@@ -71,11 +73,12 @@ func TestConsoleShowsRescales(t *testing.T) {
 			"new, forked from ledger-00; keeps its parent's other rows, hidden, until the rescale ends",
 			"new, forking from ledger-01",
 		}},
-		{after, "Rescale ended: ledger-00, ledger-01 still dropping the rows they no longer own.", []string{
+		{after, "Rescale ended: ledger-00, ledger-01, ledger-04 still dropping the rows they no longer own.", []string{
 			"rescale ended; dropping the rows it no longer owns (1234 so far)",
 			"rescale ended; dropping the rows it no longer owns (0 so far)",
 			"",
 			"",
+			"rescale ended; drops the rows it no longer owns from its next transaction",
 		}},
 		{&Group{Name: "ledger", Shards: []*Shard{rescaleShard(t, "ledger-00", StatusPrimary, "")}}, "", []string{""}},
 	} {
