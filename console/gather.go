@@ -195,6 +195,8 @@ func (s *Shard) Rescale() string {
 	switch {
 	case from != "" && s.RescalePhase == runtime.RescaleSplit:
 		return "new, forked from " + from + "; keeps its parent's other rows, hidden, until the rescale ends"
+	case from != "" && s.Status == StatusPrimary:
+		return "new, forked from " + from // Its own rows, copied.
 	case from != "":
 		return "new, forking from " + from
 	case s.RescalePhase == runtime.RescaleSplit && to != "":

@@ -51,6 +51,8 @@ func TestConsoleShowsRescales(t *testing.T) {
 		rescaleShard(t, "ledger-01", StatusPrimary, "", to, "4"),
 		rescaleShard(t, "ledger-02", StatusPrimary, phase("ledger-02", runtime.RescaleSplit), to, "4", from, "ledger-00"),
 		rescaleShard(t, "ledger-03", StatusRecovering, "", to, "4", from, "ledger-01"),
+		// Forked from a copy of the rows it owns: nothing hidden.
+		rescaleShard(t, "ledger-05", StatusPrimary, "", to, "4", from, "ledger-01"),
 	}}
 	var after = &Group{Name: "ledger", Shards: []*Shard{
 		rescaleShard(t, "ledger-00", StatusPrimary, phase("ledger-00", runtime.RescaleDropping)+
@@ -67,11 +69,12 @@ func TestConsoleShowsRescales(t *testing.T) {
 		banner string
 		shards []string
 	}{
-		{during, "Rescaling to 4 partitions: 1 of 2 new shards primary.", []string{
+		{during, "Rescaling to 4 partitions: 2 of 3 new shards primary.", []string{
 			"split to 4 partitions; keeps the rows of its new shards, hidden, until the rescale ends",
 			"to split to 4 partitions at its next transaction",
 			"new, forked from ledger-00; keeps its parent's other rows, hidden, until the rescale ends",
 			"new, forking from ledger-01",
+			"new, forked from ledger-01",
 		}},
 		{after, "Rescale ended: ledger-00, ledger-01, ledger-04 still dropping the rows they no longer own.", []string{
 			"rescale ended; dropping the rows it no longer owns (1234 so far)",
@@ -100,7 +103,7 @@ func TestConsoleShowsRescales(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, "the consumers page", buf.String(),
-		`<p class="rescale group-rescale">Rescaling to 4 partitions: 1 of 2 new shards primary.</p>`,
+		`<p class="rescale group-rescale">Rescaling to 4 partitions: 2 of 3 new shards primary.</p>`,
 		`data-shard="ledger-02" data-status="PRIMARY" data-rate="-1" data-lag="-1" data-rescale="split"`,
 		`<div class="rescale">new, forking from ledger-01</div>`)
 	buf.Reset()
