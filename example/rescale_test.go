@@ -329,15 +329,10 @@ func watchRescalePhases(ctx context.Context, mm *progress.Members, members ...*m
 		var ticker = time.NewTicker(50 * time.Millisecond)
 		defer ticker.Stop()
 		for {
-			for _, m := range members {
-				var metrics, err = mm.Metrics(ctx, pb.Endpoint(m.address()))
-				if err != nil {
-					continue // Down, for now.
-				}
-				for _, p := range rescalePhases(metrics) {
-					if !slices.Contains(seen, p) {
-						seen = append(seen, p)
-					}
+			var phases, _ = memberPhases(ctx, mm, members) // A member may be down, for now.
+			for _, p := range phases {
+				if !slices.Contains(seen, p) {
+					seen = append(seen, p)
 				}
 			}
 			select {
@@ -378,6 +373,21 @@ func rescalePhases(metrics progress.Metrics) []string {
 	return out
 }
 
+// memberPhases returns the "shard phase" of each shard of members in a
+// phase of a rescale (rescalePhases), and the errors of the metrics it could
+// not read.
+func memberPhases(ctx context.Context, mm *progress.Members, members []*member) (phases, errs []string) {
+	for _, m := range members {
+		var metrics, err = mm.Metrics(ctx, pb.Endpoint(m.address()))
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		phases = append(phases, rescalePhases(metrics)...)
+	}
+	return phases, errs
+}
+
 // awaitRescalesDone waits until no shard of members is in a phase of a
 // rescale, as their metrics report: each dropped what it no longer owns.
 func awaitRescalesDone(ctx context.Context, t *testing.T, mm *progress.Members, members ...*member) {
@@ -385,16 +395,8 @@ func awaitRescalesDone(ctx context.Context, t *testing.T, mm *progress.Members, 
 	var ctx2, cancel = context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
-		var left []string
-		for _, m := range members {
-			var metrics, err = mm.Metrics(ctx2, pb.Endpoint(m.address()))
-			if err != nil {
-				left = append(left, err.Error())
-				continue
-			}
-			left = append(left, rescalePhases(metrics)...)
-		}
-		if len(left) == 0 {
+		var left, errs = memberPhases(ctx2, mm, members)
+		if left = append(left, errs...); len(left) == 0 {
 			return
 		}
 		select {

@@ -139,6 +139,9 @@ type Replica struct {
 	// preparedAt is when the last transaction committed by the primary
 	// began its commit, for the metric of the time between transactions.
 	preparedAt time.Time
+	// rescale is where the primary's state stood in a rescale as its
+	// gauges last reported (the zero value: no gauge).
+	rescale runtime.RescaleState
 
 	// writer identifies this replica's writes to the recovery log. It's
 	// fixed when the replica starts: a promotion moves its assignment to a
@@ -689,8 +692,10 @@ func (s *Replica) committed(st txn.Stats, store runtime.Store) {
 	s.preparedAt = st.Began.Add(st.Consume + st.Finalize)
 	shardmetrics.Committed(s.Spec().Id, s.fqn, notRunning, st)
 	if rr, ok := s.host.App.(runtime.RescaleReporter); ok {
-		if rs, ok := rr.RescaleState(s, store); ok {
+		// The gauges change with the state's phase, not with each commit.
+		if rs, ok := rr.RescaleState(s, store); ok && rs != s.rescale {
 			shardmetrics.Rescale(s.Spec().Id, rs)
+			s.rescale = rs
 		}
 	}
 	s.progress.Lock()
