@@ -64,7 +64,7 @@ func (p *Player) probe(ctx context.Context, hints *Hints) (err error) {
 	if p.direct = p.DoNotProxy; !p.direct {
 		return nil
 	}
-	first, err := p.firstFragment(ctx, firstOffset(p.journal, hints))
+	first, err := p.fragmentAt(ctx, firstOffset(p.journal, hints))
 	if err != nil && ctx.Err() == nil {
 		// The brokers will say so again, to the playback.
 		slog.Warn("recovery log: could not read the metadata of the fragment a playback reads first; reading fragments through brokers",
@@ -124,13 +124,13 @@ func firstOffset(journal pb.Journal, hints *Hints) int64 {
 	return hints.NextOffset
 }
 
-// firstFragment returns the fragment of the log at offset, with the URL
+// fragmentAt returns the fragment of the log at offset, with the URL
 // brokers signed for it (one, where a listing of the log's fragments would
 // have them sign one for each: on some stores a call to a signing service
 // each, as GCS's without a private key), or nil if it's not persisted or
-// not yet served: then nothing tells whether the process can read the
-// log's store.
-func (p *Player) firstFragment(ctx context.Context, offset int64) (*pb.ReadResponse, error) {
+// not yet served. (For the fragment a playback reads first, nothing then
+// tells whether the process can read the log's store.)
+func (p *Player) fragmentAt(ctx context.Context, offset int64) (*pb.ReadResponse, error) {
 	var ctx2, cancel = context.WithCancel(ctx)
 	defer cancel() // Ends the read's stream.
 	for range probeRoutes {

@@ -54,14 +54,24 @@ type frame struct {
 	end     int64  // Log offset just past the frame and its data.
 }
 
-// decoder reads op frames from a log reader positioned at a frame boundary.
-// Its buffer holds a whole frame, so a frame's bytes are used in place.
+// decoder reads op frames from the bytes of a log, positioned at a frame
+// boundary. Its bytes hold a whole frame, so a frame's bytes are used in
+// place.
 type decoder struct {
-	br      *bufio.Reader
-	most    int   // The largest br may grow to.
+	src     frameBytes
 	offset  int64 // Log offset of the next frame.
 	pending int   // Bytes of the last frame, to discard before the next.
 	op      Op
+	fresh   bool // Each frame has an Op of its own, not op: it's used after the next.
+}
+
+// frameBytes are the bytes of a log which a decoder reads frames from.
+type frameBytes interface {
+	// peek returns the next n bytes without consuming them or, if fewer
+	// remain, those with the error that ended them (io.EOF at their end).
+	peek(n int) ([]byte, error)
+	// discard consumes n bytes, which a peek returned.
+	discard(n int)
 }
 
 // maxFrameLen bounds the bytes of one frame, its data included.
@@ -77,26 +87,41 @@ const initialDecoderBuffer = 64 << 10
 // non-zero, r ends after at most limit bytes, and the decoder's buffer
 // grows no larger.
 func newDecoder(r io.Reader, offset, limit int64) *decoder {
+	return &decoder{src: newBufferedBytes(r, limit), offset: offset}
+}
+
+// bufferedBytes are the bytes of a reader, buffered: a frame's bytes are
+// copied into the buffer, which grows to hold the largest.
+type bufferedBytes struct {
+	br   *bufio.Reader
+	most int // The largest br may grow to.
+}
+
+// newBufferedBytes returns the bytes of r, buffered. If limit is non-zero,
+// r ends after at most limit bytes, and the buffer grows no larger.
+func newBufferedBytes(r io.Reader, limit int64) *bufferedBytes {
 	var most = maxFrameLen
 	if limit > 0 && limit < maxFrameLen {
 		most = int(limit)
 	}
-	return &decoder{br: bufio.NewReaderSize(r, min(most, initialDecoderBuffer)), most: most, offset: offset}
+	return &bufferedBytes{br: bufio.NewReaderSize(r, min(most, initialDecoderBuffer)), most: most}
 }
 
-// peek returns the next n bytes of the reader, growing its buffer to hold
-// them if need be.
-func (d *decoder) peek(n int) ([]byte, error) {
-	if n > d.most {
-		return nil, io.ErrUnexpectedEOF // Past the end of a limited reader.
-	}
-	if n > d.br.Size() {
+func (b *bufferedBytes) peek(n int) ([]byte, error) {
+	if n > b.br.Size() {
+		if n > b.most {
+			return nil, io.ErrUnexpectedEOF // Past the end of a limited reader.
+		}
 		// A larger reader of the smaller one, whose buffered bytes it reads
 		// first (and whose reads of its own buffer's size or more then go
 		// straight to r).
-		d.br = bufio.NewReaderSize(d.br, min(d.most, max(n, 2*d.br.Size())))
+		b.br = bufio.NewReaderSize(b.br, min(b.most, max(n, 2*b.br.Size())))
 	}
-	return d.br.Peek(n)
+	return b.br.Peek(n)
+}
+
+func (b *bufferedBytes) discard(n int) {
+	_, _ = b.br.Discard(n) // Peeked before: it can't fail.
 }
 
 // errPartial wraps a read error which ended the reader in the middle of a
@@ -112,12 +137,10 @@ func (e errPartial) Unwrap() error { return e.err }
 // valid frame give an error wrapping ErrCorrupt. The error doesn't name the
 // journal or offset: callers add them.
 func (d *decoder) next(f *frame) error {
-	if _, err := d.br.Discard(d.pending); err != nil {
-		return errPartial{err} // Not reached: the bytes were peeked before.
-	}
+	d.src.discard(d.pending)
 	d.pending = 0
 
-	var hdr, err = d.br.Peek(frameHeaderLen)
+	var hdr, err = d.src.peek(frameHeaderLen)
 	if err != nil {
 		if len(hdr) == 0 {
 			return err
@@ -129,7 +152,7 @@ func (d *decoder) next(f *frame) error {
 	if n == 0 || n > MaxOpLen {
 		return fmt.Errorf("%w: op length %d out of range", ErrCorrupt, n)
 	}
-	buf, err := d.peek(frameHeaderLen + n)
+	buf, err := d.src.peek(frameHeaderLen + n)
 	if err != nil {
 		return errPartial{noEOF(err)}
 	}
@@ -137,26 +160,31 @@ func (d *decoder) next(f *frame) error {
 	if crc32.Checksum(opBytes, castagnoli) != sum {
 		return fmt.Errorf("%w: op checksum mismatch", ErrCorrupt)
 	}
-	d.op.Reset()
-	if err = proto.Unmarshal(opBytes, &d.op); err != nil {
+	var op = &d.op
+	if d.fresh {
+		op = new(Op)
+	} else {
+		op.Reset()
+	}
+	if err = proto.Unmarshal(opBytes, op); err != nil {
 		return fmt.Errorf("%w: decoding op: %v", ErrCorrupt, err)
 	}
 	var data []byte
-	if w := d.op.GetWrite(); w != nil {
+	if w := op.GetWrite(); w != nil {
 		if w.Length < 0 || w.Length > MaxWriteLen || w.Offset < 0 {
 			return fmt.Errorf("%w: write of %d bytes at %d out of range", ErrCorrupt, w.Length, w.Offset)
 		}
-		if buf, err = d.peek(frameHeaderLen + n + int(w.Length)); err != nil {
+		if buf, err = d.src.peek(frameHeaderLen + n + int(w.Length)); err != nil {
 			return errPartial{noEOF(err)}
 		}
 		opBytes, data = buf[frameHeaderLen:frameHeaderLen+n], buf[frameHeaderLen+n:]
 		if crc32.Checksum(data, castagnoli) != w.DataCrc32C {
-			return fmt.Errorf("%w: data checksum mismatch of op %d", ErrCorrupt, d.op.Seq)
+			return fmt.Errorf("%w: data checksum mismatch of op %d", ErrCorrupt, op.Seq)
 		}
 	}
 	d.pending = len(buf)
 	*f = frame{
-		op:      &d.op,
+		op:      op,
 		opBytes: opBytes,
 		data:    data,
 		begin:   d.offset,

@@ -30,6 +30,10 @@ var (
 		Name: "gazconsumer_recoverylog_playbacks_total",
 		Help: "Playbacks begun by recovery log players, by where they read persisted fragments of their logs: store (straight from the fragment store, through the URLs brokers sign) or brokers.",
 	}, []string{"reads"})
+	mappedBytesPlayed = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "gazconsumer_recoverylog_mapped_bytes_total",
+		Help: "Bytes of hinted log content which recovery log players mapped from the files of file:// fragment stores under their root (rather than read through URLs or brokers).",
+	})
 	recordedBytes = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "gazconsumer_recoverylog_recorded_bytes_total",
 		Help: "Bytes of ops and data written by recovery log recorders.",

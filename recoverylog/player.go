@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,14 @@ type Player struct {
 	// for a while, without probing it again.
 	DoNotProxy bool
 	direct     bool // DoNotProxy, unless direct reads were found to fail.
+	// FileRoot is the local path which roots the log's file:// fragment
+	// store, as given to client.InstallFileTransport (a broker's
+	// --broker.file-root), if any. With DoNotProxy, a playback then maps
+	// the files of the persisted, uncompressed fragments of its hinted
+	// ranges into memory and plays their bytes in place, a copy fewer than
+	// a read of them through their URLs; fragments it can't map so are read
+	// through their URLs. Set it before Play.
+	FileRoot string
 
 	jc      pb.RoutedJournalClient
 	journal pb.Journal
@@ -284,14 +293,14 @@ func (p *Player) playHints(ctx context.Context, h *Hints) error {
 	for i, r := range ranges {
 		for j := i; j < min(i+1+rangesAhead, len(ranges)); j++ {
 			if sources[j] == nil {
-				sources[j] = p.open(ctx, ranges[j].FirstOffset, ranges[j].EndOffset, false)
+				sources[j] = p.openHinted(ctx, ranges[j].FirstOffset, ranges[j].EndOffset)
 			}
 		}
 		p.fsm.resetChain(r.FirstSeq, r.FirstChecksum, r.FirstOffset, Author(r.Author))
 		// Hinted content is committed: reaching the write head before it is an error.
 		var err = p.playFrom(ctx, sources[i], r.FirstOffset, r.EndOffset)
 		sources[i].stop()
-		var head = sources[i].rr.Reader.Response.WriteHead
+		var head = sources[i].writeHead()
 		sources[i] = nil
 		if errors.Is(err, client.ErrOffsetNotYetAvailable) && head >= r.EndOffset {
 			// The log holds the range (its write head is past it), but the
@@ -361,10 +370,12 @@ func hintedRanges(h *Hints) []*Segment {
 const rangesAhead = 2
 
 // source is a read of the log from an offset, through an end if non-zero,
-// whose content is read ahead of its consumer.
+// whose content is read ahead of its consumer: a stream of the log, or the
+// log's fragment files, mapped.
 type source struct {
-	rr *client.RetryReader
-	ra *readahead
+	rr     *client.RetryReader
+	ra     *readahead
+	mapped *mappedBytes
 }
 
 // open starts a read of the log from offset through end (if non-zero).
@@ -383,10 +394,48 @@ func (p *Player) open(ctx context.Context, offset, end int64, block bool) *sourc
 	return &source{rr: rr, ra: newReadahead(rr, limit)}
 }
 
+// openHinted starts a read of hinted log content [offset, end): of its
+// fragment files, mapped, if the player can map them, else a stream.
+func (p *Player) openHinted(ctx context.Context, offset, end int64) *source {
+	var m = p.mapRange(ctx, offset, end)
+	if m == nil {
+		return p.open(ctx, offset, end, false)
+	} else if m.mappedEnd >= end {
+		return &source{mapped: m}
+	}
+	// The fragments after those mapped are read as they'd all be.
+	var rest = p.open(ctx, m.mappedEnd, end, false)
+	m.rest = newBufferedBytes(rest.ra, end-m.mappedEnd)
+	rest.mapped = m
+	return rest
+}
+
 // stop cancels the read and waits for its goroutine.
 func (src *source) stop() {
-	src.rr.Cancel()
-	src.ra.stop()
+	if src.mapped != nil {
+		src.mapped.unmap()
+	}
+	if src.rr != nil {
+		src.rr.Cancel()
+		src.ra.stop()
+	}
+}
+
+// writeHead is the log's write head as the source's read last saw it, or
+// zero if unknown.
+func (src *source) writeHead() int64 {
+	if src.rr == nil {
+		return 0 // Mapped fragments are persisted: the write head is past them.
+	}
+	return src.rr.Reader.Response.WriteHead
+}
+
+// offset is the log offset the source has read through.
+func (src *source) offset() int64 {
+	if src.rr == nil {
+		return src.mapped.mappedEnd
+	}
+	return src.rr.Offset()
 }
 
 // read reads and plays ops of the log from offset through end (if non-zero),
@@ -403,7 +452,7 @@ func (p *Player) read(ctx context.Context, offset, end int64, block bool) error 
 }
 
 // playFrom plays ops of src, a read from offset through end (if non-zero).
-func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) error {
+func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) (err error) {
 	if end != 0 && offset >= end {
 		return nil
 	}
@@ -411,11 +460,34 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) e
 	if end != 0 {
 		limit = end - offset
 	}
-	var rr, ra = src.rr, src.ra
-	var dec = newDecoder(ra, offset, limit)
+	// Frames of mapped files are read ahead, in a goroutine of their own.
+	var next func(*frame) error
+	var decoded func() int64 // The log offset of the next frame, or of the error which ended them.
+	if src.mapped != nil {
+		var cancel = func() {}
+		if src.rr != nil {
+			cancel = src.rr.Cancel
+		}
+		var ahead = newDecodeAhead(p.journal, &decoder{src: src.mapped, offset: offset}, src.mapped, cancel)
+		defer ahead.stop()
+		next, decoded = ahead.next, func() int64 { return ahead.offset }
+		// The frames' bytes are of mapped files, which a write reads too.
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(interface{ Addr() uintptr }); !ok {
+					panic(r)
+				}
+				err = mappedFault(p.journal, ahead.offset, r)
+			}
+		}()
+	} else {
+		var dec = newDecoder(src.ra, offset, limit)
+		next, decoded = dec.next, func() int64 { return dec.offset }
+	}
 	var f frame
 	for {
-		var err = dec.next(&f)
+		err = next(&f)
 		if err == nil {
 			p.bytesRead.Add(f.end - f.begin)
 			p.offset.Store(f.end)
@@ -431,20 +503,20 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) e
 		var isPartial = errors.As(err, &partial)
 		switch {
 		case errors.Is(err, ErrCorrupt):
-			return fmt.Errorf("journal %s offset %d: %w", p.journal, dec.offset, err)
+			return fmt.Errorf("journal %s offset %d: %w", p.journal, decoded(), err)
 		case errors.Is(err, client.ErrOffsetJump):
 			return fmt.Errorf("%w: journal %s offset %d: log content is missing (pruned?); next offset is %d",
-				ErrCorrupt, p.journal, dec.offset, rr.Offset())
-		case errors.Is(err, io.EOF) && !isPartial && end != 0 && dec.offset == end:
+				ErrCorrupt, p.journal, decoded(), src.offset())
+		case errors.Is(err, io.EOF) && !isPartial && end != 0 && decoded() == end:
 			return nil
 		case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && end != 0:
-			return fmt.Errorf("%w: journal %s offset %d: op crosses the end %d of hinted content", ErrCorrupt, p.journal, dec.offset, end)
+			return fmt.Errorf("%w: journal %s offset %d: op crosses the end %d of hinted content", ErrCorrupt, p.journal, decoded(), end)
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			return fmt.Errorf("%w: journal %s offset %d: truncated op (read ends at %d)", ErrCorrupt, p.journal, dec.offset, rr.Offset())
+			return fmt.Errorf("%w: journal %s offset %d: truncated op (read ends at %d)", ErrCorrupt, p.journal, decoded(), src.offset())
 		case isPartial && errors.Is(err, client.ErrOffsetNotYetAvailable):
-			return fmt.Errorf("%w: journal %s offset %d: truncated op at the write head %d", ErrCorrupt, p.journal, dec.offset, rr.Offset())
+			return fmt.Errorf("%w: journal %s offset %d: truncated op at the write head %d", ErrCorrupt, p.journal, decoded(), src.offset())
 		case isPartial && ctx.Err() == nil:
-			return fmt.Errorf("journal %s offset %d: %w", p.journal, dec.offset, err)
+			return fmt.Errorf("journal %s offset %d: %w", p.journal, decoded(), err)
 		case isPartial:
 			return ctx.Err()
 		default:
@@ -561,7 +633,7 @@ func (p *Player) adopt(ctx context.Context, fn Fnode, src *Source) error {
 		}
 	}()
 	var sub = NewPlayer(p.jc, pb.Journal(src.Log), tmp, p.author)
-	sub.DoNotProxy = p.direct
+	sub.DoNotProxy, sub.FileRoot = p.direct, p.FileRoot
 	var h = sourceHints(src)
 	err = sub.PlayTo(ctx, h, h.NextOffset)
 	p.bytesRead.Add(sub.BytesRead())

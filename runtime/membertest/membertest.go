@@ -63,7 +63,8 @@ type Cluster struct {
 	// logs from the stack's fragment store (see service.Config), if the
 	// process installed a file transport of its root
 	// (client.InstallFileTransport(Stack.FragmentsRoot())); else they find
-	// they can't, and read through the brokers.
+	// they can't, and read through the brokers. They map the fragment files
+	// under Stack.FragmentsRoot() (see recoverylog.Player's FileRoot).
 	DirectFragmentReads bool
 	// Verifier verifies the authorization of calls of the members' Shard
 	// API and queries (see service.Config); nil verifies none.
@@ -130,6 +131,7 @@ func (c *Cluster) Start(id string) (*Member, error) {
 			StateDir:            dir,
 			HintsInterval:       orDefault(c.HintsInterval, 200*time.Millisecond),
 			DirectFragmentReads: c.DirectFragmentReads,
+			FileRoot:            c.Stack.FragmentsRoot(),
 		},
 		Verifier:           c.Verifier,
 		Authorizer:         c.Authorizer,

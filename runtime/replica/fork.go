@@ -370,7 +370,7 @@ func (s *Replica) fork(lf **logFork, dir string, rec runtime.Recorder, store run
 			return store, fmt.Errorf("shard %s: directory to fork in: %w", spec.Id, err)
 		}
 		var player = recoverylog.NewPlayer(s.host.Journals, log, dir, s.author())
-		player.DoNotProxy = s.host.DirectFragmentReads
+		player.DoNotProxy, player.FileRoot = s.host.DirectFragmentReads, s.host.FileRoot
 		if err = player.PlayTo(s.ctx, all[0], head); err != nil {
 			return store, fmt.Errorf("shard %s: playing the recovery log of shard %s to fork from: %w", spec.Id, from, err)
 		}

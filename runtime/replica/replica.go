@@ -57,6 +57,11 @@ type Config struct {
 	// need runconsumer.Flags.FileRoot). Reads that may not be proxied must
 	// reach brokers of their journals: the journal client must route.
 	DirectFragmentReads bool
+	// FileRoot is the local path which roots the brokers' file:// fragment
+	// stores (runconsumer.Flags.FileRoot), if the member has it: direct
+	// playbacks map those stores' fragment files rather than read them
+	// through their URLs (recoverylog.Player's FileRoot).
+	FileRoot string
 	// ForkFromLog has a new shard of a rescale always play its parent's
 	// recovery log to fork from it. Otherwise, when the parent's primary
 	// runs in the same member, the new shard links the parent's files, or
@@ -403,7 +408,7 @@ func (s *Replica) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*r
 
 	var progress = shardmetrics.NewRecoveryProgress(spec.Id)
 	var player = recoverylog.NewPlayer(progress.JournalClient(s.host.Journals, recLog), recLog, dir, s.author())
-	player.DoNotProxy = s.host.DirectFragmentReads
+	player.DoNotProxy, player.FileRoot = s.host.DirectFragmentReads, s.host.FileRoot
 	var done = make(chan struct{})
 	var fsm *recoverylog.FSM
 	go func() {

@@ -441,6 +441,7 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 		Replicas: replica.Config{
 			StateDir:            f.StateDir,
 			DirectFragmentReads: f.DirectFragmentReads && f.BrokerCacheSize > 0,
+			FileRoot:            f.FileRoot,
 			ForkFromLog:         f.ForkFromLog,
 			ForkCopiesRows:      f.ForkCopiesRows,
 			ForkYield:           f.ForkYield,

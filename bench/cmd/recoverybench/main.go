@@ -54,6 +54,7 @@ func main() {
 		every     = flag.Duration("compact-every", 5*time.Second, "how often log compaction is checked")
 		compactAt = flag.Float64("compact-at", recoverylog.DefaultCompaction.Ratio, "ratio of hinted to live bytes past which the log is compacted (0: never)")
 		repsFlag  = flag.Int("reps", 3, "playbacks and writes to measure; medians and ranges are reported")
+		mapFlag   = flag.Bool("map", true, "the player maps the fragment files under the stack's file root (recoverylog.Player's FileRoot), as a member given --broker.file-root does; -map=false reads them through their URLs")
 	)
 	flag.Parse()
 	var lvl slog.Level
@@ -73,7 +74,7 @@ func main() {
 	if *repsFlag < 1 {
 		fatal(fmt.Errorf("-reps %d: want at least 1", *repsFlag))
 	}
-	cpuProfile, compactEvery, reps = *profile, *every, *repsFlag
+	cpuProfile, compactEvery, reps, mapFiles = *profile, *every, *repsFlag, *mapFlag
 	if err := run(context.Background(), *dir, benchstate.State{Keys: *keys, ValueLen: *valueLen, TxnLen: *txnLen, Rewrites: *rewrites}, *compactAt); err != nil {
 		fatal(err)
 	}
@@ -86,12 +87,16 @@ func fatal(err error) {
 
 const journal = pb.Journal("recoverybench/log")
 
-// cpuProfile is the file of the playback's CPU profile, if any, and
-// compactEvery how often the store checks its log compaction policy.
+// cpuProfile is the file of the playback's CPU profile, if any;
+// compactEvery how often the store checks its log compaction policy; reps
+// the playbacks measured; mapFiles whether the player maps the fragment
+// files under fileRoot.
 var (
 	cpuProfile   string
 	compactEvery time.Duration
 	reps         int
+	mapFiles     bool
+	fileRoot     string // Of the stack's fragment store.
 )
 
 func run(ctx context.Context, dir string, st benchstate.State, compactAt float64) error {
@@ -111,6 +116,7 @@ fragment:
 	// Read persisted fragments directly from the store, as players do in
 	// production (and Gazette's own players do).
 	defer client.InstallFileTransport(stack.FragmentsRoot())()
+	fileRoot = stack.FragmentsRoot()
 
 	// Build the store.
 	var built = filepath.Join(dir, "built")
@@ -244,6 +250,9 @@ func recoverOnce(ctx context.Context, jc pb.RoutedJournalClient, hints *recovery
 	var start = time.Now()
 	var p = recoverylog.NewPlayer(jc, journal, dir, 0xB2)
 	p.DoNotProxy = true
+	if mapFiles {
+		p.FileRoot = fileRoot
+	}
 	p.FinishAtWriteHead()
 	var _, err = p.Play(ctx, hints)
 	if err != nil {

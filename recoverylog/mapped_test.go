@@ -1,0 +1,234 @@
+package recoverylog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.gazette.dev/core/broker/client"
+)
+
+// FuzzMappedDecoder encodes frames of the sizes the input gives, cuts the
+// log into fragment files where the input says (frames spanning them),
+// maps a prefix of those files and reads the rest in reads of varied sizes,
+// as a playback of a range whose newest fragments aren't persisted does,
+// and decodes them ahead of their use, through an end which may cut a
+// frame: every frame decodes as encoded, each still holding its bytes once
+// all are decoded, and the reads end as a buffered decoder's of the same
+// bytes do.
+func FuzzMappedDecoder(f *testing.F) {
+	f.Add([]byte{0, 1, 2}, []byte{10, 90}, uint8(1), uint16(65535), []byte{})
+	f.Add([]byte{255, 3, 128, 255, 40}, []byte{1, 50, 51, 200}, uint8(4), uint16(30000), []byte{1, 50, 7})
+	f.Add([]byte{200, 0, 255, 0, 90}, []byte{128}, uint8(0), uint16(65535), []byte{0})
+	f.Add([]byte{30, 30, 30, 30}, []byte{3, 4, 5, 6, 7, 8}, uint8(3), uint16(100), []byte{2})
+	f.Fuzz(func(t *testing.T, sizes, cuts []byte, mapped uint8, cut uint16, reads []byte) {
+		if len(sizes) > 8 {
+			sizes = sizes[:8]
+		}
+		if len(cuts) > 16 {
+			cuts = cuts[:16]
+		}
+		const base = 1000 // The log offset of the first frame.
+		var log []byte
+		var ends []int64
+		for i, s := range sizes {
+			var op *Op
+			var data []byte
+			if s%5 == 4 {
+				// An op without data.
+				op = &Op{Seq: uint64(i + 1), Kind: &Op_Create{Create: &Create{Path: strings.Repeat("p", int(s))}}}
+			} else {
+				// 0..MaxWriteLen, most of the range at its ends.
+				data = make([]byte, int(s)*int(s)*MaxWriteLen/(255*255))
+				for j := range data {
+					data[j] = byte(i*31 + j)
+				}
+				op = &Op{Seq: uint64(i + 1), Kind: &Op_Write{Write: &Write{
+					Fnode: 1, Offset: int64(i), Length: int64(len(data)), DataCrc32C: crc32.Checksum(data, castagnoli),
+				}}}
+			}
+			var err error
+			if log, _, err = appendFrame(log, op, data); err != nil {
+				t.Fatal(err)
+			}
+			ends = append(ends, int64(len(log)))
+		}
+		if len(log) == 0 {
+			return
+		}
+		// Fragments: the log cut at the input's fractions of its length.
+		var bounds = []int64{0}
+		for _, c := range cuts {
+			var at = int64(c) * int64(len(log)) / 256
+			if at > bounds[len(bounds)-1] {
+				bounds = append(bounds, at)
+			}
+		}
+		bounds = append(bounds, int64(len(log)))
+		var nFrags = len(bounds) - 1
+		var nMapped = 1 + int(mapped)%nFrags // The fragments mapped; the rest are read.
+		var end = 1 + int64(cut)*int64(len(log)-1)/65535
+
+		var m = &mappedBytes{off: base, mappedEnd: base + bounds[nMapped], end: base + end}
+		defer m.unmap()
+		var dir = t.TempDir()
+		for i := range nMapped {
+			var path = filepath.Join(dir, "fragment")
+			if err := os.WriteFile(path, log[bounds[i]:bounds[i+1]], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var data, err = mapFile(path, bounds[i+1]-bounds[i])
+			if err != nil {
+				t.Fatal(err)
+			} else if err = os.Remove(path); err != nil { // It stays mapped.
+				t.Fatal(err)
+			}
+			m.frags = append(m.frags, mappedFragment{begin: base + bounds[i], end: base + bounds[i+1], data: data})
+		}
+		if m.mappedEnd < m.end {
+			m.rest = newBufferedBytes(io.LimitReader(&chunkReader{b: log[bounds[nMapped]:], sizes: reads}, end-bounds[nMapped]), end-bounds[nMapped])
+		}
+		var ahead = newDecodeAhead("fuzz/log", &decoder{src: m, offset: base}, m, func() {})
+		defer ahead.stop()
+		var frames []frame
+		var err error
+		for {
+			var fr frame
+			if err = ahead.next(&fr); err != nil {
+				break
+			}
+			frames = append(frames, fr)
+		}
+
+		// What a buffered decoder of the same bytes reads.
+		var want int
+		for want < len(ends) && ends[want] <= end {
+			want++
+		}
+		if len(frames) != want {
+			t.Fatalf("decoded %d frames through offset %d, want %d (then %v)", len(frames), end, want, err)
+		}
+		var bd = newDecoder(bytes.NewReader(log[:end]), base, end)
+		var bf frame
+		for i, fr := range frames {
+			if berr := bd.next(&bf); berr != nil {
+				t.Fatalf("buffered decoder: frame %d: %v", i, berr)
+			}
+			if fr.op.Seq != uint64(i+1) || fr.begin != bf.begin || fr.end != bf.end || fr.end != base+ends[i] ||
+				!bytes.Equal(fr.data, bf.data) || !bytes.Equal(fr.opBytes, bf.opBytes) {
+				t.Fatalf("frame %d: op %v [%d, %d) with %d bytes of data, want op %v [%d, %d) with %d",
+					i, fr.op, fr.begin, fr.end, len(fr.data), bf.op, bf.begin, bf.end, len(bf.data))
+			}
+		}
+		var berr = bd.next(&bf)
+		var partial, bpartial errPartial
+		if errors.Is(err, io.EOF) != errors.Is(berr, io.EOF) || errors.As(err, &partial) != errors.As(berr, &bpartial) ||
+			errors.Is(err, io.ErrUnexpectedEOF) != errors.Is(berr, io.ErrUnexpectedEOF) {
+			t.Fatalf("reads ended with %v, a buffered decoder's with %v", err, berr)
+		}
+		if ahead.offset != bd.offset {
+			t.Fatalf("reads ended at offset %d, a buffered decoder's at %d", ahead.offset, bd.offset)
+		}
+	})
+}
+
+// A mapped fragment file truncated under a playback (as none should be)
+// fails the playback with an error naming the journal and offset, rather
+// than crash the process.
+func TestMappedFileTruncatedIsAnError(t *testing.T) {
+	var log []byte
+	for i := range 4 {
+		var data = bytes.Repeat([]byte{byte(i)}, 256<<10)
+		var err error
+		if log, _, err = appendFrame(log, &Op{Seq: uint64(i + 1), Kind: &Op_Write{Write: &Write{
+			Fnode: 1, Length: int64(len(data)), DataCrc32C: crc32.Checksum(data, castagnoli),
+		}}}, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var path = filepath.Join(t.TempDir(), "fragment")
+	if err := os.WriteFile(path, log, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var data, err = mapFile(path, int64(len(log)))
+	if err != nil {
+		t.Fatal(err)
+	} else if err = os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	var m = &mappedBytes{off: 0, mappedEnd: int64(len(log)), end: int64(len(log)),
+		frags: []mappedFragment{{begin: 0, end: int64(len(log)), data: data}}}
+	defer m.unmap()
+	var ahead = newDecodeAhead("truncated/log", &decoder{src: m}, m, func() {})
+	defer ahead.stop()
+	var f frame
+	if err = ahead.next(&f); err == nil || !strings.Contains(err.Error(), "journal truncated/log offset 0: reading a mapped fragment file faulted") {
+		t.Fatalf("reading a truncated mapped file: %v, want a fault naming the journal and offset", err)
+	}
+}
+
+// A player given the root of the log's file:// store plays the persisted
+// fragments of its hinted ranges from their files, mapped, and reads the
+// rest (the log's newest fragments) through the brokers: it plays the same
+// files as one reading them all through their URLs. One not given the root,
+// or not reading directly, maps none.
+func TestPlaybackMapsPersistedFragments(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var journal = newLog(t) // Of fragments of 64 KiB.
+	defer client.InstallFileTransport(stack.FragmentsRoot())()
+	var m = newMirror(t, journal, nil, 0xD1)
+	for i := range 6 {
+		var name = string(rune('a' + i))
+		m.create(name)
+		for j := range 5 {
+			// Writes of 1 to 120 KiB, some of two appends (see Recorder).
+			m.write(name, bytes.Repeat([]byte{byte(i), byte(j)}, 512+(i*5+j)*2048), -1)
+		}
+	}
+	m.remove("b")
+	m.hints()
+	m.create("newest")
+	m.write("newest", []byte("not yet persisted"), -1)
+	var hints = m.hints()
+	waitPersisted(t, ctx, journal, firstOffset(journal, hints))
+
+	var hinted int64
+	for _, r := range hintedRanges(hints) {
+		hinted += r.EndOffset - r.FirstOffset
+	}
+	for _, tc := range []struct {
+		name     string
+		direct   bool
+		root     string
+		wantSome bool
+	}{
+		{"mapped", true, stack.FragmentsRoot(), true},
+		{"through URLs", true, "", false},
+		{"through brokers", false, stack.FragmentsRoot(), false},
+	} {
+		var before = testutil.ToFloat64(mappedBytesPlayed)
+		var p = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xD2)
+		p.DoNotProxy, p.FileRoot = tc.direct, tc.root
+		p.FinishAtWriteHead()
+		if _, err := p.Play(ctx, hints); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		sameTree(t, m.dir, p.dir)
+		var mapped = int64(testutil.ToFloat64(mappedBytesPlayed) - before)
+		if tc.wantSome && (mapped == 0 || mapped >= hinted) {
+			t.Fatalf("%s: mapped %d bytes of %d hinted, want some, not the newest", tc.name, mapped, hinted)
+		} else if !tc.wantSome && mapped != 0 {
+			t.Fatalf("%s: mapped %d bytes, want none", tc.name, mapped)
+		}
+		t.Logf("%s: mapped %d of %d hinted bytes", tc.name, mapped, hinted)
+	}
+}
