@@ -74,7 +74,9 @@ func (m *mappedBytes) peek(n int) ([]byte, error) {
 	}
 	if at < m.off+want {
 		var b, rerr = m.rest.peek(int(m.off + want - at))
-		m.scratch, err = append(m.scratch, b...), rerr
+		if m.scratch = append(m.scratch, b...); rerr != nil {
+			err = rerr
+		}
 	}
 	return m.scratch, err
 }
