@@ -40,6 +40,7 @@ type mappedBytes struct {
 	at        int              // Index of the fragment holding off, while off < mappedEnd.
 	inPlace   bool             // The last peek's bytes are of a mapped file, valid until unmap.
 	off       int64            // Log offset of the next byte.
+	populated int64            // Log offset through which the mapped pages are populated.
 	mappedEnd int64            // Log offset the mapped fragments end at.
 	end       int64            // Log offset the bytes end at.
 	rest      frameBytes       // Bytes [mappedEnd, end), if any: a read of the log.
@@ -58,6 +59,7 @@ func (m *mappedBytes) peek(n int) ([]byte, error) {
 	if want == 0 {
 		return nil, err
 	}
+	m.populate(m.off + want)
 	if f := m.frags[m.at]; m.off+want <= f.end {
 		m.inPlace = true
 		return f.data[m.off-f.begin : m.off-f.begin+want], err
@@ -79,6 +81,27 @@ func (m *mappedBytes) peek(n int) ([]byte, error) {
 		}
 	}
 	return m.scratch, err
+}
+
+// populateAhead is how many bytes of mapped files are populated at once.
+const populateAhead = 4 << 20
+
+// populate populates the pages of the mapped files through log offset to,
+// and populateAhead further.
+func (m *mappedBytes) populate(to int64) {
+	for i := m.at; m.populated < to && i < len(m.frags); i++ {
+		var f = m.frags[i]
+		if m.populated >= f.end {
+			continue
+		}
+		var from = max(m.populated, f.begin, m.off)
+		var through = min(f.end, m.end, max(to, from+populateAhead))
+		populate(f.data, from-f.begin, through-f.begin)
+		m.populated = through
+		if through < f.end {
+			break
+		}
+	}
 }
 
 func (m *mappedBytes) discard(n int) {

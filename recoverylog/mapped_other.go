@@ -11,3 +11,5 @@ func mapFile(string, int64) ([]byte, error) { return nil, errors.ErrUnsupported 
 func unmapFile([]byte) {}
 
 func adviseWillNeed([]byte, int64, int64) {}
+
+func populate([]byte, int64, int64) {}
