@@ -37,9 +37,10 @@ type Player struct {
 	// store, as given to client.InstallFileTransport (a broker's
 	// --broker.file-root), if any. With DoNotProxy, a playback then maps
 	// the files of the persisted, uncompressed fragments of its hinted
-	// ranges into memory and plays their bytes in place, a copy fewer than
-	// a read of them through their URLs; fragments it can't map so are read
-	// through their URLs. Set it before Play.
+	// ranges into memory and plays their bytes in place, without the copies
+	// a read of them through their URLs makes, checking ops on another
+	// goroutine ahead of their writes; content it can't map so is read
+	// through the URLs, or the brokers. Set it before Play.
 	FileRoot string
 
 	jc      pb.RoutedJournalClient
