@@ -618,6 +618,10 @@ func persistedPrefixEnd(fragments []pb.FragmentsResponse__Fragment) pb.Offset {
 	return end
 }
 
+// maxReplayAttempts bounds the appends of one record of the append log
+// which the brokers refuse as behind their index of persisted fragments.
+const maxReplayAttempts = 10
+
 // replayAppends appends again, at their very offsets, the appends that the
 // segments of the last run's append log hold and the fragment store lacks,
 // then removes those segments. A journal whose logged appends do not join
@@ -646,17 +650,31 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 				}
 				s.appends.setLogged(rec.Journal, head, true) // Persisted.
 			}
-			switch {
-			case rec.End <= head:
-				// Persisted.
-			case rec.Begin == head:
+			for attempt := 1; rec.End > head && rec.Begin == head; attempt++ {
 				var _, err = client.Append(s.ownAppends(ctx), s.journals,
 					pb.AppendRequest{Journal: rec.Journal, Offset: rec.Begin}, bytes.NewReader(rec.Content))
-				if err != nil {
+				if errors.Is(err, client.ErrIndexHasGreaterOffset) && attempt < maxReplayAttempts {
+					// Since the head was read, the brokers' index of the
+					// journal's persisted fragments caught up with those the
+					// last run persisted: move the head to its end, and place
+					// the append again.
+					if err = s.resetHead(ctx, rec.Journal); err == nil {
+						head, err = s.writeHead(ctx, rec.Journal)
+					}
+					if err != nil {
+						return err
+					}
+					s.appends.setLogged(rec.Journal, head, true)
+					continue
+				} else if err != nil {
 					return fmt.Errorf("devstack: replaying the append of journal %s at offset %d: %w", rec.Journal, rec.Begin, err)
 				}
 				head = rec.End
 				replayed[rec.Journal] += rec.End - rec.Begin
+			}
+			switch {
+			case rec.End <= head:
+				// Persisted, or replayed.
 			default:
 				lost[rec.Journal] = append(lost[rec.Journal], fmt.Sprintf("[%d, %d)", head, rec.Begin))
 				head = rec.Begin // What follows cannot be placed either.
