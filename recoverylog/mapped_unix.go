@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin || freebsd || netbsd || openbsd
 
 package recoverylog
 
@@ -41,16 +41,5 @@ func adviseWillNeed(data []byte, from, to int64) {
 	from -= from % page
 	if from < to {
 		_ = unix.Madvise(data[from:to], unix.MADV_WILLNEED) // Advice, as above.
-	}
-}
-
-// populate maps bytes [from, to) of mapped data into the process's page
-// tables at once (their pages being in the page cache), rather than page
-// fault by page fault as they are read. Where the kernel can't, they fault.
-func populate(data []byte, from, to int64) {
-	var page = int64(os.Getpagesize())
-	from -= from % page
-	if from < to {
-		_ = unix.Madvise(data[from:to], unix.MADV_POPULATE_READ) // As above.
 	}
 }
