@@ -176,10 +176,14 @@ func (p *Player) mapRange(ctx context.Context, offset, end int64) *mappedBytes {
 	return m
 }
 
-// mappedFault is the error of a fault reading a mapped fragment file (the
-// file was truncated, or its disk failed), which the playback of its range
-// recovers from.
+// mappedFault returns the error of r, a value recovered from a panic, if
+// it's a fault reading a mapped fragment file (the file was truncated, or
+// its disk failed) of journal at offset, which a goroutine reading such
+// files with debug.SetPanicOnFault recovers from. Any other panic goes on.
 func mappedFault(journal pb.Journal, offset int64, r any) error {
+	if _, ok := r.(interface{ Addr() uintptr }); !ok {
+		panic(r)
+	}
 	return fmt.Errorf("journal %s offset %d: reading a mapped fragment file faulted (was it truncated?): %v", journal, offset, r)
 }
 
@@ -225,9 +229,6 @@ func newDecodeAhead(journal pb.Journal, dec *decoder, m *mappedBytes, cancel fun
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
 			if r := recover(); r != nil {
-				if _, ok := r.(interface{ Addr() uintptr }); !ok {
-					panic(r)
-				}
 				send(decodedFrame{err: mappedFault(journal, dec.offset, r), offset: dec.offset})
 			}
 		}()

@@ -36,10 +36,14 @@ func unmapFile(data []byte) { _ = unix.Munmap(data) }
 
 // adviseWillNeed asks the kernel to read bytes [from, to) of mapped data
 // ahead, in the background.
-func adviseWillNeed(data []byte, from, to int64) {
+func adviseWillNeed(data []byte, from, to int64) { advise(data, from, to, unix.MADV_WILLNEED) }
+
+// advise gives the kernel advice about bytes [from, to) of mapped data,
+// from the start of from's page. Its failure changes nothing.
+func advise(data []byte, from, to int64, advice int) {
 	var page = int64(os.Getpagesize())
 	from -= from % page
 	if from < to {
-		_ = unix.Madvise(data[from:to], unix.MADV_WILLNEED) // Advice, as above.
+		_ = unix.Madvise(data[from:to], advice)
 	}
 }

@@ -476,9 +476,6 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) (
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
 			if r := recover(); r != nil {
-				if _, ok := r.(interface{ Addr() uintptr }); !ok {
-					panic(r)
-				}
 				err = mappedFault(p.journal, ahead.offset, r)
 			}
 		}()

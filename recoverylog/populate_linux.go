@@ -1,19 +1,9 @@
 package recoverylog
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // populate maps bytes [from, to) of mapped data into the process's page
 // tables at once (their pages being in the page cache), rather than page
 // fault by page fault as they are read. Where the kernel can't (before
 // Linux 5.14), they fault.
-func populate(data []byte, from, to int64) {
-	var page = int64(os.Getpagesize())
-	from -= from % page
-	if from < to {
-		_ = unix.Madvise(data[from:to], unix.MADV_POPULATE_READ) // Advice: its failure changes nothing.
-	}
-}
+func populate(data []byte, from, to int64) { advise(data, from, to, unix.MADV_POPULATE_READ) }
