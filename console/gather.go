@@ -180,9 +180,11 @@ type Shard struct {
 	// RescalePhase is the phase of a rescale its primary's state is in
 	// (runtime.RescaleSplit or RescaleDropping, from its metrics), or
 	// empty; RescaleDropped counts the rows it dropped so far, while
-	// dropping.
+	// dropping, and RescaleThrough is the share of its state it has gone
+	// through, or -1 if its store can't tell.
 	RescalePhase   string
 	RescaleDropped int64
+	RescaleThrough float64
 
 	primaryEndpoint pb.Endpoint
 }
@@ -206,7 +208,11 @@ func (s *Shard) Rescale() string {
 	case to != "":
 		return "to split to " + to + " partitions at its next transaction"
 	case s.RescalePhase == runtime.RescaleDropping:
-		return fmt.Sprintf("rescale ended; dropping the rows it no longer owns (%d so far)", s.RescaleDropped)
+		if s.RescaleThrough < 0 {
+			return fmt.Sprintf("rescale ended; dropping the rows it no longer owns (%d so far)", s.RescaleDropped)
+		}
+		return fmt.Sprintf("rescale ended; dropping the rows it no longer owns (%d so far, %.0f%% of its state gone through)",
+			s.RescaleDropped, 100*s.RescaleThrough)
 	}
 	return ""
 }
@@ -506,6 +512,10 @@ func (sh *Shard) readCounters(m progress.Metrics) {
 		}
 	}
 	sh.RescaleDropped = int64(m.Value(progress.RescaleDropped, "shard", sh.ID))
+	sh.RescaleThrough = -1
+	if m.Has(progress.RescaleThrough, "shard", sh.ID) {
+		sh.RescaleThrough = m.Value(progress.RescaleThrough, "shard", sh.ID)
+	}
 	var phases = m.Labeled(progress.PhaseSeconds, "phase", "shard", sh.ID)
 	var total float64
 	for _, s := range phases {

@@ -56,7 +56,8 @@ func TestConsoleShowsRescales(t *testing.T) {
 	}}
 	var after = &Group{Name: "ledger", Shards: []*Shard{
 		rescaleShard(t, "ledger-00", StatusPrimary, phase("ledger-00", runtime.RescaleDropping)+
-			`gazconsumer_shard_rescale_dropped_rows{shard="ledger-00"} 1234`+"\n"),
+			`gazconsumer_shard_rescale_dropped_rows{shard="ledger-00"} 1234`+"\n"+
+			`gazconsumer_shard_rescale_drop_progress_ratio{shard="ledger-00"} 0.4`+"\n"),
 		rescaleShard(t, "ledger-01", StatusPrimary, phase("ledger-01", runtime.RescaleDropping)),
 		rescaleShard(t, "ledger-02", StatusPrimary, ""),
 		// Another shard's metrics are not this one's.
@@ -77,7 +78,8 @@ func TestConsoleShowsRescales(t *testing.T) {
 			"new, forked from ledger-01",
 		}},
 		{after, "Rescale ended: ledger-00, ledger-01, ledger-04 still dropping the rows they no longer own.", []string{
-			"rescale ended; dropping the rows it no longer owns (1234 so far)",
+			"rescale ended; dropping the rows it no longer owns (1234 so far, 40% of its state gone through)",
+			// Its store can't tell how far it has gone.
 			"rescale ended; dropping the rows it no longer owns (0 so far)",
 			"",
 			"",

@@ -78,7 +78,7 @@ func TestDashboard(t *testing.T) {
 // (not rescalable) never is: runtime/shardmetrics' TestRescaleGauges
 // checks their names, and example's TestRescaleUnderLoad reads them from
 // members rescaling.
-var duringRescales = map[string]bool{progress.RescalePhase: true, progress.RescaleDropped: true}
+var duringRescales = map[string]bool{progress.RescalePhase: true, progress.RescaleDropped: true, progress.RescaleThrough: true}
 
 // TestMonitoringUsesRegisteredMetrics checks that every metric the
 // dashboard and the alerting rules query is one that members export: it

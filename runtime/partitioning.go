@@ -103,7 +103,7 @@ type partitionGuard struct {
 
 	// state is where built stands in a rescale, as last recorded: read by
 	// RescaleState from other goroutines than the transactions'.
-	state   atomic.Pointer[RescaleState]
+	state   atomic.Pointer[rescaleRecord]
 	dropped int // What the drop in progress deleted so far.
 }
 

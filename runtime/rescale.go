@@ -106,9 +106,12 @@ type Ownership struct {
 // on, once its rescale ended: at the first store key after After (at the
 // first key of the state, if After is nil). Moved counts what was dropped
 // so far (or, of an earlier version's split, moved to the hand-off area).
+// Scanned is the bytes its store held of the keys gone through, as it
+// estimated each batch's as the drop went through them (see RangeSizer).
 type HandoffCursor struct {
-	After []byte `json:"after,omitempty"`
-	Moved int    `json:"moved"`
+	After   []byte `json:"after,omitempty"`
+	Moved   int    `json:"moved"`
+	Scanned uint64 `json:"scanned,omitempty"`
 }
 
 // handoffBatch bounds the bytes of keys and values a shard drops in one
@@ -336,6 +339,25 @@ type RescaleState struct {
 	// Dropped counts the rows, timers and records of what falls due that
 	// the shard's drop has deleted so far (of RescaleDropping).
 	Dropped int
+	// Through estimates the share of the shard's state that its drop has
+	// gone through (of RescaleDropping; else 0), from 0 to 1: the bytes its
+	// store held of the keys of its tables, timers and what falls due that
+	// the drop went through, as it went, over those and the bytes it holds
+	// after the drop's place (see RangeSizer). It is -1 if the store can't
+	// tell (it isn't a RangeSizer, or holds nothing of them that it counts).
+	Through float64
+}
+
+// RangeSizer is implemented by stores which estimate the bytes they hold of a
+// range of keys (rocks.Store and mem.Store are): a shard dropping what it
+// no longer owns tells, by them, how far through its state it is.
+type RangeSizer interface {
+	// ApproximateSizes returns the bytes, as the store estimates them, of
+	// the rows it holds committed from each range's first key up to its
+	// second (exclusive), in the order of ranges: a store may leave out rows
+	// it holds in a form it can't estimate (rocks.Store, those of its
+	// memtables). It may be called concurrently with transactions.
+	ApproximateSizes(ranges [][2][]byte) ([]uint64, error)
 }
 
 // RescaleReporter is implemented by Applications which tell where each
@@ -357,17 +379,80 @@ func (a *Adapter[H, T]) RescaleState(shard Shard, store Store) (RescaleState, bo
 	if g == nil {
 		return RescaleState{}, false
 	}
-	var st = g.state.Load()
-	if st == nil {
+	var rec = g.state.Load()
+	if rec == nil {
 		return RescaleState{}, false
 	}
-	return *st, true
+	var st = rec.RescaleState
+	switch {
+	case st.Phase != RescaleDropping:
+	case rec.passed:
+		st.Through = 1
+	default:
+		st.Through = a.dropThrough(store, rec.cursor)
+	}
+	return st, true
+}
+
+// dropThrough estimates, from store's sizes of splitRanges, the share of
+// them a drop at cur has gone through, or -1 (see RescaleState.Through):
+// the bytes it went through (cur.Scanned), over those and the bytes after
+// it, as store holds them now.
+func (a *Adapter[H, T]) dropThrough(store Store, cur HandoffCursor) float64 {
+	var sizer, ok = store.(RangeSizer)
+	if !ok {
+		return -1
+	}
+	var sizes, err = sizer.ApproximateSizes(a.unmoved(cur))
+	if err != nil {
+		slog.Warn("can't estimate how far a drop has gone", "consumer", a.c.Name, "err", err)
+		return -1
+	}
+	var rest uint64
+	for _, n := range sizes {
+		rest += n
+	}
+	if cur.Scanned+rest == 0 {
+		return -1
+	}
+	return float64(cur.Scanned) / float64(cur.Scanned+rest)
+}
+
+// sizeBetween returns the bytes store holds, as it estimates them, of
+// splitRanges from cur up to key through (included), or 0 if it can't
+// tell: what a drop goes through from cur to through, as it goes.
+func (a *Adapter[H, T]) sizeBetween(store Store, cur HandoffCursor, through []byte) uint64 {
+	var sizer, ok = store.(RangeSizer)
+	if !ok {
+		return 0
+	}
+	var limit = append(bytes.Clone(through), 0)
+	var ranges [][2][]byte
+	for _, r := range a.unmoved(cur) {
+		if bytes.Compare(r[0], limit) >= 0 {
+			break
+		} else if bytes.Compare(r[1], limit) > 0 {
+			r[1] = limit
+		}
+		ranges = append(ranges, r)
+	}
+	var sizes, err = sizer.ApproximateSizes(ranges)
+	if err != nil {
+		slog.Warn("can't estimate the size of what a drop went through", "consumer", a.c.Name, "err", err)
+		return 0
+	}
+	var n uint64
+	for _, size := range sizes {
+		n += size
+	}
+	return n
 }
 
 // recordState records where g's record stands in a rescale, for
 // RescaleState.
 func (g *partitionGuard) recordState() {
-	var b, st = &g.built, new(RescaleState)
+	var b, rec = &g.built, new(rescaleRecord)
+	var st = &rec.RescaleState
 	if b.Owns != nil {
 		st.Index, st.Of = b.Owns.Index, b.Owns.Of
 	}
@@ -376,6 +461,9 @@ func (g *partitionGuard) recordState() {
 		st.Phase = RescaleDropping
 		if b.Moving != nil {
 			g.dropped = b.Moving.Moved
+			rec.cursor = *b.Moving
+		} else {
+			rec.passed = true
 		}
 		// (Once the rows are dropped, as dropUnowned last counted them,
 		// while the drop goes on in a hand-off area.)
@@ -386,7 +474,16 @@ func (g *partitionGuard) recordState() {
 	default:
 		g.dropped = 0
 	}
-	g.state.Store(st)
+	g.state.Store(rec)
+}
+
+// rescaleRecord is where a guard's record stands in a rescale: its
+// RescaleState but for Through, and where its drop is: at cursor, or past
+// all it had to go through.
+type rescaleRecord struct {
+	RescaleState
+	cursor HandoffCursor
+	passed bool
 }
 
 // ownerOf returns the owner of what is stored under key stored among of
@@ -579,8 +676,12 @@ func (a *Adapter[H, T]) dropUnowned(spec *pc.ShardSpec, kv KV, g *partitionGuard
 	g.dropped = cur.Moved
 	if full {
 		cur.After = keys[len(keys)-1]
+		cur.Scanned += a.sizeBetween(g.store, *g.built.Moving, cur.After)
 		g.built.Moving = &cur
-		slog.Debug("shard dropped part of what it no longer owns", "shard", id, "dropped", cur.Moved)
+		if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
+			slog.Debug("shard dropped part of what it no longer owns", "shard", id, "dropped", cur.Moved,
+				"through", a.dropThrough(g.store, cur))
+		}
 	} else {
 		g.built.Moving = nil
 		slog.Info("shard dropped what it no longer owns", "shard", id, "consumer", a.c.Name,

@@ -494,6 +494,8 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 	var settle = func(s *forkShard, msgs []*order, at int, then func()) {
 		t.Helper()
 		var dropped = -1 // As last reported, while dropping.
+		var through = 0.0
+		var _, sized = s.store.(runtime.RangeSizer)
 		for txns := 0; len(msgs) != 0 || handingOff(s); txns++ {
 			if txns == at && then != nil {
 				then()
@@ -510,9 +512,23 @@ func splitAndFork(t *testing.T, rng *rand.Rand, n int, factors []int) {
 					t.Errorf("shard %s reports %d rows dropped after %d", s.sh.spec.Id, st.Dropped, dropped)
 				}
 				dropped = st.Dropped
-			} else if st.Dropped != 0 {
+				// It tells how far through its state it has gone, which
+				// grows but for the rows its messages add after its place.
+				switch {
+				case !sized:
+					if st.Through != -1 {
+						t.Errorf("shard %s, of a store that can't estimate sizes, is %v through", s.sh.spec.Id, st.Through)
+					}
+				case st.Through < 0 || st.Through > 1 || len(next) == 0 && st.Through < through:
+					t.Errorf("shard %s's drop is %v through after %v", s.sh.spec.Id, st.Through, through)
+				}
+				through = st.Through
+			} else if st.Dropped != 0 || st.Through != 0 {
 				t.Errorf("shard %s, not dropping: rescale state %+v", s.sh.spec.Id, st)
 			}
+		}
+		if sized && dropped != -1 && through != 1 {
+			t.Errorf("shard %s's drop ended %v through", s.sh.spec.Id, through)
 		}
 	}
 	var feed = func(s *forkShard, p, count int) {

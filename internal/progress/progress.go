@@ -157,6 +157,7 @@ const (
 	RecoveryRemaining = "gazconsumer_shard_recovery_remaining_bytes"
 	RescalePhase      = "gazconsumer_shard_rescale_phase"
 	RescaleDropped    = "gazconsumer_shard_rescale_dropped_rows"
+	RescaleThrough    = "gazconsumer_shard_rescale_drop_progress_ratio"
 )
 
 // WriteHead returns the write head of journal.

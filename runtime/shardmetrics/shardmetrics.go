@@ -95,6 +95,10 @@ var (
 		Name: "gazconsumer_shard_rescale_dropped_rows",
 		Help: "Rows (and timers) a primary whose rescale ended has deleted so far of those it no longer owns, by shard; absent unless it is dropping them.",
 	}, []string{"shard"})
+	rescaleThrough = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gazconsumer_shard_rescale_drop_progress_ratio",
+		Help: "Share (0 to 1) of its state's bytes, as its store estimates them, that a primary whose rescale ended has gone through, dropping what it no longer owns, by shard; absent unless it is dropping them and its store can estimate them.",
+	}, []string{"shard"})
 )
 
 // Gazette's consumer metrics (package go.gazette.dev/core/consumer, which
@@ -212,6 +216,11 @@ func Rescale(id pc.ShardID, st runtime.RescaleState) {
 		rescaleDropped.WithLabelValues(shard).Set(float64(st.Dropped))
 	} else {
 		rescaleDropped.DeleteLabelValues(shard)
+	}
+	if st.Phase == runtime.RescaleDropping && st.Through >= 0 {
+		rescaleThrough.WithLabelValues(shard).Set(st.Through)
+	} else {
+		rescaleThrough.DeleteLabelValues(shard)
 	}
 }
 

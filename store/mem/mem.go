@@ -88,6 +88,7 @@ var (
 	_ runtime.CommittedReader = (*Store)(nil)
 	_ runtime.Loader          = (*Store)(nil)
 	_ runtime.TxnSizer        = (*Store)(nil)
+	_ runtime.RangeSizer      = (*Store)(nil)
 )
 
 // Open returns a Store of db, which resumes from its last commit. Commits of
@@ -190,6 +191,25 @@ func (b *base) Scan(start, end []byte, fn func(key, value []byte) bool) error {
 
 // Checkpoint returns the checkpoint of the last commit.
 func (b *base) Checkpoint() ([]byte, error) { return b.db.version().Checkpoint() }
+
+// ApproximateSizes returns the bytes of the keys and values committed in
+// each of ranges, exactly: it goes through their rows.
+func (s *Store) ApproximateSizes(ranges [][2][]byte) ([]uint64, error) {
+	return s.b.approximateSizes(ranges)
+}
+
+// approximateSizes returns the bytes of the keys and values committed in
+// each of ranges.
+func (b *base) approximateSizes(ranges [][2][]byte) ([]uint64, error) {
+	var v, out = b.db.version(), make([]uint64, len(ranges))
+	for i, r := range ranges {
+		_ = v.Scan(r[0], r[1], func(key, value []byte) bool {
+			out[i] += uint64(len(key) + len(value))
+			return true
+		})
+	}
+	return out, nil
+}
 
 // Write applies w and the checkpoint to a copy of the DB's rows, which then
 // replaces them: reads of the rows before go on undisturbed.

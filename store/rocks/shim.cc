@@ -406,6 +406,34 @@ extern "C" int64_t gc_multiget(void* c_db, void* c_ro, const char* keys, const i
   }
 }
 
+extern "C" char* gc_approximate_sizes(void* c_db, const char* starts, const int64_t* start_ends, const char* ends,
+                                      const int64_t* end_ends, size_t n, uint64_t* sizes) {
+  try {
+    rocksdb::DB* db = static_cast<rocksdb_t*>(c_db)->rep;
+    std::vector<rocksdb::Range> ranges(n);
+    int64_t start = 0, end = 0;
+    for (size_t i = 0; i < n; i++) {
+      ranges[i] = rocksdb::Range(rocksdb::Slice(starts + start, static_cast<size_t>(start_ends[i] - start)),
+                                 rocksdb::Slice(ends + end, static_cast<size_t>(end_ends[i] - end)));
+      start = start_ends[i];
+      end = end_ends[i];
+    }
+    rocksdb::SizeApproximationOptions o;
+    // RocksDB's estimates of a memtable's rows are of its skip list's
+    // levels: for a few thousand rows, all of them or none, whatever the
+    // range. The files' are of their indexes' blocks.
+    o.include_memtables = false;
+    o.include_files = true;
+    rocksdb::Status st = db->GetApproximateSizes(o, db->DefaultColumnFamily(), ranges.data(), static_cast<int>(n), sizes);
+    if (!st.ok()) {
+      return strdup(st.ToString().c_str());
+    }
+    return nullptr;
+  } catch (const std::exception& ex) {
+    return strdup(ex.what());
+  }
+}
+
 extern "C" void* gc_scan_new(void* c_db, void* c_ro, const char* start, size_t start_len) {
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);  // As gc_get.
   rocksdb::DB* db = static_cast<rocksdb_t*>(c_db)->rep;

@@ -35,6 +35,15 @@ int64_t gc_get(void* c_db, void* c_ro, const char* key, size_t key_len, char* bu
 int64_t gc_multiget(void* c_db, void* c_ro, const char* keys, const int64_t* ends, size_t n, int64_t* lens, char* buf,
                     size_t cap, char** err);
 
+// gc_approximate_sizes sets sizes[i] to the approximate bytes c_db (a
+// rocksdb_t) holds in its files (not its memtables) of the i-th of n ranges
+// of keys: from the i-th key of starts (held one after the other, the i-th
+// ending at start_ends[i]) up to the i-th of ends (likewise, ending at
+// end_ends[i]), exclusive. It returns NULL, or an error message to be freed
+// by the caller.
+char* gc_approximate_sizes(void* c_db, const char* starts, const int64_t* start_ends, const char* ends,
+                           const int64_t* end_ends, size_t n, uint64_t* sizes);
+
 // gc_batch_new returns a buffer of WriteBatch representations, as an
 // opaque handle to be released with gc_batch_free: each write reuses the
 // memory of the one before it.

@@ -319,6 +319,7 @@ type logLine struct {
 	BytesRead int64     `json:"bytesRead"`
 	Took      int64     `json:"took"` // Nanoseconds.
 	Dir       string    `json:"dir"`
+	Through   *float64  `json:"through"` // Of a drop's batch, at the debug level.
 }
 
 // shardLog is what a member's logs say of a shard.
@@ -331,6 +332,38 @@ type shardLog struct {
 	linked    time.Time     // When it began to link its parent's files, if it did.
 	ended     time.Time     // When it ended its rescale: it dropped what it no longer owns.
 	compacted time.Time     // When its store last compacted its files (as its rescale ended).
+	// Of its drop of what it no longer owns, once its rescale ended: when
+	// it began and ended, and how far it said it had gone after each batch
+	// (at the debug level).
+	dropBegan, dropped time.Time
+	through            []progressAt
+}
+
+// progressAt is how far a drop said it had gone, at a time.
+type progressAt struct {
+	at      time.Time
+	through float64
+}
+
+// dropHalfway returns how far the shard's drop said it had gone halfway
+// through its time, between the reports either side (from 0 as it began,
+// to 1 as it ended), and whether it reported its progress.
+func (s *shardLog) dropHalfway() (float64, bool) {
+	if s.dropBegan.IsZero() || s.dropped.IsZero() || len(s.through) == 0 {
+		return 0, false
+	}
+	var half = s.dropBegan.Add(s.dropped.Sub(s.dropBegan) / 2)
+	var points = append(append([]progressAt{{s.dropBegan, 0}}, s.through...), progressAt{s.dropped, 1})
+	for i := 1; i < len(points); i++ {
+		var a, b = points[i-1], points[i]
+		if b.at.Before(half) {
+			continue
+		} else if span := b.at.Sub(a.at); span > 0 {
+			return a.through + (b.through-a.through)*float64(half.Sub(a.at))/float64(span), true
+		}
+		return b.through, true
+	}
+	return 1, true
 }
 
 // awaitLogged waits until the member's log, file, says of each of shards
@@ -401,6 +434,15 @@ func readLog(file string) (map[string]*shardLog, error) {
 			of(l.Shard).linked = l.Time.Add(-time.Duration(l.Took))
 		case "shard ended its rescale":
 			of(l.Shard).ended = l.Time
+		case "shard's rescale ended: it drops what it no longer owns":
+			of(l.Shard).dropBegan = l.Time
+		case "shard dropped part of what it no longer owns":
+			if l.Through != nil && *l.Through >= 0 {
+				var s = of(l.Shard)
+				s.through = append(s.through, progressAt{l.Time, *l.Through})
+			}
+		case "shard dropped what it no longer owns":
+			of(l.Shard).dropped = l.Time
 		case "store compacted its files":
 			// Its directory is the shard's id, then "-" and a revision.
 			var base = filepath.Base(l.Dir)

@@ -52,19 +52,21 @@ type result struct {
 	forkLocal   map[string]bool          // It forked from its parent's store, in its member.
 	split       time.Duration            // The command's run.
 
-	drop                              time.Duration // From the command's end until every shard dropped what it no longer owns.
-	rateBefore, rateDuring, rateAfter float64       // Events a second.
-	rateDrop                          float64       // Events a second while the shards drop what they no longer own.
-	compact                           time.Duration // From the drops' end until every shard's store compacted its files.
-	rateCompact                       float64       // Events a second meanwhile.
-	minDuring                         float64       // Lowest events a second over 1 s during the split (over the split, if shorter).
-	readBefore, readDuring            float64       // Messages read a second (gazconsumer_shard_messages_total).
-	memberCPUBefore, memberCPUDuring  float64       // Member's CPU seconds a second.
-	memberCPUAfter                    float64       // Likewise, after the compactions.
-	lagSplit                          int64         // Input bytes yet to consume as the split starts (Shard API's Stat).
-	ranOut                            bool          // Whether the ledger had written every event before the rate after was taken.
-	published                         float64       // Messages a second the load was published at.
-	eventBytes                        float64       // Bytes of an event, as measured.
+	drop                              time.Duration            // From the command's end until every shard dropped what it no longer owns.
+	dropTook                          map[string]time.Duration // Each parent's drop, from its beginning until it dropped all it no longer owns.
+	dropHalfway                       map[string]float64       // How far each parent's drop said it had gone halfway through its time (at the debug level).
+	rateBefore, rateDuring, rateAfter float64                  // Events a second.
+	rateDrop                          float64                  // Events a second while the shards drop what they no longer own.
+	compact                           time.Duration            // From the drops' end until every shard's store compacted its files.
+	rateCompact                       float64                  // Events a second meanwhile.
+	minDuring                         float64                  // Lowest events a second over 1 s during the split (over the split, if shorter).
+	readBefore, readDuring            float64                  // Messages read a second (gazconsumer_shard_messages_total).
+	memberCPUBefore, memberCPUDuring  float64                  // Member's CPU seconds a second.
+	memberCPUAfter                    float64                  // Likewise, after the compactions.
+	lagSplit                          int64                    // Input bytes yet to consume as the split starts (Shard API's Stat).
+	ranOut                            bool                     // Whether the ledger had written every event before the rate after was taken.
+	published                         float64                  // Messages a second the load was published at.
+	eventBytes                        float64                  // Bytes of an event, as measured.
 
 	cpu   map[string]float64 // CPU seconds of each process, all told.
 	check string             // bankctl check's verdict.
@@ -302,6 +304,18 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		return nil, err
 	}
 	r.drop = dropEnd.Sub(splitEnd)
+	if logs, err = readLog(ledger.log); err != nil {
+		return nil, err
+	}
+	r.dropTook, r.dropHalfway = map[string]time.Duration{}, map[string]float64{}
+	for _, p := range parents {
+		if l := logs[p]; l != nil && !l.dropBegan.IsZero() && !l.dropped.IsZero() {
+			r.dropTook[p] = l.dropped.Sub(l.dropBegan)
+			if half, ok := l.dropHalfway(); ok {
+				r.dropHalfway[p] = half
+			}
+		}
+	}
 	// Then each store rewrites its files, in the background (its space
 	// reclaimed, a new shard's files its own): the rate after is taken
 	// once they're done.

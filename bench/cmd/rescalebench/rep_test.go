@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -32,6 +33,30 @@ func TestMinRate(t *testing.T) {
 	} {
 		if got := s.minRate(tc.t, tc.u, time.Second, f); got != tc.want {
 			t.Errorf("%s: minRate = %.2f, want %.2f", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDropHalfway checks the progress a drop told halfway through its time:
+// interpolated between its reports, from 0 at its beginning to 1 at its end.
+func TestDropHalfway(t *testing.T) {
+	var t0 = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	var at = func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	for _, tc := range []struct {
+		reports []progressAt
+		want    float64
+		ok      bool
+	}{
+		{nil, 0, false},
+		{[]progressAt{{at(1), 0.25}, {at(3), 0.75}}, 0.5, true},
+		{[]progressAt{{at(1), 0.1}, {at(3), 0.3}}, 0.2, true},
+		{[]progressAt{{at(2), 0.6}}, 0.6, true},
+		{[]progressAt{{at(0.5), 0.4}}, 0.4 + 0.6*1.5/3.5, true},
+		{[]progressAt{{at(3), 0.9}}, 0.6, true},
+	} {
+		var s = &shardLog{dropBegan: at(0), dropped: at(4), through: tc.reports}
+		if got, ok := s.dropHalfway(); ok != tc.ok || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("reports %v: halfway %v, %t; want %v, %t", tc.reports, got, ok, tc.want, tc.ok)
 		}
 	}
 }

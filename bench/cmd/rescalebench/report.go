@@ -49,6 +49,13 @@ func (r *result) print() {
 		fmt.Printf("  child  %s: PRIMARY %6.2fs after the command's start (%.2fs after its spec's creation); %s\n",
 			q, r.serve[q].Seconds(), r.serveCreate[q].Seconds(), how)
 	}
+	for _, p := range slices.Sorted(maps.Keys(r.dropTook)) {
+		var halfway = "not reported (its log is not at the debug level)"
+		if h, ok := r.dropHalfway[p]; ok {
+			halfway = fmt.Sprintf("%.2f (0.5 if its progress is told evenly)", h)
+		}
+		fmt.Printf("  parent %s: dropped what it no longer owns in %.2fs; its progress halfway through that time: %s\n", p, r.dropTook[p].Seconds(), halfway)
+	}
 	fmt.Printf("  split: the command ran %.2fs; input yet to consume %s as it started\n", r.split.Seconds(), mib(r.lagSplit))
 	if r.ranOut {
 		fmt.Println("  (the backlog ran out before the rate after the split was taken: the rates during and after it may be the load's, lower bounds of the consumer's; use more -messages)")
