@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gazconsumer/gazconsumer/devstack/devstacktest"
+	"github.com/gazconsumer/gazconsumer/specs"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.gazette.dev/core/broker/client"
+	pb "go.gazette.dev/core/broker/protocol"
 )
 
 // FuzzMappedDecoder encodes frames of the sizes the input gives, cuts the
@@ -230,5 +233,50 @@ func TestPlaybackMapsPersistedFragments(t *testing.T) {
 			t.Fatalf("%s: mapped %d bytes, want none", tc.name, mapped)
 		}
 		t.Logf("%s: mapped %d of %d hinted bytes", tc.name, mapped, hinted)
+	}
+}
+
+// A log whose fragments are compressed is played from its fragment files
+// through their URLs, as Gazette's readers decompress them, not mapped: to
+// the same files.
+func TestPlaybackReadsCompressedFragmentsThroughURLs(t *testing.T) {
+	needStack(t)
+	var ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var prefix = stack.Name("snappy-logs")
+	var yaml = strings.Replace(devstacktest.Journals(prefix, 1, 65536), "compression_codec: NONE", "compression_codec: SNAPPY", 1)
+	if _, err := specs.ApplyJournals(ctx, stack.Journals(), "test journal "+prefix, []byte(yaml)); err != nil {
+		t.Fatal(err)
+	}
+	var journal = pb.Journal(prefix + "/00")
+	defer client.InstallFileTransport(stack.FragmentsRoot())()
+
+	var m = newMirror(t, journal, nil, 0xE1)
+	for i := range 4 {
+		var name = string(rune('a' + i))
+		m.create(name)
+		for j := range 4 {
+			m.write(name, bytes.Repeat([]byte{byte(i), byte(j), 'x'}, 4096+(i*4+j)*4096), -1)
+		}
+	}
+	var hints = m.hints()
+	// A broker rolls a journal's spool to a fragment of its own as an
+	// append begins (or at its pulse, each minute): an append after the
+	// hinted ones has it roll theirs, and persist them.
+	m.create("newest")
+	m.write("newest", []byte("not yet persisted"), -1)
+	hints = m.hints()
+	waitPersisted(t, ctx, journal, firstOffset(journal, hints))
+
+	var before = testutil.ToFloat64(mappedBytesPlayed)
+	var p = NewPlayer(stack.Journals(), journal, t.TempDir(), 0xE2)
+	p.DoNotProxy, p.FileRoot = true, stack.FragmentsRoot()
+	p.FinishAtWriteHead()
+	if _, err := p.Play(ctx, hints); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, m.dir, p.dir)
+	if mapped := testutil.ToFloat64(mappedBytesPlayed) - before; mapped != 0 {
+		t.Fatalf("mapped %v bytes of compressed fragments; want none", mapped)
 	}
 }
