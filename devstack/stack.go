@@ -508,20 +508,28 @@ func (s *Stack) revokeStaleMembers(ctx context.Context) error {
 }
 
 // resetHead resets the head of one journal, retrying while the allocator
-// has yet to assign the journal its replicas.
+// has yet to assign the journal its replicas. It first appends nothing: an
+// append waits for its broker's first listing of the journal's fragment
+// store (a read doesn't: until that listing lands, a read of the head tells
+// of the brokers' spools alone, at 0 after a restart), and is refused if
+// the listing ends past the spools. Then, the listing landed, the head read
+// is the listing's end, and an append of nothing at that offset moves the
+// brokers' spools there.
 func (s *Stack) resetHead(ctx context.Context, journal pb.Journal) error {
 	for {
-		var r = client.NewReader(s.ownAppends(ctx), s.journals, pb.ReadRequest{
-			Journal: journal, Offset: -1, Block: false, MetadataOnly: true,
-		})
-		var _, err = r.Read(nil)
-		if errors.Is(err, client.ErrOffsetNotYetAvailable) {
-			if r.Response.Offset == 0 {
-				return nil // Nothing was ever persisted.
+		var err = client.NewAppender(s.ownAppends(ctx), s.journals, pb.AppendRequest{Journal: journal}).Close()
+		if err == nil {
+			return nil // The spools are at the listing's end.
+		} else if errors.Is(err, client.ErrIndexHasGreaterOffset) {
+			var head pb.Offset
+			if head, err = s.writeHead(ctx, journal); err != nil {
+				return err
 			}
-			var a = client.NewAppender(s.ownAppends(ctx), s.journals, pb.AppendRequest{Journal: journal, Offset: r.Response.Offset})
-			if err = a.Close(); err == nil || errors.Is(err, client.ErrWrongAppendOffset) {
+			err = client.NewAppender(s.ownAppends(ctx), s.journals, pb.AppendRequest{Journal: journal, Offset: head}).Close()
+			if err == nil {
 				return nil
+			} else if errors.Is(err, client.ErrWrongAppendOffset) {
+				continue // The listing moved on since the head was read.
 			}
 		}
 		if !errors.Is(err, client.ErrInsufficientJournalBrokers) && !errors.Is(err, client.ErrNoJournalPrimaryBroker) &&
@@ -656,7 +664,9 @@ func (s *Stack) replayAppends(ctx context.Context, segs []segmentFile) error {
 				if errors.Is(err, client.ErrIndexHasGreaterOffset) && attempt < maxReplayAttempts {
 					// Since the head was read, the brokers' index of the
 					// journal's persisted fragments caught up with those the
-					// last run persisted: move the head to its end, and place
+					// last run persisted (resetHeads waited for its primary's
+					// first listing; another broker's, if the journal moved,
+					// may land later): move the head to its end, and place
 					// the append again.
 					if err = s.resetHead(ctx, rec.Journal); err == nil {
 						head, err = s.writeHead(ctx, rec.Journal)
