@@ -2,11 +2,13 @@ package recoverylog
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -52,6 +54,9 @@ type frame struct {
 	data    []byte // Data of a Write op.
 	begin   int64  // Log offset of the frame's first byte.
 	end     int64  // Log offset just past the frame and its data.
+	// owned is the buffer of framePool holding data, if the decoder read it
+	// into one of its own (see decoder.own): releaseFrame gives it back.
+	owned *[]byte
 }
 
 // decoder reads op frames from the bytes of a log, positioned at a frame
@@ -63,6 +68,18 @@ type decoder struct {
 	pending int   // Bytes of the last frame, to discard before the next.
 	op      Op
 	fresh   bool // Each frame has an Op of its own, not op: it's used after the next.
+	// own has the data of each write read from a stream (a dataReader) into
+	// a buffer of its own (frame.owned), and its op's bytes copied: the frame
+	// is used after the next, until released, its data copied once.
+	own bool
+}
+
+// dataReader is implemented by frameBytes of a stream, which read the data
+// of a frame past the bytes peeked into a buffer of the caller's.
+type dataReader interface {
+	// readFull consumes len(p) bytes into p, or returns the error which
+	// ended them.
+	readFull(p []byte) error
 }
 
 // frameBytes are the bytes of a log which a decoder reads frames from.
@@ -124,6 +141,13 @@ func (b *bufferedBytes) discard(n int) {
 	_, _ = b.br.Discard(n) // Peeked before: it can't fail.
 }
 
+// readFull reads the buffered bytes, and then (reads of the buffer's size
+// or more) straight from the reader, into p.
+func (b *bufferedBytes) readFull(p []byte) error {
+	var _, err = io.ReadFull(b.br, p)
+	return err
+}
+
 // errPartial wraps a read error which ended the reader in the middle of a
 // frame; a read error at a frame boundary is returned unwrapped.
 type errPartial struct{ err error }
@@ -174,6 +198,9 @@ func (d *decoder) next(f *frame) error {
 		if w.Length < 0 || w.Length > MaxWriteLen || w.Offset < 0 {
 			return fmt.Errorf("%w: write of %d bytes at %d out of range", ErrCorrupt, w.Length, w.Offset)
 		}
+		if dr, ok := d.src.(dataReader); ok && d.own {
+			return d.readOwned(f, dr, op, opBytes, w)
+		}
 		if buf, err = d.src.peek(frameHeaderLen + n + int(w.Length)); err != nil {
 			return errPartial{noEOF(err)}
 		}
@@ -192,6 +219,79 @@ func (d *decoder) next(f *frame) error {
 	}
 	d.offset = f.end
 	return nil
+}
+
+// readOwned reads the data of op, a write whose frame's header and op
+// (opBytes) were peeked, from dr into a buffer of framePool, and sets f.
+func (d *decoder) readOwned(f *frame, dr dataReader, op *Op, opBytes []byte, w *Write) error {
+	opBytes = bytes.Clone(opBytes)
+	d.src.discard(frameHeaderLen + len(opBytes))
+	var owned = getFrameBuf(int(w.Length))
+	var data = (*owned)[:w.Length]
+	if err := dr.readFull(data); err != nil {
+		putFrameBuf(owned)
+		return errPartial{noEOF(err)}
+	} else if crc32.Checksum(data, castagnoli) != w.DataCrc32C {
+		putFrameBuf(owned)
+		return fmt.Errorf("%w: data checksum mismatch of op %d", ErrCorrupt, op.Seq)
+	}
+	*f = frame{
+		op:      op,
+		opBytes: opBytes,
+		data:    data,
+		begin:   d.offset,
+		end:     d.offset + int64(frameHeaderLen+len(opBytes)+len(data)),
+		owned:   owned,
+	}
+	d.offset = f.end
+	return nil
+}
+
+// framePool holds buffers for the data of frames, by size class: class c
+// holds buffers of minFrameBuf << c bytes, up to MaxWriteLen.
+var framePool [framePoolClasses]sync.Pool
+
+const (
+	minFrameBuf       = 4 << 10
+	framePoolClasses  = 9 // minFrameBuf << 8 == MaxWriteLen.
+	maxPooledFrameBuf = minFrameBuf << (framePoolClasses - 1)
+)
+
+// getFrameBuf returns a buffer of framePool of at least n bytes.
+func getFrameBuf(n int) *[]byte {
+	var c = 0
+	for minFrameBuf<<c < n {
+		c++
+	}
+	if c >= framePoolClasses {
+		var b = make([]byte, n) // Not reached: n is at most MaxWriteLen.
+		return &b
+	} else if b, ok := framePool[c].Get().(*[]byte); ok {
+		return b
+	}
+	var b = make([]byte, minFrameBuf<<c)
+	return &b
+}
+
+// putFrameBuf gives b, of getFrameBuf, back to framePool.
+func putFrameBuf(b *[]byte) {
+	var n = cap(*b)
+	for c := range framePoolClasses {
+		if minFrameBuf<<c == n {
+			*b = (*b)[:n]
+			framePool[c].Put(b)
+			return
+		}
+	}
+}
+
+// releaseFrame gives f's buffer back to framePool, if it has one: its data
+// is no longer used.
+func releaseFrame(f *frame) {
+	if f.owned != nil {
+		putFrameBuf(f.owned)
+		f.owned, f.data = nil, nil
+	}
 }
 
 func noEOF(err error) error {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	pb "go.gazette.dev/core/broker/protocol"
 )
@@ -187,17 +188,22 @@ func mappedFault(journal pb.Journal, offset int64, r any) error {
 	return fmt.Errorf("journal %s offset %d: reading a mapped fragment file faulted (was it truncated?): %v", journal, offset, r)
 }
 
-// decodeAhead reads the frames of dec, a decoder of m, in a goroutine of
-// its own, ahead of their playback: checking a frame's checksums (the
-// reads of the mapped files) on one processor while the player writes the
-// frames before it on another. Frames read in place are used as they are;
-// others (spanning fragments, or read from m's rest) are copied.
+// decodeAhead reads the frames of a decoder in a goroutine of its own,
+// ahead of their playback: checking a frame's checksums (of a mapped file,
+// the reads of its pages) on one processor while the player writes the
+// frames before it on another. Frames read in place from mapped files are
+// used as they are; others (of a stream, spanning fragments, or read from a
+// mapped range's rest) are copied out of the decoder's buffer.
 type decodeAhead struct {
-	cancel func() // Cancels the read of m's rest, if any.
+	cancel func() // Cancels a read the decoder may block in.
 	ch     chan decodedFrame
 	done   chan struct{}
 	wg     sync.WaitGroup
 	offset int64 // Log offset of the next frame, or of the error which ended them.
+	// owned is the bytes of the buffers of frames decoded and not yet
+	// released (frame.owned); freed wakes the decoder as they're released.
+	owned atomic.Int64
+	freed chan struct{}
 }
 
 // decodedFrame is a frame read ahead, or the error which ended the reads
@@ -208,12 +214,21 @@ type decodedFrame struct {
 	offset int64
 }
 
-// framesAhead is how many frames a decodeAhead reads ahead of their use.
-const framesAhead = 32
+// framesAhead is how many frames a decodeAhead reads ahead of their use,
+// and ownedAhead how many bytes of buffers of their own they may hold (see
+// decoder.own): at most one frame more once they hold that many.
+const (
+	framesAhead = 32
+	ownedAhead  = 8 << 20
+)
 
-func newDecodeAhead(journal pb.Journal, dec *decoder, m *mappedBytes, cancel func()) *decodeAhead {
-	var a = &decodeAhead{cancel: cancel, ch: make(chan decodedFrame, framesAhead), done: make(chan struct{}), offset: dec.offset}
-	dec.fresh = true
+// newDecodeAhead reads the frames of dec ahead, until stopped. inPlace
+// reports whether the frame dec read last may be used after the next
+// (its bytes are of a mapped file); cancel cancels a read dec may block in.
+func newDecodeAhead(journal pb.Journal, dec *decoder, inPlace func() bool, cancel func()) *decodeAhead {
+	var a = &decodeAhead{cancel: cancel, ch: make(chan decodedFrame, framesAhead), done: make(chan struct{}),
+		offset: dec.offset, freed: make(chan struct{}, 1)}
+	dec.fresh, dec.own = true, true
 	a.wg.Go(func() {
 		defer close(a.ch)
 		var send = func(d decodedFrame) bool {
@@ -233,9 +248,18 @@ func newDecodeAhead(journal pb.Journal, dec *decoder, m *mappedBytes, cancel fun
 			}
 		}()
 		for {
+			for a.owned.Load() >= ownedAhead {
+				select {
+				case <-a.freed:
+				case <-a.done:
+					return
+				}
+			}
 			var f frame
 			var err = dec.next(&f)
-			if err == nil && !m.inPlace {
+			if err == nil && f.owned != nil {
+				a.owned.Add(int64(cap(*f.owned)))
+			} else if err == nil && !inPlace() {
 				f.opBytes, f.data = bytes.Clone(f.opBytes), bytes.Clone(f.data)
 			}
 			if !send(decodedFrame{f: f, err: err, offset: dec.offset}) {
@@ -254,6 +278,20 @@ func (a *decodeAhead) next(f *frame) error {
 	}
 	*f, a.offset = d.f, d.offset
 	return d.err
+}
+
+// release gives back the buffer of f, a frame of next, once its data is no
+// longer used.
+func (a *decodeAhead) release(f *frame) {
+	if f.owned == nil {
+		return
+	}
+	a.owned.Add(-int64(cap(*f.owned)))
+	releaseFrame(f)
+	select {
+	case a.freed <- struct{}{}:
+	default:
+	}
 }
 
 // stop ends the reads ahead, and waits for their goroutine (which a read

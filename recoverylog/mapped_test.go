@@ -26,7 +26,8 @@ import (
 // and decodes them ahead of their use, through an end which may cut a
 // frame: every frame decodes as encoded, each still holding its bytes once
 // all are decoded, and the reads end as a buffered decoder's of the same
-// bytes do.
+// bytes do. A stream of the log's bytes, decoded ahead (its writes' data
+// read into buffers of their own), decodes the same frames and ends alike.
 func FuzzMappedDecoder(f *testing.F) {
 	f.Add([]byte{0, 1, 2}, []byte{10, 90}, uint8(1), uint16(65535), []byte{})
 	f.Add([]byte{255, 3, 128, 255, 40}, []byte{1, 50, 51, 200}, uint8(4), uint16(30000), []byte{1, 50, 7})
@@ -99,7 +100,7 @@ func FuzzMappedDecoder(f *testing.F) {
 		if m.mappedEnd < m.end {
 			m.rest = newBufferedBytes(io.LimitReader(&chunkReader{b: log[bounds[nMapped]:], sizes: reads}, end-bounds[nMapped]), end-bounds[nMapped])
 		}
-		var ahead = newDecodeAhead("fuzz/log", &decoder{src: m, offset: base}, m, func() {})
+		var ahead = newDecodeAhead("fuzz/log", &decoder{src: m, offset: base}, func() bool { return m.inPlace }, func() {})
 		defer ahead.stop()
 		var frames []frame
 		var err error
@@ -140,6 +141,40 @@ func FuzzMappedDecoder(f *testing.F) {
 		if ahead.offset != bd.offset {
 			t.Fatalf("reads ended at offset %d, a buffered decoder's at %d", ahead.offset, bd.offset)
 		}
+
+		// A stream of the same bytes, in reads of the same sizes, decoded
+		// ahead: its writes' data read into buffers of their own.
+		var stream = newDecodeAhead("fuzz/log", newDecoder(&chunkReader{b: log[:end], sizes: reads}, base, end),
+			func() bool { return false }, func() {})
+		defer stream.stop()
+		var streamed int
+		for ; ; streamed++ {
+			// Each frame is checked, then released, as a playback does:
+			// frames ahead hold at most ownedAhead bytes of buffers.
+			var fr frame
+			if err = stream.next(&fr); err != nil {
+				break
+			} else if streamed == len(frames) {
+				t.Fatalf("streamed frame %d, past the %d frames through offset %d", streamed, want, end)
+			} else if w := fr.op.GetWrite(); w != nil && fr.owned == nil {
+				t.Fatalf("streamed frame %d: a write of %d bytes without a buffer of its own", streamed, w.Length)
+			}
+			var mf = frames[streamed]
+			if fr.begin != mf.begin || fr.end != mf.end || !bytes.Equal(fr.data, mf.data) || !bytes.Equal(fr.opBytes, mf.opBytes) {
+				t.Fatalf("streamed frame %d: [%d, %d) with %d bytes of data, want [%d, %d) with %d",
+					streamed, fr.begin, fr.end, len(fr.data), mf.begin, mf.end, len(mf.data))
+			}
+			stream.release(&fr)
+		}
+		if streamed != want {
+			t.Fatalf("streamed %d frames through offset %d, want %d (then %v)", streamed, end, want, err)
+		}
+		if errors.Is(err, io.EOF) != errors.Is(berr, io.EOF) || errors.As(err, &partial) != errors.As(berr, &bpartial) ||
+			errors.Is(err, io.ErrUnexpectedEOF) != errors.Is(berr, io.ErrUnexpectedEOF) {
+			t.Fatalf("stream's reads ended with %v, a buffered decoder's with %v", err, berr)
+		} else if stream.offset != bd.offset {
+			t.Fatalf("stream's reads ended at offset %d, a buffered decoder's at %d", stream.offset, bd.offset)
+		}
 	})
 }
 
@@ -170,7 +205,7 @@ func TestMappedFileTruncatedIsAnError(t *testing.T) {
 	var m = &mappedBytes{off: 0, mappedEnd: int64(len(log)), end: int64(len(log)),
 		frags: []mappedFragment{{begin: 0, end: int64(len(log)), data: data}}}
 	defer m.unmap()
-	var ahead = newDecodeAhead("truncated/log", &decoder{src: m}, m, func() {})
+	var ahead = newDecodeAhead("truncated/log", &decoder{src: m}, func() bool { return m.inPlace }, func() {})
 	defer ahead.stop()
 	var f frame
 	if err = ahead.next(&f); err == nil || !strings.Contains(err.Error(), "journal truncated/log offset 0: reading a mapped fragment file faulted") {
@@ -278,5 +313,58 @@ func TestPlaybackReadsCompressedFragmentsThroughURLs(t *testing.T) {
 	sameTree(t, m.dir, p.dir)
 	if mapped := testutil.ToFloat64(mappedBytesPlayed) - before; mapped != 0 {
 		t.Fatalf("mapped %v bytes of compressed fragments; want none", mapped)
+	}
+}
+
+// A stream's frames decoded ahead hold at most ownedAhead bytes of buffers
+// of their own (and one frame more) until the player releases them.
+func TestDecodeAheadBoundsOwnedBytes(t *testing.T) {
+	var log []byte
+	var data = bytes.Repeat([]byte("d"), MaxWriteLen)
+	const n = 3 * ownedAhead / MaxWriteLen
+	for i := range n {
+		var err error
+		if log, _, err = appendFrame(log, &Op{Seq: uint64(i + 1), Kind: &Op_Write{Write: &Write{
+			Fnode: 1, Length: int64(len(data)), DataCrc32C: crc32.Checksum(data, castagnoli),
+		}}}, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ahead = newDecodeAhead("bounded/log", newDecoder(bytes.NewReader(log), 0, int64(len(log))), func() bool { return false }, func() {})
+	defer ahead.stop()
+	var held []frame
+	for len(held) < n {
+		// Frames are taken, not released, until no more are ahead.
+		var f frame
+		select {
+		case d := <-ahead.ch:
+			if f, held = d.f, append(held, d.f); d.err != nil {
+				t.Fatal(d.err)
+			}
+		case <-time.After(200 * time.Millisecond):
+		}
+		if got := ahead.owned.Load(); got > ownedAhead+MaxWriteLen {
+			t.Fatalf("%d frames ahead hold %d bytes of buffers, more than %d and a frame", len(held), got, ownedAhead)
+		}
+		if f.owned == nil {
+			break // None more ahead.
+		}
+	}
+	if len(held) >= n || len(held) < ownedAhead/MaxWriteLen {
+		t.Fatalf("took %d of %d frames of %d bytes before the decoder waited", len(held), n, MaxWriteLen)
+	}
+	// Released, the rest follow.
+	for i := range held {
+		ahead.release(&held[i])
+	}
+	for got := len(held); got < n; got++ {
+		var f frame
+		if err := ahead.next(&f); err != nil {
+			t.Fatalf("frame %d of %d: %v", got, n, err)
+		}
+		ahead.release(&f)
+	}
+	if ahead.owned.Load() != 0 {
+		t.Fatalf("%d bytes of buffers held once every frame was released", ahead.owned.Load())
 	}
 }

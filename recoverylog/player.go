@@ -461,17 +461,15 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) (
 	if end != 0 {
 		limit = end - offset
 	}
-	// Frames of mapped files are read ahead, in a goroutine of their own.
-	var next func(*frame) error
-	var decoded func() int64 // The log offset of the next frame, or of the error which ended them.
+	// Frames are decoded and checked ahead, in a goroutine of their own.
+	var ahead *decodeAhead
 	if src.mapped != nil {
 		var cancel = func() {}
 		if src.rr != nil {
 			cancel = src.rr.Cancel
 		}
-		var ahead = newDecodeAhead(p.journal, &decoder{src: src.mapped, offset: offset}, src.mapped, cancel)
-		defer ahead.stop()
-		next, decoded = ahead.next, func() int64 { return ahead.offset }
+		var m = src.mapped
+		ahead = newDecodeAhead(p.journal, &decoder{src: m, offset: offset}, func() bool { return m.inPlace }, cancel)
 		// The frames' bytes are of mapped files, which a write reads too.
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
@@ -480,9 +478,10 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) (
 			}
 		}()
 	} else {
-		var dec = newDecoder(src.ra, offset, limit)
-		next, decoded = dec.next, func() int64 { return dec.offset }
+		ahead = newDecodeAhead(p.journal, newDecoder(src.ra, offset, limit), func() bool { return false }, src.rr.Cancel)
 	}
+	defer ahead.stop()
+	var next, decoded = ahead.next, func() int64 { return ahead.offset }
 	var f frame
 	for {
 		err = next(&f)
@@ -495,6 +494,7 @@ func (p *Player) playFrom(ctx context.Context, src *source, offset, end int64) (
 			} else if err = p.play(ctx, &f); err != nil {
 				return fmt.Errorf("journal %s offset %d: %w", p.journal, f.begin, err)
 			}
+			ahead.release(&f)
 			continue
 		}
 		var partial errPartial
