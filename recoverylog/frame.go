@@ -252,9 +252,8 @@ func (d *decoder) readOwned(f *frame, dr dataReader, op *Op, opBytes []byte, w *
 var framePool [framePoolClasses]sync.Pool
 
 const (
-	minFrameBuf       = 4 << 10
-	framePoolClasses  = 9 // minFrameBuf << 8 == MaxWriteLen.
-	maxPooledFrameBuf = minFrameBuf << (framePoolClasses - 1)
+	minFrameBuf      = 4 << 10
+	framePoolClasses = 9 // minFrameBuf << 8 == MaxWriteLen.
 )
 
 // getFrameBuf returns a buffer of framePool of at least n bytes.
