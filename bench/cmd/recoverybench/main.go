@@ -55,6 +55,7 @@ func main() {
 		compactAt = flag.Float64("compact-at", recoverylog.DefaultCompaction.Ratio, "ratio of hinted to live bytes past which the log is compacted (0: never)")
 		repsFlag  = flag.Int("reps", 3, "playbacks and writes to measure; medians and ranges are reported")
 		mapFlag   = flag.Bool("map", true, "the player maps the fragment files under the stack's file root (recoverylog.Player's FileRoot), as a member given --broker.file-root does; -map=false reads them through their URLs")
+		direct    = flag.Bool("direct", true, "the player reads persisted fragments from the store itself (recoverylog.Player's DoNotProxy), as members do by default; -direct=false reads them through the brokers (and maps none)")
 	)
 	flag.Parse()
 	var lvl slog.Level
@@ -74,7 +75,7 @@ func main() {
 	if *repsFlag < 1 {
 		fatal(fmt.Errorf("-reps %d: want at least 1", *repsFlag))
 	}
-	cpuProfile, compactEvery, reps, mapFiles = *profile, *every, *repsFlag, *mapFlag
+	cpuProfile, compactEvery, reps, mapFiles, proxied = *profile, *every, *repsFlag, *mapFlag && *direct, !*direct
 	if err := run(context.Background(), *dir, benchstate.State{Keys: *keys, ValueLen: *valueLen, TxnLen: *txnLen, Rewrites: *rewrites}, *compactAt); err != nil {
 		fatal(err)
 	}
@@ -90,12 +91,13 @@ const journal = pb.Journal("recoverybench/log")
 // cpuProfile is the file of the playback's CPU profile, if any;
 // compactEvery how often the store checks its log compaction policy; reps
 // the playbacks measured; mapFiles whether the player maps the fragment
-// files under fileRoot.
+// files under fileRoot, and proxied whether it reads through the brokers.
 var (
 	cpuProfile   string
 	compactEvery time.Duration
 	reps         int
 	mapFiles     bool
+	proxied      bool
 	fileRoot     string // Of the stack's fragment store.
 )
 
@@ -249,7 +251,7 @@ func recoverOnce(ctx context.Context, jc pb.RoutedJournalClient, hints *recovery
 	}
 	var start = time.Now()
 	var p = recoverylog.NewPlayer(jc, journal, dir, 0xB2)
-	p.DoNotProxy = true
+	p.DoNotProxy = !proxied
 	if mapFiles {
 		p.FileRoot = fileRoot
 	}
