@@ -528,12 +528,11 @@ func (s *Stack) resetHead(ctx context.Context, journal pb.Journal) error {
 			err = client.NewAppender(s.ownAppends(ctx), s.journals, pb.AppendRequest{Journal: journal, Offset: head}).Close()
 			if err == nil {
 				return nil
-			} else if errors.Is(err, client.ErrWrongAppendOffset) {
-				continue // The listing moved on since the head was read.
 			}
 		}
+		// (A wrong offset: the listing moved on since the head was read.)
 		if !errors.Is(err, client.ErrInsufficientJournalBrokers) && !errors.Is(err, client.ErrNoJournalPrimaryBroker) &&
-			!errors.Is(err, client.ErrNotJournalPrimaryBroker) {
+			!errors.Is(err, client.ErrNotJournalPrimaryBroker) && !errors.Is(err, client.ErrWrongAppendOffset) {
 			return fmt.Errorf("devstack: resetting the head of journal %s: %w", journal, err)
 		}
 		select {
