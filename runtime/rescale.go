@@ -343,8 +343,9 @@ type RescaleState struct {
 	// gone through (of RescaleDropping; else 0), from 0 to 1: the bytes its
 	// store held of the keys of its tables, timers and what falls due that
 	// the drop went through, as it went, over those and the bytes it holds
-	// after the drop's place (see RangeSizer). It is -1 if the store can't
-	// tell (it isn't a RangeSizer, or holds nothing of them that it counts).
+	// after the drop's place (see RangeSizer); 1 once it went through all.
+	// Before, it is -1 if the store can't tell (it isn't a RangeSizer, or
+	// holds nothing of them that it counts).
 	Through float64
 }
 
