@@ -400,20 +400,8 @@ func (a *Adapter[H, T]) RescaleState(shard Shard, store Store) (RescaleState, bo
 // the bytes it went through (cur.Scanned), over those and the bytes after
 // it, as store holds them now.
 func (a *Adapter[H, T]) dropThrough(store Store, cur HandoffCursor) float64 {
-	var sizer, ok = store.(RangeSizer)
-	if !ok {
-		return -1
-	}
-	var sizes, err = sizer.ApproximateSizes(a.unmoved(cur))
-	if err != nil {
-		slog.Warn("can't estimate how far a drop has gone", "consumer", a.c.Name, "err", err)
-		return -1
-	}
-	var rest uint64
-	for _, n := range sizes {
-		rest += n
-	}
-	if cur.Scanned+rest == 0 {
+	var rest, ok = a.sizeOf(store, a.unmoved(cur))
+	if !ok || cur.Scanned+rest == 0 {
 		return -1
 	}
 	return float64(cur.Scanned) / float64(cur.Scanned+rest)
@@ -423,10 +411,6 @@ func (a *Adapter[H, T]) dropThrough(store Store, cur HandoffCursor) float64 {
 // splitRanges from cur up to key through (included), or 0 if it can't
 // tell: what a drop goes through from cur to through, as it goes.
 func (a *Adapter[H, T]) sizeBetween(store Store, cur HandoffCursor, through []byte) uint64 {
-	var sizer, ok = store.(RangeSizer)
-	if !ok {
-		return 0
-	}
 	var limit = append(bytes.Clone(through), 0)
 	var ranges [][2][]byte
 	for _, r := range a.unmoved(cur) {
@@ -437,16 +421,27 @@ func (a *Adapter[H, T]) sizeBetween(store Store, cur HandoffCursor, through []by
 		}
 		ranges = append(ranges, r)
 	}
+	var n, _ = a.sizeOf(store, ranges)
+	return n
+}
+
+// sizeOf returns the bytes store holds of ranges, as it estimates them,
+// and whether it can tell (it's a RangeSizer, and estimated them).
+func (a *Adapter[H, T]) sizeOf(store Store, ranges [][2][]byte) (uint64, bool) {
+	var sizer, ok = store.(RangeSizer)
+	if !ok {
+		return 0, false
+	}
 	var sizes, err = sizer.ApproximateSizes(ranges)
 	if err != nil {
-		slog.Warn("can't estimate the size of what a drop went through", "consumer", a.c.Name, "err", err)
-		return 0
+		slog.Warn("can't estimate the size of a drop's state", "consumer", a.c.Name, "err", err)
+		return 0, false
 	}
 	var n uint64
 	for _, size := range sizes {
 		n += size
 	}
-	return n
+	return n, true
 }
 
 // recordState records where g's record stands in a rescale, for

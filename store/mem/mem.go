@@ -195,13 +195,7 @@ func (b *base) Checkpoint() ([]byte, error) { return b.db.version().Checkpoint()
 // ApproximateSizes returns the bytes of the keys and values committed in
 // each of ranges, exactly: it goes through their rows.
 func (s *Store) ApproximateSizes(ranges [][2][]byte) ([]uint64, error) {
-	return s.b.approximateSizes(ranges)
-}
-
-// approximateSizes returns the bytes of the keys and values committed in
-// each of ranges.
-func (b *base) approximateSizes(ranges [][2][]byte) ([]uint64, error) {
-	var v, out = b.db.version(), make([]uint64, len(ranges))
+	var v, out = s.b.db.version(), make([]uint64, len(ranges))
 	for i, r := range ranges {
 		_ = v.Scan(r[0], r[1], func(key, value []byte) bool {
 			out[i] += uint64(len(key) + len(value))
