@@ -48,6 +48,7 @@
 
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/options.h"
+#include "rocksdb/version.h"
 
 namespace {
 
@@ -130,6 +131,45 @@ std::string_view InternalKeyOfEntry(const char* entry) {
 std::string_view UserKeyOfEntry(const char* entry) {
   std::string_view ikey = InternalKeyOfEntry(entry);
   return ikey.substr(0, ikey.size() >= 8 ? ikey.size() - 8 : 0);
+}
+
+// kLookupKeyKnown is whether rocksdb::LookupKey, which RocksDB's installed
+// headers only declare, is known to be laid out as lookupKeyLayout: in
+// RocksDB 7.8 (db/dbformat.h), as since LevelDB.
+#if ROCKSDB_MAJOR == 7 && ROCKSDB_MINOR == 8
+constexpr bool kLookupKeyKnown = true;
+#else
+constexpr bool kLookupKeyKnown = false;
+#endif
+
+// lookupKeyLayout is the layout of a rocksdb::LookupKey's fields: its
+// memtable key (the internal key's varint32 length, then the internal key:
+// the user key, then an 8-byte sequence number and type) from start to end,
+// the internal key from kstart.
+struct lookupKeyLayout {
+  const char* start;
+  const char* kstart;
+  const char* end;
+};
+
+// UserKeyOfLookup sets *key to the user key k looks up, and returns true, if
+// RocksDB's LookupKey is laid out as known and k's fields agree with each
+// other as a memtable key's do; it returns false otherwise.
+bool UserKeyOfLookup(const rocksdb::LookupKey& k, std::string_view* key) {
+  if (!kLookupKeyKnown) {
+    return false;
+  }
+  lookupKeyLayout l;
+  std::memcpy(&l, &k, sizeof(l));
+  if (l.start == nullptr || l.kstart <= l.start || l.end < l.kstart + 8 || l.kstart - l.start > 5) {
+    return false;
+  }
+  std::string_view ikey = InternalKeyOfEntry(l.start);
+  if (ikey.data() != l.kstart || ikey.size() != static_cast<size_t>(l.end - l.kstart)) {
+    return false;
+  }
+  *key = ikey.substr(0, ikey.size() - 8);
+  return true;
 }
 
 // KeyIndex maps user keys to the memtable entries of their latest versions:
@@ -380,8 +420,15 @@ class FilteredRep : public rocksdb::MemTableRep, public KeyLookup {
   bool Contains(const char* key) const override { return list_->Contains(key); }
   void MarkReadOnly() override { list_->MarkReadOnly(); }
   void MarkFlushed() override { list_->MarkFlushed(); }
+  // Get answers at once for a key the filter lacks: the memtable holds no
+  // version of it, at any sequence number. Its index isn't asked: a read's
+  // latest visible version may be older than the key's latest.
   void Get(const rocksdb::LookupKey& k, void* callback_args,
            bool (*callback_func)(void* arg, const char* entry)) override {
+    std::string_view key;
+    if (UserKeyOfLookup(k, &key) && !filter_.MayContain(Hash(key))) {
+      return;
+    }
     list_->Get(k, callback_args, callback_func);
   }
   uint64_t ApproximateNumEntries(const rocksdb::Slice& start_ikey, const rocksdb::Slice& end_ikey) override {
@@ -492,6 +539,12 @@ extern "C" int gc_options_set_filtered_memtable(void* c_opts, double ratio, size
     return 0;
   }
   o.memtable_factory = std::make_shared<FilteredSkipListFactory>(ratio, min_bytes, index_ratio, o.write_buffer_size);
+  if (kLookupKeyKnown && o.prefix_extractor == nullptr) {
+    // The memtables' Gets ask their filter (FilteredRep::Get): RocksDB's
+    // own filter of their keys would only hash each key once more, on
+    // every write and read.
+    o.memtable_prefix_bloom_size_ratio = 0;
+  }
   return 1;
 }
 

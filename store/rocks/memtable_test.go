@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -399,4 +400,121 @@ func TestFilteredMemtableCountsSuccessiveMerges(t *testing.T) {
 		// Not o.Destroy: grocksdb's frees the merge operator the options'
 		// own destruction freed (SIGSEGV). The test leaks the options.
 	}
+}
+
+// TestFilteredMemtableAnswersGets checks that a Get or MultiGet of keys a
+// memtable with the store's filter lacks searches none of its skip list (no
+// key comparisons), in place of RocksDB's own filter of its keys, which the
+// filtered memtable turns off; and that the plain skip list, without either
+// filter, does search (which the measure would otherwise not tell).
+func TestFilteredMemtableAnswersGets(t *testing.T) {
+	const keys = 2000
+	var key = func(k int) []byte { return fmt.Appendf(nil, "key-%06d", k) }
+	for _, tc := range []struct {
+		name     string
+		filtered bool
+	}{{"the store's filter", true}, {"no filter", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o = memtableOptions()
+			defer o.Destroy()
+			if tc.filtered {
+				memtableFilters[0].set(t, o)
+			} else {
+				o.SetMemTablePrefixBloomSizeRatio(0)
+			}
+			var dir = t.TempDir()
+			var db, err = grocksdb.OpenDb(o, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var wo, ro = grocksdb.NewDefaultWriteOptions(), grocksdb.NewDefaultReadOptions()
+			defer wo.Destroy()
+			defer ro.Destroy()
+			for k := 0; k < keys; k += 2 { // Even keys: odd ones are absent.
+				if err = db.Put(wo, key(k), []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := optionValue(t, dir, "memtable_prefix_bloom_size_ratio"); tc.filtered && got != "0.000000" {
+				t.Fatalf("RocksDB's memtable filter has ratio %s, want it off", got)
+			}
+
+			// Perf counters are the thread's own.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			grocksdb.SetPerfLevel(grocksdb.KEnableCount)
+			defer grocksdb.SetPerfLevel(grocksdb.KDisable)
+			var pc = grocksdb.NewPerfContext()
+			defer pc.Destroy()
+			const userKeyComparisons = 0 // rocksdb_user_key_comparison_count.
+
+			var absent [][]byte
+			for k := 1; k < keys; k += 2 {
+				absent = append(absent, key(k))
+			}
+			pc.Reset()
+			for _, k := range absent {
+				v, err := db.Get(ro, k)
+				if err != nil || v.Exists() {
+					t.Fatalf("get %s: exists %v, %v", k, v.Exists(), err)
+				}
+				v.Free()
+			}
+			vs, err := db.MultiGet(ro, absent...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range vs {
+				if v.Exists() {
+					t.Fatalf("multiget %s exists", absent[i])
+				}
+			}
+			vs.Destroy()
+			var compared = pc.Metric(userKeyComparisons)
+			// Of 2,000 lookups, the filter's false positives (about 1% at
+			// 10 bits a key) search: some tens of comparisons each.
+			if tc.filtered && compared > 2*keys {
+				t.Fatalf("%d key comparisons for %d lookups of absent keys, want few", compared, 2*len(absent))
+			} else if !tc.filtered && compared < 10*keys {
+				t.Fatalf("%d key comparisons for %d lookups of absent keys without a filter, want a search each", compared, 2*len(absent))
+			}
+
+			// Keys it holds are found, by Get and MultiGet.
+			for k := 0; k < keys; k += 2 {
+				got, err := db.GetBytes(ro, key(k))
+				if err != nil || string(got) != "v" {
+					t.Fatalf("get %s = %q, %v", key(k), got, err)
+				}
+			}
+			vs, err = db.MultiGet(ro, key(0), key(1), key(keys-2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer vs.Destroy()
+			if !vs[0].Exists() || vs[1].Exists() || !vs[2].Exists() {
+				t.Fatalf("multiget: exists %v %v %v, want true false true", vs[0].Exists(), vs[1].Exists(), vs[2].Exists())
+			}
+		})
+	}
+}
+
+// optionValue is the value of option name in the OPTIONS file RocksDB
+// wrote last in dir.
+func optionValue(t *testing.T, dir, name string) string {
+	t.Helper()
+	var files, err = filepath.Glob(filepath.Join(dir, "OPTIONS-*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no OPTIONS file in %s (%v)", dir, err)
+	}
+	slices.Sort(files)
+	b, err := os.ReadFile(files[len(files)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m = regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(name) + `=(.*)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no option %s in %s", name, files[len(files)-1])
+	}
+	return string(m[1])
 }

@@ -80,9 +80,9 @@ type Options struct {
 const DefaultMemtableBloomRatio = 0.02
 
 // MemtableKeyFilterRatio is the size of the filter of its keys which each
-// memtable keeps for in-place updates (filterMemtable), as a fraction of the
-// memtable's: as large as RocksDB's own filter of the memtable's keys
-// (DefaultMemtableBloomRatio), which only its reads consult.
+// memtable keeps for in-place updates and reads (filterMemtable), as a
+// fraction of the memtable's: as large as RocksDB's own filter of the
+// memtable's keys (DefaultMemtableBloomRatio), which it replaces.
 const MemtableKeyFilterRatio = DefaultMemtableBloomRatio
 
 // minMemtableKeyFilterBytes bounds the filter of a small memtable from
@@ -98,7 +98,9 @@ const MemtableKeyIndexRatio = 1.0 / 8
 
 // filterMemtable makes opts' memtables keep a filter of their keys, which
 // spares an in-place update of a key a memtable lacks (most rows of a large
-// transaction) a search of the memtable's skip list, and an index of their
+// transaction) a search of the memtable's skip list, and a Get of it too (in
+// place of RocksDB's own filter of the memtable's keys, which opts then no
+// longer keep: each key is hashed once less a write), and an index of their
 // keys, which spares that search an update of a key the memtable holds
 // (memtable.cc), if opts update memtables in place with RocksDB's own skip
 // list (unless Tune changed that): the store's defaults.

@@ -109,10 +109,13 @@ void gc_options_set_wbm(void* c_opts, void* wbm);
 // least min_bytes), by which an in-place update of a key the memtable lacks
 // needs no search of it, and an index of their keys, of at most index_ratio
 // times that size, by which an in-place update of a key the memtable holds
-// needs none either (memtable.cc). It
-// does so, and returns 1, only if the options update in place, write
-// memtables from one thread, and have RocksDB's default skip list memtable;
-// else it returns 0.
+// needs none either (memtable.cc). A Get of a key the filter lacks needs
+// no search either: where RocksDB's layout of a lookup is known (7.8), and
+// without a prefix extractor, the options' own memtable Bloom filter
+// (memtable_prefix_bloom_size_ratio), which would only hash each key once
+// more, is turned off. It does so, and returns 1, only if the options update
+// in place, write memtables from one thread, and have RocksDB's default
+// skip list memtable; else it returns 0.
 int gc_options_set_filtered_memtable(void* c_opts, double ratio, size_t min_bytes, double index_ratio);
 
 // gc_options_resize_filtered_memtable sizes the filters and indexes of the
