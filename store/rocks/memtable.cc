@@ -31,9 +31,17 @@
 // iterator then seeks the skip list to that entry. Keys are compared as
 // bytes (the store's comparator), so equal keys hash alike. The filter and
 // the index are written by the memtable's one writer (the factory refuses
-// concurrent inserts) and read by that writer only: every caller above is a
-// write. The filter's words are atomics all the same, so that no reader can
-// race it, and the index's size, which RocksDB reads from other threads.
+// concurrent inserts), and the index is read by that writer only: every
+// caller above is a write.
+//
+// The filter also answers reads (FilteredRep::Get, which MemTable's Get and
+// MultiGet call) for a key it lacks, in place of RocksDB's own filter of the
+// memtable's keys, which the store's options then leave out. Reads run on
+// any thread, beside the writer: the filter's words are atomics, and each
+// insert adds its key to the filter before the skip list links its entry,
+// so that a read which can see the entry (by the sequence number RocksDB
+// publishes after the insert, with release) sees its bits too. The index's
+// size is an atomic too: RocksDB reads it from other threads.
 
 #include "shim.h"
 #include "capi.h"

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/linxGnu/grocksdb"
@@ -517,4 +519,64 @@ func optionValue(t *testing.T, dir, name string) string {
 		t.Fatalf("no option %s in %s", name, files[len(files)-1])
 	}
 	return string(m[1])
+}
+
+// TestFilteredMemtableGetsBesideWrites reads, on other goroutines, keys
+// whose writes returned while the memtable's one writer goes on inserting
+// others: each is found, as the filter a read asks first has the bits of
+// every key inserted before the read's sequence number.
+func TestFilteredMemtableGetsBesideWrites(t *testing.T) {
+	const keys, readers = 20_000, 2
+	var o = memtableOptions()
+	defer o.Destroy()
+	memtableFilters[0].set(t, o)
+	var db, err = grocksdb.OpenDb(o, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var wo = grocksdb.NewDefaultWriteOptions()
+	defer wo.Destroy()
+	var key = func(k int) []byte { return fmt.Appendf(nil, "key-%06d-%s", k, strings.Repeat("x", k%300)) }
+
+	var written atomic.Int64 // Keys [0, written) were written.
+	// read reads keys written, at random, until all are and it read as many.
+	var read = func(r int) error {
+		var ro = grocksdb.NewDefaultReadOptions()
+		defer ro.Destroy()
+		var rng = rand.New(rand.NewPCG(uint64(r), 1))
+		var reads int
+		for n := written.Load(); n < keys || reads < keys; n = written.Load() {
+			if n == 0 {
+				continue
+			}
+			var k = rng.IntN(int(n))
+			var v, err = db.Get(ro, key(k))
+			if err != nil {
+				return err
+			} else if !v.Exists() {
+				return fmt.Errorf("key %d is absent with %d keys written", k, n)
+			}
+			v.Free()
+			reads++
+		}
+		return nil
+	}
+	var group sync.WaitGroup
+	var errs = make(chan error, readers)
+	for r := range readers {
+		group.Go(func() { errs <- read(r) })
+	}
+	for k := range keys {
+		if err := db.Put(wo, key(k), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		written.Store(int64(k + 1))
+	}
+	group.Wait()
+	for range readers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
