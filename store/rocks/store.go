@@ -168,7 +168,9 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	// A Bloom filter of the memtable's keys: most Gets of a large key space
 	// are of keys the memtable doesn't hold (often of keys the database
 	// doesn't hold at all, as a key is first met), which the filter answers
-	// without a search of the memtable's skip list.
+	// without a search of the memtable's skip list. RocksDB's own, which
+	// filterMemtable (below) turns off where the memtable's filter of its
+	// keys answers Gets too: it stays for memtables Tune made otherwise.
 	s.opts.SetMemTablePrefixBloomSizeRatio(DefaultMemtableBloomRatio)
 	s.opts.SetMemtableWholeKeyFiltering(true)
 	if o.Tune != nil {
