@@ -19,6 +19,6 @@
 // The database updates rows of its memtable in place, and its memtables
 // (memtable.cc) are RocksDB's skip list with a Bloom filter of the keys each
 // holds, so that a commit's rows the memtable lacks, most of a large key
-// space's, are added without first being searched for, and reads of them
-// search the memtable no more than a write does.
+// space's, are added without first being searched for, and reads of them need
+// no search of it either.
 package rocks
