@@ -53,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rocksdb/comparator.h"
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/options.h"
 #include "rocksdb/version.h"
@@ -549,6 +550,10 @@ extern "C" int gc_options_set_filtered_memtable(void* c_opts, double ratio, size
   rocksdb::Options& o = static_cast<rocksdb_options_t*>(c_opts)->rep;
   if (!o.inplace_update_support || o.allow_concurrent_memtable_write || o.memtable_factory == nullptr ||
       std::strcmp(o.memtable_factory->Name(), rocksdb::SkipListFactory::kClassName()) != 0) {
+    return 0;
+  }
+  // Equal keys must be equal bytes, which the filter and index hash.
+  if (o.comparator != rocksdb::BytewiseComparator() && o.comparator != rocksdb::ReverseBytewiseComparator()) {
     return 0;
   }
   o.memtable_factory = std::make_shared<FilteredSkipListFactory>(ratio, min_bytes, index_ratio, o.write_buffer_size);

@@ -114,8 +114,9 @@ void gc_options_set_wbm(void* c_opts, void* wbm);
 // without a prefix extractor, the options' own memtable Bloom filter
 // (memtable_prefix_bloom_size_ratio), which would only hash each key once
 // more, is turned off. It does so, and returns 1, only if the options update
-// in place, write memtables from one thread, and have RocksDB's default
-// skip list memtable; else it returns 0.
+// in place, write memtables from one thread, have RocksDB's default skip
+// list memtable, and compare keys as bytes (RocksDB's bytewise comparator,
+// or its reverse); else it returns 0.
 int gc_options_set_filtered_memtable(void* c_opts, double ratio, size_t min_bytes, double index_ratio);
 
 // gc_options_resize_filtered_memtable sizes the filters and indexes of the
