@@ -68,8 +68,9 @@ type Options struct {
 	// Tune, if set, further adjusts the RocksDB options before the database
 	// opens. The recorded Env, WAL recycling and CreateIfMissing are set
 	// after it and may not be changed; so is the memtable's filter of its
-	// keys, if Tune leaves in-place updates on and RocksDB's skip list
-	// memtable (see memtable.cc).
+	// keys, in place of RocksDB's own, if Tune leaves in-place updates on,
+	// RocksDB's skip list memtable and a bytewise comparator (see
+	// memtable.cc).
 	Tune func(*grocksdb.Options)
 }
 
