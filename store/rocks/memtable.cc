@@ -29,7 +29,8 @@
 // plain skip list. Of an iterator positioned by the index those callers read
 // the entry, and CountSuccessiveMergeEntries steps on from it, for which the
 // iterator then seeks the skip list to that entry. Keys are compared as
-// bytes (the store's comparator), so equal keys hash alike. The filter and
+// bytes (the store's comparator; the memtable is made for no other), so
+// equal keys hash alike. The filter and
 // the index are written by the memtable's one writer (the factory refuses
 // concurrent inserts), and the index is read by that writer only: every
 // caller above is a write.

@@ -104,7 +104,8 @@ const MemtableKeyIndexRatio = 1.0 / 8
 // longer keep: each key is hashed once less a write), and an index of their
 // keys, which spares that search an update of a key the memtable holds
 // (memtable.cc), if opts update memtables in place with RocksDB's own skip
-// list (unless Tune changed that): the store's defaults.
+// list and compare keys as bytes (unless Tune changed that): the store's
+// defaults.
 func filterMemtable(opts *grocksdb.Options) error {
 	var _, err = filterMemtableOf(opts, MemtableKeyFilterRatio, minMemtableKeyFilterBytes, MemtableKeyIndexRatio)
 	return err
