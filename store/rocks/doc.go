@@ -21,4 +21,10 @@
 // holds, so that a commit's rows the memtable lacks, most of a large key
 // space's, are added without first being searched for, and reads of them need
 // no search of it either.
+//
+// RocksDB checksums its write-ahead logs' records with CRC-32C, which
+// Debian's portable build computes from a table, a byte at a time. The
+// package defines RocksDB's CRC-32C function (crc32c.cc), which the library
+// calls through its procedure linkage table, with the processor's
+// instruction: the same checksums, eight times as fast.
 package rocks

@@ -136,6 +136,20 @@ void gc_options_resize_filtered_memtable(void* c_opts, size_t write_buffer_size)
 // caller.
 char* gc_live_files(void* c_db, uint64_t wal_size_for_flush, char** out, size_t* out_len);
 
+// gc_crc32c_extend returns the CRC-32C of A followed by data[0, n), where
+// init_crc is the CRC-32C of A, as the program computes RocksDB's checksums
+// (crc32c.cc).
+uint32_t gc_crc32c_extend(uint32_t init_crc, const char* data, size_t n);
+
+// gc_crc32c_interposed returns 1 if RocksDB's calls of its CRC-32C reach
+// the program's definition (gc_crc32c_extend's), else 0.
+int gc_crc32c_interposed(void);
+
+// gc_crc32c_rocksdb sets *out to RocksDB's own CRC-32C of data[0, n),
+// extending init_crc, and returns 0, or returns -1 if its definition can't
+// be found apart from the program's.
+int gc_crc32c_rocksdb(uint32_t init_crc, const char* data, size_t n, uint32_t* out);
+
 #ifdef __cplusplus
 }
 #endif
