@@ -24,6 +24,16 @@ type batchBuffer struct {
 
 func newBatchBuffer() *batchBuffer { return &batchBuffer{c: C.gc_batch_new()} }
 
+// capacity returns the bytes of C memory the buffer holds.
+func (b *batchBuffer) capacity() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.c == nil {
+		return 0
+	}
+	return int(C.gc_batch_capacity(b.c))
+}
+
 // write builds a batch of at most n bytes with build, which appends its
 // representation to the empty slice it is given (of capacity n), and writes
 // it to cdb (a rocksdb_t) with cwo (a rocksdb_writeoptions_t).

@@ -131,3 +131,63 @@ func BenchmarkCommitBatch(b *testing.B) {
 		}
 	}
 }
+
+// A buffer keeps its memory across commits of varying sizes, and releases
+// it past 8 MiB only after 64 writes in a row that used less than a quarter
+// of it.
+func TestBatchBufferKeepsItsMemoryAcrossCommits(t *testing.T) {
+	var opts = grocksdb.NewDefaultOptions()
+	defer opts.Destroy()
+	opts.SetCreateIfMissing(true)
+	var db, err = grocksdb.OpenDb(opts, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var wo = grocksdb.NewDefaultWriteOptions()
+	defer wo.Destroy()
+	cdb, err := cPointer(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cwo, err := cPointer(wo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b = newBatchBuffer()
+	defer b.free()
+
+	var write = func(rows int) {
+		t.Helper()
+		var ov = txnkv.NewOverlay()
+		for i := range rows {
+			ov.Put(fmt.Appendf(nil, "key-%06d", i), bytes.Repeat([]byte{'v'}, 1024))
+		}
+		if err := b.write(cdb, cwo, batchLen(ov, 0), func(buf []byte) []byte {
+			return appendBatch(buf, ov, nil, nil)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const large = 20000 // About 20 MiB.
+	write(large)
+	var held = b.capacity()
+	if held < 16<<20 {
+		t.Fatalf("capacity %d after a batch of about 20 MiB", held)
+	}
+	for round := range 3 {
+		for i := range 63 {
+			write(10 + i%50)
+			if c := b.capacity(); c != held {
+				t.Fatalf("round %d: capacity %d after %d small writes, want %d kept", round, c, i+1, held)
+			}
+		}
+		if round < 2 {
+			write(large / 2) // A quarter or more: the count starts again.
+		}
+	}
+	write(10) // The 64th small write in a row.
+	if c := b.capacity(); c >= 8<<20 {
+		t.Fatalf("capacity %d after 64 small writes in a row, want it released", c)
+	}
+}

@@ -324,20 +324,33 @@ class RepBatch : public rocksdb::WriteBatch {
   std::string Release() { return std::move(rep_); }
 };
 
-// A batch buffer kept past this size is released after a write of less
-// than a quarter of it: one large commit doesn't hold its memory for good.
+// Batch is the buffer of a store's WriteBatch representations. Its memory
+// is kept from one commit to the next, so that a commit's batch is written
+// into pages the process has already touched: a buffer of tens of MiB
+// allocated anew comes from the kernel as fresh pages, each faulted in and
+// cleared on its first write. A buffer kept past kBatchKeep is released
+// once kBatchShrinkAfter writes in a row used less than a quarter of it:
+// one large commit doesn't hold its memory for good, and commits whose
+// sizes vary don't allocate it over and over.
+struct Batch {
+  std::string rep;
+  int small = 0;  // Writes in a row of less than a quarter of rep's capacity.
+};
 constexpr size_t kBatchKeep = 8 << 20;
+constexpr int kBatchShrinkAfter = 64;
 
 }  // namespace
 
-extern "C" void* gc_batch_new() { return new std::string(); }
+extern "C" void* gc_batch_new() { return new Batch(); }
 
-extern "C" void gc_batch_free(void* b) { delete static_cast<std::string*>(b); }
+extern "C" void gc_batch_free(void* b) { delete static_cast<Batch*>(b); }
+
+extern "C" size_t gc_batch_capacity(void* b) { return static_cast<Batch*>(b)->rep.capacity(); }
 
 extern "C" char* gc_batch_reserve(void* b, size_t n, char** err) {
   *err = nullptr;
   try {
-    std::string* s = static_cast<std::string*>(b);
+    std::string* s = &static_cast<Batch*>(b)->rep;
     s->resize(n);
     return s->data();
   } catch (const std::exception& ex) {
@@ -348,15 +361,19 @@ extern "C" char* gc_batch_reserve(void* b, size_t n, char** err) {
 
 extern "C" char* gc_batch_write(void* c_db, void* c_wo, void* b, size_t n) {
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);  // As gc_get.
-  std::string* s = static_cast<std::string*>(b);
+  Batch* batch = static_cast<Batch*>(b);
+  std::string* s = &batch->rep;
   try {
     s->resize(n);
     RepBatch wb(std::move(*s));
     rocksdb::Status st =
         static_cast<rocksdb_t*>(c_db)->rep->Write(static_cast<rocksdb_writeoptions_t*>(c_wo)->rep, &wb);
     *s = wb.Release();
-    if (s->capacity() > kBatchKeep && n < s->capacity() / 4) {
+    if (s->capacity() <= kBatchKeep || n >= s->capacity() / 4) {
+      batch->small = 0;
+    } else if (++batch->small >= kBatchShrinkAfter) {
       std::string().swap(*s);
+      batch->small = 0;
     }
     if (!st.ok()) {
       return strdup(st.ToString().c_str());

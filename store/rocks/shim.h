@@ -52,6 +52,9 @@ void* gc_batch_new(void);
 // gc_batch_free releases the buffer of gc_batch_new.
 void gc_batch_free(void* b);
 
+// gc_batch_capacity returns the bytes the buffer b holds.
+size_t gc_batch_capacity(void* b);
+
 // gc_batch_reserve sizes the buffer b to n bytes and returns its first, for
 // the caller to write a WriteBatch's representation into (up to n bytes),
 // or NULL and an error message in *err, to be freed by the caller.
