@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/gazconsumer/gazconsumer/store/txnkv"
 	"github.com/linxGnu/grocksdb"
@@ -16,27 +17,11 @@ import (
 // that outgrows its bound is refused and writes nothing; a freed buffer
 // refuses writes.
 func TestBatchBufferWritesBatchesOfEverySize(t *testing.T) {
-	var opts = grocksdb.NewDefaultOptions()
-	defer opts.Destroy()
-	opts.SetCreateIfMissing(true)
-	var db, err = grocksdb.OpenDb(opts, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var wo = grocksdb.NewDefaultWriteOptions()
-	defer wo.Destroy()
+	var db, cdb, cwo = openBatchDB(t)
 	var ro = grocksdb.NewDefaultReadOptions()
 	defer ro.Destroy()
-	cdb, err := cPointer(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cwo, err := cPointer(wo)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var b = newBatchBuffer()
+	var err error
 
 	// Rows of 1 KiB: 20,000 of them are past the 8 MiB the buffer keeps
 	// after a smaller write.
@@ -136,24 +121,7 @@ func BenchmarkCommitBatch(b *testing.B) {
 // it past 8 MiB only after 64 writes in a row that used less than a quarter
 // of it.
 func TestBatchBufferKeepsItsMemoryAcrossCommits(t *testing.T) {
-	var opts = grocksdb.NewDefaultOptions()
-	defer opts.Destroy()
-	opts.SetCreateIfMissing(true)
-	var db, err = grocksdb.OpenDb(opts, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var wo = grocksdb.NewDefaultWriteOptions()
-	defer wo.Destroy()
-	cdb, err := cPointer(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cwo, err := cPointer(wo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var _, cdb, cwo = openBatchDB(t)
 	var b = newBatchBuffer()
 	defer b.free()
 
@@ -190,4 +158,26 @@ func TestBatchBufferKeepsItsMemoryAcrossCommits(t *testing.T) {
 	if c := b.capacity(); c >= 8<<20 {
 		t.Fatalf("capacity %d after 64 small writes in a row, want it released", c)
 	}
+}
+
+// openBatchDB opens a database for a test of batch buffers, closed as the
+// test ends, and returns it, and its and default write options' C handles.
+func openBatchDB(t *testing.T) (db *grocksdb.DB, cdb, cwo unsafe.Pointer) {
+	var opts = grocksdb.NewDefaultOptions()
+	t.Cleanup(opts.Destroy)
+	opts.SetCreateIfMissing(true)
+	var err error
+	if db, err = grocksdb.OpenDb(opts, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	var wo = grocksdb.NewDefaultWriteOptions()
+	t.Cleanup(wo.Destroy)
+	if cdb, err = cPointer(db); err != nil {
+		t.Fatal(err)
+	}
+	if cwo, err = cPointer(wo); err != nil {
+		t.Fatal(err)
+	}
+	return db, cdb, cwo
 }
