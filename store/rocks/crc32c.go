@@ -14,6 +14,12 @@ func crc32cExtend(crc uint32, b []byte) uint32 {
 	return uint32(C.gc_crc32c_extend(C.uint32_t(crc), cbytes(b), C.size_t(len(b))))
 }
 
+// crc32cTable returns crc32cExtend's result as computed where the
+// processor has no CRC-32C instruction.
+func crc32cTable(crc uint32, b []byte) uint32 {
+	return uint32(C.gc_crc32c_table(C.uint32_t(crc), cbytes(b), C.size_t(len(b))))
+}
+
 // crc32cInterposed reports whether RocksDB's calls of its CRC-32C reach
 // crc32cExtend's definition.
 func crc32cInterposed() bool { return C.gc_crc32c_interposed() == 1 }

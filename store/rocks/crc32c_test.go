@@ -24,6 +24,9 @@ func TestCRC32CAgreesWithRocksDB(t *testing.T) {
 		if got := crc32cExtend(init, b); got != want {
 			t.Fatalf("Extend(%#x, %d bytes at %d) = %#x, want %#x", init, len(b), off, got, want)
 		}
+		if got := crc32cTable(init, b); got != want {
+			t.Fatalf("the table's Extend(%#x, %d bytes at %d) = %#x, want %#x", init, len(b), off, got, want)
+		}
 		if own, ok := rocksdbCRC32C(init, b); !ok {
 			t.Fatal("RocksDB's own rocksdb::crc32c::Extend not found")
 		} else if own != want {
@@ -40,6 +43,9 @@ func FuzzCRC32C(f *testing.F) {
 		var want = crc32.Update(init, castagnoli, b)
 		if got := crc32cExtend(init, b); got != want {
 			t.Fatalf("Extend(%#x, %x) = %#x, want %#x", init, b, got, want)
+		}
+		if got := crc32cTable(init, b); got != want {
+			t.Fatalf("the table's Extend(%#x, %x) = %#x, want %#x", init, b, got, want)
 		}
 		if own, ok := rocksdbCRC32C(init, b); ok && own != want {
 			t.Fatalf("RocksDB's Extend(%#x, %x) = %#x, want %#x", init, b, own, want)

@@ -144,6 +144,10 @@ char* gc_live_files(void* c_db, uint64_t wal_size_for_flush, char** out, size_t*
 // (crc32c.cc).
 uint32_t gc_crc32c_extend(uint32_t init_crc, const char* data, size_t n);
 
+// gc_crc32c_table is gc_crc32c_extend as computed where the processor has
+// no CRC-32C instruction: from a table.
+uint32_t gc_crc32c_table(uint32_t init_crc, const char* data, size_t n);
+
 // gc_crc32c_interposed returns 1 if RocksDB's calls of its CRC-32C reach
 // the program's definition (gc_crc32c_extend's), else 0.
 int gc_crc32c_interposed(void);
