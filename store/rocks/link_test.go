@@ -49,6 +49,16 @@ func linkFiles(t *testing.T, wal, flush bool) {
 	for i := range 6 {
 		commitRows(t, p.store, i*500, i*500+800, "parent", int64(i+1)) // Overlapping: rows rewritten.
 	}
+	// Those commits passed the memtable's size, and the store flushes in
+	// the background as its write-ahead log does: wait for that flush, and
+	// flush what it left, lest it flush the rows below after they're
+	// written. The rows below then start a log that stays within its bound.
+	if err := p.store.awaitFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.store.DB().Flush(flushOpts()); err != nil {
+		t.Fatal(err)
+	}
 	commitRows(t, p.store, 0, 10, "memtable", 7)
 	if wal {
 		// Rows in the memtable, and so in the write-ahead log only, until
