@@ -65,6 +65,24 @@ bool HaveSSE42() {
 }
 #endif
 
+// kExtendSymbol is the mangled name of rocksdb::crc32c::Extend.
+constexpr const char kExtendSymbol[] = "_ZN7rocksdb6crc32c6ExtendEjPKcm";
+
+using ExtendFn = uint32_t (*)(uint32_t, const char*, size_t);
+
+// RocksDBsExtend is the Extend the library defining RocksDB's other
+// functions defines: its own, whose calls the definition below takes.
+ExtendFn RocksDBsExtend() {
+  Dl_info info;
+  void* other = dlsym(RTLD_DEFAULT, "_ZN7rocksdb6crc32c13Crc32cCombineEjjm");
+  if (other == nullptr || dladdr(other, &info) == 0 || info.dli_fname == nullptr) return nullptr;
+  void* lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == nullptr) return nullptr;
+  void* own = dlsym(lib, kExtendSymbol);  // The library's scope, before the program's.
+  dlclose(lib);
+  return reinterpret_cast<ExtendFn>(own);
+}
+
 }  // namespace
 
 namespace rocksdb {
@@ -85,10 +103,6 @@ uint32_t Extend(uint32_t init_crc, const char* data, size_t n) {
 }  // namespace crc32c
 }  // namespace rocksdb
 
-namespace {
-constexpr const char kExtendSymbol[] = "_ZN7rocksdb6crc32c6ExtendEjPKcm";
-}
-
 extern "C" uint32_t gc_crc32c_extend(uint32_t init_crc, const char* data, size_t n) {
   return rocksdb::crc32c::Extend(init_crc, data, n);
 }
@@ -100,23 +114,6 @@ extern "C" uint32_t gc_crc32c_table(uint32_t init_crc, const char* data, size_t 
 extern "C" int gc_crc32c_interposed(void) {
   return dlsym(RTLD_DEFAULT, kExtendSymbol) == reinterpret_cast<void*>(&rocksdb::crc32c::Extend);
 }
-
-namespace {
-using ExtendFn = uint32_t (*)(uint32_t, const char*, size_t);
-
-// RocksDBsExtend is the Extend the library defining RocksDB's other
-// functions defines: its own, whose calls the definition above takes.
-ExtendFn RocksDBsExtend() {
-  Dl_info info;
-  void* other = dlsym(RTLD_DEFAULT, "_ZN7rocksdb6crc32c13Crc32cCombineEjjm");
-  if (other == nullptr || dladdr(other, &info) == 0 || info.dli_fname == nullptr) return nullptr;
-  void* lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  if (lib == nullptr) return nullptr;
-  void* own = dlsym(lib, kExtendSymbol);  // The library's scope, before the program's.
-  dlclose(lib);
-  return reinterpret_cast<ExtendFn>(own);
-}
-}  // namespace
 
 extern "C" int gc_crc32c_rocksdb(uint32_t init_crc, const char* data, size_t n, uint32_t* out) {
   static const ExtendFn own = RocksDBsExtend();

@@ -30,10 +30,9 @@
 // the entry, and CountSuccessiveMergeEntries steps on from it, for which the
 // iterator then seeks the skip list to that entry. Keys are compared as
 // bytes (the store's comparator; the memtable is made for no other), so
-// equal keys hash alike. The filter and
-// the index are written by the memtable's one writer (the factory refuses
-// concurrent inserts), and the index is read by that writer only: every
-// caller above is a write.
+// equal keys hash alike. The filter and the index are written by the
+// memtable's one writer (the factory refuses concurrent inserts), and the
+// index is read by that writer only: every caller above is a write.
 //
 // The filter also answers reads (FilteredRep::Get, which MemTable's Get and
 // MultiGet call) for a key it lacks, in place of RocksDB's own filter of the
