@@ -389,22 +389,6 @@ func TestMemtablesFollowTheOpenStores(t *testing.T) {
 	}
 }
 
-// walFileBytes is the size of the write-ahead log files in dir.
-func walFileBytes(t testing.TB, dir string) int64 {
-	t.Helper()
-	var names, err = filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, name := range names {
-		if info, err := os.Stat(name); err == nil {
-			n += info.Size()
-		}
-	}
-	return n
-}
-
 func TestWriteAheadLogIsBoundedByTheMemtable(t *testing.T) {
 	const mib = 1 << 20
 	for _, tc := range []struct {
@@ -430,7 +414,7 @@ func TestWriteAheadLogIsBoundedByTheMemtable(t *testing.T) {
 			for range 40 * tc.bound / mib {
 				putRows(t, s, "k", 256, 1024, 256, nil)
 				s.tasks.Wait() // For the flush it began, if it did.
-				if n := walFileBytes(t, s.dir); n > most {
+				if n := walBytesIn(s.dir); n > most {
 					most = n
 				}
 			}

@@ -29,7 +29,7 @@ func BenchmarkOpenReplaysLog(b *testing.B) {
 				b.Fatal(err)
 			}
 			var value = make([]byte, 100)
-			for i := 0; walFileBytes(b, src) < 60*mib; i++ {
+			for i := 0; walBytesIn(src) < 60*mib; i++ {
 				for k := range 2000 {
 					value[0], value[1] = byte(i), byte(i>>8)
 					var key = fmt.Appendf(nil, "customer-%07d/account", (i*7919+k)%bc.keys)
@@ -40,7 +40,7 @@ func BenchmarkOpenReplaysLog(b *testing.B) {
 				await(b, s.StartCommit(nil, checkpointAt(int64(i)), nil))
 			}
 			s.close() // Its memtable unflushed, as a crash leaves it.
-			b.SetBytes(walFileBytes(b, src))
+			b.SetBytes(walBytesIn(src))
 			b.ResetTimer()
 
 			for range b.N {
