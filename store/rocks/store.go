@@ -197,13 +197,18 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
-	var began, walBytes = time.Now(), walBytesIn(dir)
+	// What an open costs is mostly RocksDB's replay of the write-ahead
+	// logs its memtables had not flushed (a recovered or linked store's):
+	// their bytes are logged with its time, if debug logs are kept (the
+	// directory is read for them only then).
+	var began, walBytes = time.Now(), int64(0)
+	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
+		walBytes = walBytesIn(dir)
+	}
 	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
-	// What an open costs is mostly RocksDB's replay of the write-ahead
-	// logs its memtables had not flushed (a recovered or linked store's).
 	slog.Debug("store opened", "dir", dir, "walBytes", walBytes, "took", time.Since(began))
 	if s.cdb, s.cro, err = cHandles(s.db, s.ro); err == nil {
 		s.cwo, err = cPointer(s.wo)
