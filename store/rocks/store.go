@@ -201,6 +201,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	// logs its memtables had not flushed (a recovered or linked store's):
 	// their bytes are logged with its time, if debug logs are kept (the
 	// directory is read for them only then).
+	sizeFlushThreads()
 	var began, walBytes = time.Now(), int64(0)
 	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
 		walBytes = walBytesIn(dir)
