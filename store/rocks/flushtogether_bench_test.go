@@ -23,6 +23,7 @@ func BenchmarkFlushTogether(b *testing.B) {
 	defer env.SetHighPriorityBackgroundThreads(env.GetHighPriorityBackgroundThreads())
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			b.StopTimer() // Until the flushes.
 			env.SetHighPriorityBackgroundThreads(threads)
 			var stores []*Store
 			for range 2 {
@@ -37,7 +38,6 @@ func BenchmarkFlushTogether(b *testing.B) {
 			}
 			var value = make([]byte, 120)
 			var cp int64
-			b.StopTimer()
 			for range b.N {
 				for _, s := range stores {
 					for i := 0; walBytesIn(s.dir) < 20<<20; i += 2000 {

@@ -197,11 +197,11 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
+	sizeFlushThreads()
 	// What an open costs is mostly RocksDB's replay of the write-ahead
 	// logs its memtables had not flushed (a recovered or linked store's):
 	// their bytes are logged with its time, if debug logs are kept (the
 	// directory is read for them only then).
-	sizeFlushThreads()
 	var began, walBytes = time.Now(), int64(0)
 	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
 		walBytes = walBytesIn(dir)

@@ -15,8 +15,8 @@ import (
 // the flushes of every store of a member. Two stores flushing at once then
 // take turns: a rescale's two parents in one member flushing ahead of
 // their links (Store.FlushAhead) took the time of both flushes for the
-// second (BenchmarkFlushTogether: 85 ms against 47 ms for two flushes of 20
-// MB, with one thread and with two). So the first open of a store gives
+// second (BenchmarkFlushTogether: 82 ms against 45-51 ms for two flushes of
+// 20 MB, with one thread and with two). So the first open of a store gives
 // the flushes as many threads as the process has processors to run Go
 // (runtime.GOMAXPROCS, which follows a container's limit of processors),
 // and at least two. A flush's thread waits on its writes for much of its
