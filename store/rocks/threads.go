@@ -19,8 +19,9 @@ import (
 // 20 MB, with one thread and with two). So the first open of a store gives
 // the flushes as many threads as the process has processors to run Go
 // (runtime.GOMAXPROCS, which follows a container's limit of processors),
-// and at least two. A flush's thread waits on its writes for much of its
-// time, and a memtable not flushed in time stalls its store's commits.
+// and at least two: a memtable not flushed in time stalls its store's
+// commits (RocksDB stops its writes while its memtable is full and an
+// earlier one waits for its flush).
 
 // minFlushThreads is the fewest threads for the flushes of a process's
 // stores.
