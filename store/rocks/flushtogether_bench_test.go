@@ -36,19 +36,12 @@ func BenchmarkFlushTogether(b *testing.B) {
 				defer s.Destroy()
 				stores = append(stores, s)
 			}
-			var value = make([]byte, 120)
 			var cp int64
 			for range b.N {
 				for _, s := range stores {
 					for i := 0; walBytesIn(s.dir) < 20<<20; i += 2000 {
-						for k := i; k < i+2000; k++ {
-							value[0], value[1], value[2] = byte(k), byte(k>>8), byte(cp)
-							if err := s.Put(fmt.Appendf(nil, "customer-%07d/account-%d", k/3, k%3), value); err != nil {
-								b.Fatal(err)
-							}
-						}
+						commitAccounts(b, s, i, i+2000, cp)
 						cp++
-						await(b, s.StartCommit(nil, checkpointAt(cp), nil))
 					}
 				}
 				b.StartTimer()

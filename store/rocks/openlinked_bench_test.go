@@ -28,27 +28,17 @@ func BenchmarkOpenLinked(b *testing.B) {
 	var p = openRecorded(b, newLog(b), 0xB1, Options{Budget: budget})
 	defer p.store.Destroy()
 
-	var value = make([]byte, 120)
-	var commit = func(from, to int, cp int64) {
-		for i := from; i < to; i++ {
-			value[0], value[1], value[2] = byte(i), byte(i>>8), byte(cp)
-			if err := p.store.Put(fmt.Appendf(nil, "customer-%07d/account-%d", i/3, i%3), value); err != nil {
-				b.Fatal(err)
-			}
-		}
-		await(b, p.store.StartCommit(nil, checkpointAt(cp), nil))
-	}
 	var cp int64
 	for i := 0; i < 400_000; i += 2000 {
 		cp++
-		commit(i, i+2000, cp)
+		commitAccounts(b, p.store, i, i+2000, cp)
 	}
 	if err = p.store.DB().Flush(flushOpts()); err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < 24_000; i += 2000 {
 		cp++
-		commit(i*7%400_000, i*7%400_000+2000, cp)
+		commitAccounts(b, p.store, i*7%400_000, i*7%400_000+2000, cp)
 	}
 	var walMB = float64(walBytesIn(p.dir)) / 1e6
 
@@ -66,4 +56,19 @@ func BenchmarkOpenLinked(b *testing.B) {
 		}
 		c.Destroy()
 	}
+}
+
+// commitAccounts commits rows from through to (not included) of a ledger's
+// accounts, three a customer, of values of 120 bytes which vary with the
+// row and the checkpoint cp, as of cp.
+func commitAccounts(t testing.TB, s *Store, from, to int, cp int64) {
+	t.Helper()
+	var value = make([]byte, 120)
+	for i := from; i < to; i++ {
+		value[0], value[1], value[2] = byte(i), byte(i>>8), byte(cp)
+		if err := s.Put(fmt.Appendf(nil, "customer-%07d/account-%d", i/3, i%3), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await(t, s.StartCommit(nil, checkpointAt(cp), nil))
 }
