@@ -156,8 +156,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var published = make(chan error, 1)
-	go func() { published <- load.PublishAt(ctx, stack.Journals(), msgs, 25, 600, nil) }()
 
 	// The browser.
 	var allocCtx, stopAlloc = chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
@@ -205,7 +203,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Consumers: every shard PRIMARY, each consuming, while the load runs.
+	// The load starts once the page is open: it lasts 10s, and the
+	// browser's start may take longer than that on a busy machine.
 	do("opening the consumers page", chromedp.Navigate(base+"/"))
+	var published = make(chan error, 1)
+	go func() { published <- load.PublishAt(ctx, stack.Journals(), msgs, 25, 600, nil) }()
 	waitFor("every shard PRIMARY with a throughput", fmt.Sprintf(`(() => {
 		const rows = [...document.querySelectorAll("tr.shard")];
 		return rows.length === %d && rows.every(r => r.dataset.status === "PRIMARY" && parseFloat(r.dataset.rate) > 0);
