@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -459,16 +460,25 @@ func readLog(file string) (map[string]*shardLog, error) {
 }
 
 // command runs a command to its end, its output into file, and returns
-// its CPU seconds.
-func command(ctx context.Context, file, name string, args ...string) (float64, error) {
-	var out, err = os.Create(file)
+// its CPU seconds. If stamped, each line of the file begins with the
+// seconds from the command's start to the line's write: the timeline of
+// the command's steps.
+func command(ctx context.Context, file string, stamped bool, name string, args ...string) (float64, error) {
+	var f, err = os.Create(file)
 	if err != nil {
 		return 0, err
 	}
-	defer out.Close()
+	defer f.Close()
+	var out io.Writer = f
 	var cmd = exec.CommandContext(ctx, name, args...)
+	if stamped {
+		out = &stampWriter{w: f, start: time.Now()}
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	err = cmd.Run()
+	if sw, ok := out.(*stampWriter); ok && len(sw.partial) != 0 {
+		sw.Write([]byte{'\n'}) // A last line not ended.
+	}
 	if err != nil {
 		var b, _ = os.ReadFile(file)
 		if len(b) > 4096 {
@@ -477,4 +487,29 @@ func command(ctx context.Context, file, name string, args ...string) (float64, e
 		return cpuOf(cmd.ProcessState), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), args[0], err, b)
 	}
 	return cpuOf(cmd.ProcessState), nil
+}
+
+// stampWriter writes to w each line written to it, after the seconds from
+// start to the write which ended the line.
+type stampWriter struct {
+	w       io.Writer
+	start   time.Time
+	partial []byte // Of a line not ended yet.
+}
+
+func (s *stampWriter) Write(p []byte) (int, error) {
+	var n = len(p)
+	for len(p) != 0 {
+		var i = bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.partial = append(s.partial, p...)
+			break
+		}
+		var line = append(s.partial, p[:i+1]...)
+		s.partial, p = s.partial[:0], p[i+1:]
+		if _, err := fmt.Fprintf(s.w, "%7.3fs  %s", time.Since(s.start).Seconds(), line); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }

@@ -260,7 +260,7 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 		profiled <- nil
 	}
 	var cpuStart = procCPU(ledger.pid())
-	r.cpu["gazconsumer rescale"], err = command(ctx, filepath.Join(dir, "rescale.out"), filepath.Join(c.bin, "gazconsumer"), "rescale",
+	r.cpu["gazconsumer rescale"], err = command(ctx, filepath.Join(dir, "rescale.out"), true, filepath.Join(c.bin, "gazconsumer"), "rescale",
 		"--consumer", "Ledger", "--settle", c.settle.String(), "--timeout", "3m",
 		"--etcd.address", etcd, "--broker.address", broker, protos)
 	var splitEnd = time.Now()
@@ -352,7 +352,7 @@ func runRep(ctx context.Context, c config, rep int, protos string) (_ *result, e
 	s.close()
 
 	var checkOut = filepath.Join(dir, "check.out")
-	r.cpu["bankctl check"], err = command(ctx, checkOut, filepath.Join(c.bin, "bankctl"), "check", "--record", record, "--wait", "5m",
+	r.cpu["bankctl check"], err = command(ctx, checkOut, false, filepath.Join(c.bin, "bankctl"), "check", "--record", record, "--wait", "5m",
 		"--broker.address", broker, "--etcd.address", etcd,
 		"--ledger.address", string(ledger.endpoint()), "--leaderboard.address", string(leaderboard.endpoint()))
 	var out, _ = os.ReadFile(checkOut)
