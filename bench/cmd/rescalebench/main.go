@@ -131,7 +131,7 @@ func main() {
 	flag.BoolVar(&c.windows, "profile-windows", false, "CPU profiles of the ledger member over the windows of the rates before the split and after the compactions, to rep-N/before.pprof and after.pprof")
 	flag.DurationVar(&c.profile, "profile", 0, "if not 0, a CPU profile of the ledger member of this long from the split's start, to rep-N/split.pprof (go tool pprof)")
 	flag.StringVar(&c.work, "dir", "", "directory of the runs' files (default: a temporary one, removed after)")
-	flag.BoolVar(&c.keep, "keep", false, "keep the directory of the runs' files (members' logs, records)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the directory of the runs' files (members' logs, records, the command's output in rep-N/rescale.out, each line after the seconds since its start)")
 	flag.Parse()
 	if c.reps < 1 {
 		fatal(fmt.Errorf("-reps %d: want at least 1", c.reps))
