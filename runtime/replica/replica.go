@@ -341,6 +341,7 @@ func (s *Replica) Serve() {
 	}
 	var id = s.Spec().Id
 	var dir = filepath.Join(s.host.StateDir, strings.ReplaceAll(id.String(), "/", "_")+fmt.Sprintf("-%d", s.CreateRevision()))
+	slog.Debug("shard's replica starts", "shard", id, "member", s.host.Member, "dir", dir)
 	shardmetrics.Init(id)
 	defer func() {
 		s.cancel()
@@ -405,6 +406,7 @@ func (s *Replica) recover(dir string, spec *pc.ShardSpec, recLog pb.Journal) (*r
 		return nil, fmt.Errorf("shard %s: %w", spec.Id, err)
 	}
 	var hints = all[0] // Nil plays the log from its start.
+	slog.Debug("shard's replica plays its recovery log", "shard", spec.Id, "log", recLog, "hinted", hints != nil)
 
 	var progress = shardmetrics.NewRecoveryProgress(spec.Id)
 	var player = recoverylog.NewPlayer(progress.JournalClient(s.host.Journals, recLog), recLog, dir, s.author())
