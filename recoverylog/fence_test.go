@@ -192,3 +192,94 @@ func TestFenceWithLostAcknowledgement(t *testing.T) {
 		})
 	}
 }
+
+// fenceReadsClient is a journal client which counts the reads started after
+// a fence append (one which unions AuthorRegister) was sent.
+type fenceReadsClient struct {
+	pb.RoutedJournalClient
+	mu     sync.Mutex
+	fenced bool // A fence append was started.
+	after  int  // Reads started since.
+}
+
+func (c *fenceReadsClient) Read(ctx context.Context, req *pb.ReadRequest, opts ...grpc.CallOption) (pb.Journal_ReadClient, error) {
+	c.mu.Lock()
+	if c.fenced {
+		c.after++
+	}
+	c.mu.Unlock()
+	return c.RoutedJournalClient.Read(ctx, req, opts...)
+}
+
+func (c *fenceReadsClient) Append(ctx context.Context, opts ...grpc.CallOption) (pb.Journal_AppendClient, error) {
+	var s, err = c.RoutedJournalClient.Append(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &fenceSpyStream{Journal_AppendClient: s, c: c}, nil
+}
+
+type fenceSpyStream struct {
+	pb.Journal_AppendClient
+	c *fenceReadsClient
+}
+
+func (s *fenceSpyStream) SendMsg(m any) error {
+	if req, ok := m.(*pb.AppendRequest); ok && req.UnionRegisters != nil && len(req.UnionRegisters.ValuesOf(AuthorRegister)) != 0 {
+		s.c.mu.Lock()
+		s.c.fenced = true
+		s.c.mu.Unlock()
+	}
+	return s.Journal_AppendClient.SendMsg(m)
+}
+
+// A fence that lands right after the history played is applied as
+// appended, without a read of it; a recorder goes on from the FSM, and the
+// log plays back to the recorder's files, through both fences.
+func TestFenceAtTheHeadIsNotReadBack(t *testing.T) {
+	var journal = newLog(t)
+	var ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var m = newMirror(t, journal, nil, 0xE1) // Fences the log first.
+	m.create("a")
+	m.write("a", []byte("written before the takeover"), -1)
+	m.check(m.rec.SyncAll(ctx))
+
+	for _, author := range []Author{0xE2, 0xE3} {
+		var c = &fenceReadsClient{RoutedJournalClient: stack.Journals()}
+		var p = NewPlayer(c, journal, t.TempDir(), author)
+		p.FinishAtWriteHead()
+		var fsm, err = p.Play(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		var fenced, after = c.fenced, c.after
+		c.mu.Unlock()
+		if !fenced {
+			t.Fatal("no fence append was seen: the test is vacuous")
+		} else if after != 0 {
+			t.Errorf("author %v: %d reads after the fence append, want none", author, after)
+		}
+		var resp, err2 = client.Append(ctx, stack.Journals(), pb.AppendRequest{Journal: journal})
+		if err2 != nil {
+			t.Fatal(err2)
+		} else if fsm.Author() != author || fsm.NextOffset() != resp.Commit.End {
+			t.Fatalf("author %v: FSM of author %v ends at %d; the write head is %d", author, fsm.Author(), fsm.NextOffset(), resp.Commit.End)
+		}
+		if author == 0xE3 {
+			// The last author records on from its FSM; a playback from
+			// the log's start holds what it wrote.
+			var rec, err = NewRecorder(journal, fsm, author, p.dir, client.NewAppendService(ctx, stack.Journals()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var next = &mirror{t: t, dir: p.dir, rec: rec, fns: make(map[string]Fnode)}
+			next.create("b")
+			next.write("b", []byte("written after it"), -1)
+			next.check(rec.SyncAll(ctx))
+			var _, dir, _ = play(t, journal, nil, 0xE4)
+			sameTree(t, p.dir, dir)
+		}
+	}
+}

@@ -152,12 +152,13 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 			return nil, err
 		}
 		var seq = p.fsm.NextSeq()
-		var frame, _, err = appendFrame(nil, &Op{
+		var fence = &Op{
 			Seq:      seq,
 			Checksum: p.fsm.NextChecksum(),
 			Author:   uint32(p.author),
 			Kind:     &Op_Fence{Fence: &Fence{}},
-		}, nil)
+		}
+		var frame, opBytes, err = appendFrame(nil, fence, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -168,9 +169,19 @@ func (p *Player) Play(ctx context.Context, hints *Hints) (*FSM, error) {
 			return nil, fmt.Errorf("%w: journal %s: write head %d is before the end %d of the played history (were hints of another log?)",
 				ErrCorrupt, p.journal, resp.Commit.Begin, p.fsm.NextOffset())
 		}
-		// Read through our Fence. Ops of the deposed author may precede it.
-		if err = p.read(ctx, p.fsm.NextOffset(), resp.Commit.End, true); err != nil {
-			return nil, err
+		switch {
+		case resp.Commit.Begin == p.fsm.NextOffset() && resp.Commit.End == resp.Commit.Begin+int64(len(frame)):
+			// The log holds our Fence, as appended, right after the played
+			// history: it's applied as a read of it would, without one.
+			if _, err = p.fsm.Apply(fence, opBytes, resp.Commit.Begin, resp.Commit.End); err != nil {
+				return nil, fmt.Errorf("playing %s: applying its fence at %d: %w", p.journal, resp.Commit.Begin, err)
+			}
+		default:
+			// Read through our Fence. Ops of the deposed author (or a copy
+			// of our Fence, appended again) may precede it.
+			if err = p.read(ctx, p.fsm.NextOffset(), resp.Commit.End, true); err != nil {
+				return nil, err
+			}
 		}
 		if p.fsm.Author() == p.author && p.fsm.NextSeq() == seq+1 && p.fsm.NextOffset() == resp.Commit.End {
 			slog.Info("recovery log fenced", "journal", p.journal, "author", p.author,
