@@ -27,6 +27,9 @@
 //
 // A Player either tails the log as a hot standby, or finishes at the write
 // head and appends a Fence op which also sets the journal's AuthorRegister.
+// It applies its Fence as appended if the Fence committed right after the
+// history it played; else it reads through it, past whatever precedes it
+// (a deposed writer's ops, or a copy of the Fence appended again).
 // Every append of a Recorder checks that register, so the broker rejects the
 // appends of a deposed Recorder (REGISTER_MISMATCH). Should etcd lose the
 // journal's registers, the broker accepts any check; the op chain still keeps
