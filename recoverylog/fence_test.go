@@ -47,6 +47,12 @@ func (c *lossyFenceClient) Append(ctx context.Context, opts ...grpc.CallOption) 
 	return &lossyFenceStream{Journal_AppendClient: s, c: c}, nil
 }
 
+// isFence reports whether req is a fence append: one which unions
+// AuthorRegister (appendFence).
+func isFence(req *pb.AppendRequest) bool {
+	return req.UnionRegisters != nil && len(req.UnionRegisters.ValuesOf(AuthorRegister)) != 0
+}
+
 type lossyFenceStream struct {
 	pb.Journal_AppendClient
 	c     *lossyFenceClient
@@ -58,7 +64,7 @@ type lossyFenceStream struct {
 func (s *lossyFenceStream) SendMsg(m any) error {
 	if req, ok := m.(*pb.AppendRequest); ok && !s.sent {
 		s.sent = true
-		s.fence = req.UnionRegisters != nil && len(req.UnionRegisters.ValuesOf(AuthorRegister)) != 0
+		s.fence = isFence(req)
 	}
 	return s.Journal_AppendClient.SendMsg(m)
 }
@@ -194,7 +200,7 @@ func TestFenceWithLostAcknowledgement(t *testing.T) {
 }
 
 // fenceReadsClient is a journal client which counts the reads started after
-// a fence append (one which unions AuthorRegister) was sent.
+// a fence append (isFence) was sent.
 type fenceReadsClient struct {
 	pb.RoutedJournalClient
 	mu     sync.Mutex
@@ -225,7 +231,7 @@ type fenceSpyStream struct {
 }
 
 func (s *fenceSpyStream) SendMsg(m any) error {
-	if req, ok := m.(*pb.AppendRequest); ok && req.UnionRegisters != nil && len(req.UnionRegisters.ValuesOf(AuthorRegister)) != 0 {
+	if req, ok := m.(*pb.AppendRequest); ok && isFence(req) {
 		s.c.mu.Lock()
 		s.c.fenced = true
 		s.c.mu.Unlock()
