@@ -81,10 +81,18 @@ func crashChild() {
 	if tune == "small" {
 		smallTune(&o)
 	}
+	var logs, _ = filepath.Glob(filepath.Join(dir, "*.log"))
 	s, err := Open(dir, rec, o)
 	if err != nil {
 		fail(err)
 	}
+	var kept = 0 // Logs the open kept (see wholeWAL), not flushed.
+	for _, l := range logs {
+		if _, err := os.Stat(l); err == nil {
+			kept++
+		}
+	}
+	fmt.Printf("opened on %d write-ahead logs, kept %d\n", len(logs), kept)
 	cp, err := s.RestoreCheckpoint(nil)
 	if err != nil {
 		fail(err)
@@ -159,7 +167,7 @@ func TestCrashedProcessPlayback(t *testing.T) {
 	var committed = -1
 	var lines = bufio.NewScanner(out)
 	var deadline = time.Now().Add(90 * time.Second)
-	if !lines.Scan() || lines.Text() != "recovered -1" {
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "opened ") || !lines.Scan() || lines.Text() != "recovered -1" {
 		t.Fatalf("child output %q; want it to recover an empty store", lines.Text())
 	}
 	for committed < 150 && lines.Scan() && time.Now().Before(deadline) {
@@ -244,9 +252,12 @@ func TestChainedCrashesNeverLoseACommit(t *testing.T) {
 
 		var lines = bufio.NewScanner(out)
 		recovered = -1
+		var opened string
 		for lines.Scan() {
 			var line = lines.Text()
-			if n, err := strconv.Atoi(strings.TrimPrefix(line, "committed ")); err == nil {
+			if strings.HasPrefix(line, "opened ") {
+				opened = line
+			} else if n, err := strconv.Atoi(strings.TrimPrefix(line, "committed ")); err == nil {
 				committed = max(committed, n)
 			} else if n, err := strconv.Atoi(strings.TrimPrefix(line, "recovered ")); err == nil {
 				if n < committed {
@@ -259,8 +270,8 @@ func TestChainedCrashesNeverLoseACommit(t *testing.T) {
 		}
 		_ = cmd.Wait()
 		timer.Stop()
-		t.Logf("process %d (%s) killed %s after it started: recovered through %d (-1: none, or not yet), then committed through %d",
-			g, tune, after.Round(time.Millisecond), recovered, committed)
+		t.Logf("process %d (%s) killed %s after it started: %s; recovered through %d (-1: none, or not yet), then committed through %d",
+			g, tune, after.Round(time.Millisecond), opened, recovered, committed)
 	}
 
 	var b = openRecorded(t, journal, 0xB2, Options{})

@@ -22,6 +22,14 @@
 // space's, are added without first being searched for, and reads of them need
 // no search of it either.
 //
+// A store opening (recovered from its log, or a rescale's new shard linked
+// to its parent's files) replays the write-ahead logs its memtables had not
+// flushed. Where each of them ends with a whole record, it keeps them, its
+// memtable holding what they do, rather than flush that to a table file
+// which its recorder would append to the log before the store serves; a
+// log which ends within a record (its writer died as it wrote it) is
+// flushed, so that no later log is replayed behind a torn record (wal.go).
+//
 // RocksDB checksums its write-ahead logs' records with CRC-32C, which
 // Debian's portable build computes from a table, a byte at a time. The
 // package defines RocksDB's CRC-32C function (crc32c.cc), which the library

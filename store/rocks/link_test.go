@@ -227,9 +227,20 @@ func TestFlushAhead(t *testing.T) {
 
 // A linked store replays the copy of its parent's write-ahead log as
 // recorded, which may end within the record of a commit the parent was
-// writing: it opens as of the commit before, and opened again after commits
-// of its own (as a recovery plays them back), it holds those too.
+// writing: it opens as of the commit before, flushing what it replayed,
+// and opened again after commits of its own (as a recovery plays them
+// back), it holds those too. A copy which ends with a whole record is kept
+// as the store opens, unflushed, and opened again the store holds its rows
+// and those of its own commits after it.
 func TestReplayOfALogCutMidCommit(t *testing.T) {
+	for _, whole := range []bool{false, true} {
+		t.Run(fmt.Sprintf("whole=%t", whole), func(t *testing.T) { replayOfACutLog(t, whole) })
+	}
+}
+
+// replayOfACutLog is TestReplayOfALogCutMidCommit, of a copy of the log cut
+// within a commit, or after it (whole).
+func replayOfACutLog(t *testing.T, whole bool) {
 	var parentDir, dir = t.TempDir(), t.TempDir()
 	var p, err = Open(parentDir, &nopRecorder{}, Options{})
 	if err != nil {
@@ -254,7 +265,7 @@ func TestReplayOfALogCutMidCommit(t *testing.T) {
 	commitRows(t, p, 0, 2000, "b", 2) // One record of about 250 KB, over blocks of 32 KiB.
 	if _, after := walOf(); after < before+200_000 {
 		t.Fatalf("the commit wrote %d bytes of log", after-before)
-	} else {
+	} else if !whole {
 		before += (after - before) / 2
 	}
 	files, err := os.ReadDir(parentDir)
@@ -281,9 +292,12 @@ func TestReplayOfALogCutMidCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	} else if got := contents(t, c); !mapsEqual(got, want) {
-		t.Fatalf("opened on a log cut within a commit, the store holds %d rows; want the %d of the commit before", len(got), len(want))
+		t.Fatalf("opened on a log cut after the first commit (whole: %t), the store holds %d rows; want the %d of that commit", whole, len(got), len(want))
 	} else if cp := readThrough(t, c); cp != 1 {
 		t.Fatalf("its checkpoint reads through %d, want 1", cp)
+	}
+	if _, err := os.Stat(filepath.Join(dir, wal)); whole != (err == nil) {
+		t.Fatalf("opened on a log cut after the first commit (whole: %t), the store has the log (%v): want it kept only if whole", whole, err)
 	}
 	commitRows(t, c, 100, 200, "c", 3)
 	commitRows(t, c, 150, 300, "d", 4)

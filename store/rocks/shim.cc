@@ -533,6 +533,10 @@ extern "C" void gc_options_set_wbm(void* c_opts, void* wbm) {
   static_cast<rocksdb_options_t*>(c_opts)->rep.write_buffer_manager = *static_cast<WBM*>(wbm);
 }
 
+extern "C" void gc_options_set_avoid_flush_during_recovery(void* c_opts, int v) {
+  static_cast<rocksdb_options_t*>(c_opts)->rep.avoid_flush_during_recovery = v != 0;
+}
+
 extern "C" char* gc_live_files(void* c_db, uint64_t wal_size_for_flush, char** out, size_t* out_len) {
   *out = nullptr;
   *out_len = 0;

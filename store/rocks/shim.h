@@ -106,6 +106,11 @@ size_t gc_wbm_buffer_size(void* wbm);
 // rocksdb_options_t) share the manager wbm.
 void gc_options_set_wbm(void* c_opts, void* wbm);
 
+// gc_options_set_avoid_flush_during_recovery sets RocksDB's option
+// avoid_flush_during_recovery of c_opts (a rocksdb_options_t), which its C
+// API lacks.
+void gc_options_set_avoid_flush_during_recovery(void* c_opts, int v);
+
 // gc_options_set_filtered_memtable makes the memtables of the databases
 // opened with c_opts (a rocksdb_options_t) skip lists which keep a Bloom
 // filter of their keys, of ratio times the options' write buffer size (at

@@ -1,5 +1,8 @@
 package rocks
 
+// #include "shim.h"
+import "C"
+
 import (
 	"context"
 	"fmt"
@@ -206,11 +209,25 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
 		walBytes = walBytesIn(dir)
 	}
+	// Whole logs are kept, unflushed (see wholeWAL).
+	var keptBytes, keep = wholeWALs(dir)
+	if keep {
+		var copts unsafe.Pointer
+		if copts, err = cPointer(s.opts); err != nil {
+			s.release()
+			return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		}
+		C.gc_options_set_avoid_flush_during_recovery(copts, 1)
+	}
 	if s.db, err = grocksdb.OpenDb(s.opts, dir); err != nil {
 		s.release()
 		return nil, fmt.Errorf("opening store %s: %w", dir, err)
 	}
-	slog.Debug("store opened", "dir", dir, "walBytes", walBytes, "took", time.Since(began))
+	if keep {
+		// The memtable holds what the kept logs do, beside the new log.
+		s.rec.walBytes.Add(keptBytes)
+	}
+	slog.Debug("store opened", "dir", dir, "walBytes", walBytes, "walsKept", keep, "took", time.Since(began))
 	if s.cdb, s.cro, err = cHandles(s.db, s.ro); err == nil {
 		s.cwo, err = cPointer(s.wo)
 	}
