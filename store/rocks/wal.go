@@ -1,8 +1,10 @@
 package rocks
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,52 +47,74 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // recycled logs, which the store turns off, of compression, which it doesn't
 // use, or zeros) make it false, as does any doubt.
 func wholeWAL(b []byte) bool {
-	var off int
+	var whole, _ = wholeWALFrom(bytes.NewReader(b))
+	return whole
+}
+
+// wholeWALFrom is wholeWAL of the log r reads, which it reads a block at a
+// time: a physical record never spans blocks.
+func wholeWALFrom(r io.Reader) (bool, error) {
+	var block = make([]byte, walBlockSize)
 	var within bool // A walFirst without its walLast yet.
-	for off < len(b) {
-		var left = walBlockSize - off%walBlockSize
-		if left < walHeaderSize {
-			// The trailer: written as the next record begins.
-			if off+left > len(b) {
-				return false
-			}
-			for _, c := range b[off : off+left] {
-				if c != 0 {
-					return false
+	for {
+		var n, err = io.ReadFull(r, block)
+		if err == io.EOF {
+			return !within, nil
+		} else if err != nil && err != io.ErrUnexpectedEOF {
+			return false, err
+		}
+		var b = block[:n]
+		for off := 0; off < n; {
+			if walBlockSize-off < walHeaderSize {
+				// The trailer, written as the next record begins: a
+				// partial block which ends within it ends before a header.
+				if n < walBlockSize || !allZeros(b[off:]) {
+					return false, nil
 				}
+				break
+			} else if n-off < walHeaderSize {
+				return false, nil
 			}
-			off += left
-			continue
-		}
-		if len(b)-off < walHeaderSize {
-			return false
-		}
-		var h = b[off : off+walHeaderSize]
-		var n = int(h[4]) | int(h[5])<<8
-		if n > left-walHeaderSize || off+walHeaderSize+n > len(b) {
-			return false
-		}
-		var crc = crc32.Update(crc32.Update(0, castagnoli, h[6:7]), castagnoli, b[off+walHeaderSize:off+walHeaderSize+n])
-		if (crc>>15|crc<<17)+walMaskDelta != binary.LittleEndian.Uint32(h) {
-			return false
-		}
-		switch h[6] {
-		case walFull, walFirst:
-			if within {
-				return false
+			var h = b[off : off+walHeaderSize]
+			var length = int(h[4]) | int(h[5])<<8
+			if off+walHeaderSize+length > n {
+				return false, nil
 			}
-			within = h[6] == walFirst
-		case walMiddle, walLast:
-			if !within {
-				return false
+			var payload = b[off+walHeaderSize : off+walHeaderSize+length]
+			var crc = crc32.Update(crc32.Update(0, castagnoli, h[6:7]), castagnoli, payload)
+			if (crc>>15|crc<<17)+walMaskDelta != binary.LittleEndian.Uint32(h) {
+				return false, nil
 			}
-			within = h[6] == walMiddle
-		default:
-			return false
+			switch h[6] {
+			case walFull, walFirst:
+				if within {
+					return false, nil
+				}
+				within = h[6] == walFirst
+			case walMiddle, walLast:
+				if !within {
+					return false, nil
+				}
+				within = h[6] == walMiddle
+			default:
+				return false, nil
+			}
+			off += walHeaderSize + length
 		}
-		off += walHeaderSize + n
+		if n < walBlockSize {
+			return !within, nil
+		}
 	}
-	return !within
+}
+
+// allZeros reports whether b holds only zeros.
+func allZeros(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // wholeWALs reports whether every write-ahead log in dir is whole
@@ -106,11 +130,30 @@ func wholeWALs(dir string) (int64, bool) {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".log") {
 			continue
 		}
-		var b, err = os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil || !wholeWAL(b) {
+		var f, err = os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
 			return 0, false
 		}
-		n += int64(len(b))
+		var counted = &countingReader{r: f}
+		var whole bool
+		whole, err = wholeWALFrom(counted)
+		f.Close()
+		if err != nil || !whole {
+			return 0, false
+		}
+		n += counted.n
 	}
 	return n, true
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	var n, err = c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
