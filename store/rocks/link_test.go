@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gazconsumer/gazconsumer/recoverylog"
 	"github.com/gazconsumer/gazconsumer/runtime"
 	"github.com/linxGnu/grocksdb"
+	pb "go.gazette.dev/core/broker/protocol"
 )
 
 // A store opened on links of another's files holds the other's rows as of
@@ -149,6 +151,80 @@ func linkFiles(t *testing.T, wal, flush bool) {
 	defer a.store.Destroy()
 	if got := contents(t, a.store); !mapsEqual(got, want) {
 		t.Fatalf("played back after the compaction, the child's store holds %d rows, want %d", len(got), len(want))
+	}
+}
+
+// A store linked to its parent's files keeps the copy of its parent's
+// write-ahead log as it opens (it ends with a whole record), and the store
+// linked to its files in turn copies that log, adopted in its log from its
+// parent's, which adopted it from the grandparent's: played back elsewhere,
+// the last store holds what it committed, read through the chain.
+func TestLinkFilesOfALinkedStore(t *testing.T) {
+	var ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var logs = []pb.Journal{newLog(t), newLog(t), newLog(t)}
+	var p = openRecorded(t, logs[0], 0xE1, Options{})
+	defer p.store.Destroy()
+	commitRows(t, p.store, 0, 500, "parent", 1)
+	if err := p.store.DB().Flush(flushOpts()); err != nil {
+		t.Fatal(err)
+	}
+	commitRows(t, p.store, 400, 600, "wal", 2) // In its write-ahead log only.
+
+	// linked links a new store of log to the files of s, opens it, and
+	// checks that it holds what s does, its logs kept.
+	var linked = func(s *Store, log pb.Journal, author recoverylog.Author, cp int64) *Store {
+		t.Helper()
+		var want = contents(t, s)
+		var rec, dir = playRecorder(t, log, author)
+		if err := (Opener{}).LinkFiles(ctx, s, rec); err != nil {
+			t.Fatal(err)
+		}
+		var wals, _ = filepath.Glob(filepath.Join(dir, "*.log"))
+		if len(wals) == 0 {
+			t.Fatalf("the store linked to %s has no write-ahead log to replay", s.dir)
+		}
+		var c, err = Open(dir, rec, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wals {
+			if _, err := os.Stat(w); err != nil {
+				t.Fatalf("the linked store didn't keep its whole write-ahead log %s: %v", w, err)
+			}
+		}
+		if got := contents(t, c); !mapsEqual(got, want) {
+			t.Fatalf("the store linked to %s holds %d rows, want its %d", s.dir, len(got), len(want))
+		} else if got := readThrough(t, c); got != cp {
+			t.Fatalf("the store linked to %s reads through %d, want %d", s.dir, got, cp)
+		}
+		return c
+	}
+	var c = linked(p.store, logs[1], 0xE2, 2)
+	defer c.Destroy()
+	commitRows(t, c, 550, 650, "child", 3)
+	var g = linked(c, logs[2], 0xE3, 3)
+	defer g.Destroy()
+	commitRows(t, g, 600, 700, "grandchild", 4)
+	var want = contents(t, g)
+
+	h, err := g.rec.FileRecorder.(*recoverylog.Recorder).Hints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adoptedWAL bool
+	for _, ln := range h.LiveNodes {
+		adoptedWAL = adoptedWAL || (ln.Source != nil && ln.Source.Node.Source != nil && strings.HasSuffix(ln.Links[0], ".log"))
+	}
+	if !adoptedWAL {
+		t.Fatalf("the grandchild's log adopts no write-ahead log its parent adopted: %v", h.LiveNodes)
+	}
+	var b = openRecorded(t, logs[2], 0xE4, Options{})
+	defer b.store.Destroy()
+	if got := contents(t, b.store); !mapsEqual(got, want) {
+		t.Fatalf("played back, the grandchild's store holds %d rows, want %d", len(got), len(want))
+	} else if cp := readThrough(t, b.store); cp != 4 {
+		t.Fatalf("played back, the grandchild's checkpoint reads through %d, want 4", cp)
 	}
 }
 
