@@ -34,8 +34,10 @@ func crashKey(txn, j int) string { return fmt.Sprintf("t%06d/%02d", txn, j) }
 
 // crashChild records a store into the journal, committing transactions until
 // it's killed. It plays the log from the hints in its hints file, if there
-// are any, as its author, and prints "recovered N", N the transaction its
-// checkpoint reads through (-1 for none). After each commit resolves it
+// are any, as its author, and prints "opened on N write-ahead logs, kept K"
+// (the logs its store's open kept rather than flushed: see wholeWAL), then
+// "recovered N", N the transaction its checkpoint reads through (-1 for
+// none). After each commit resolves it
 // prints "committed N", and it always holds the next transaction's writes
 // uncommitted. Every few commits it replaces its hints file with hints of
 // the log, as a primary stores its hints. With "small", RocksDB flushes and
@@ -252,7 +254,7 @@ func TestChainedCrashesNeverLoseACommit(t *testing.T) {
 
 		var lines = bufio.NewScanner(out)
 		recovered = -1
-		var opened string
+		var opened = "not opened"
 		for lines.Scan() {
 			var line = lines.Text()
 			if strings.HasPrefix(line, "opened ") {
