@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime/cgo"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,14 +202,10 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	sizeFlushThreads()
 	// What an open costs is mostly RocksDB's replay of the write-ahead
 	// logs its memtables had not flushed (a recovered or linked store's):
-	// their bytes are logged with its time, if debug logs are kept (the
-	// directory is read for them only then).
-	var began, walBytes = time.Now(), int64(0)
-	if slog.Default().Enabled(context.Background(), slog.LevelDebug) {
-		walBytes = walBytesIn(dir)
-	}
-	// Whole logs are kept, unflushed (see wholeWAL).
-	var keptBytes, keep = wholeWALs(dir)
+	// their bytes are logged with its time, at debug. Whole logs are kept,
+	// unflushed (see wholeWAL).
+	var began = time.Now()
+	var walBytes, keep = wholeWALs(dir)
 	if keep {
 		var copts unsafe.Pointer
 		if copts, err = cPointer(s.opts); err != nil {
@@ -225,7 +220,7 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 	}
 	if keep {
 		// The memtable holds what the kept logs do, beside the new log.
-		s.rec.walBytes.Add(keptBytes)
+		s.rec.walBytes.Add(walBytes)
 	}
 	slog.Debug("store opened", "dir", dir, "walBytes", walBytes, "walsKept", keep, "took", time.Since(began))
 	if s.cdb, s.cro, err = cHandles(s.db, s.ro); err == nil {
@@ -244,22 +239,6 @@ func Open(dir string, rec FileRecorder, o Options) (*Store, error) {
 		}
 	}
 	return s, nil
-}
-
-// walBytesIn returns the bytes of the write-ahead logs in dir, which an
-// open of the database there replays (0 if it can't be read: the open
-// fails then, or creates the database).
-func walBytesIn(dir string) int64 {
-	var entries, _ = os.ReadDir(dir)
-	var n int64
-	for _, e := range entries {
-		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".log") {
-			if info, err := e.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-	}
-	return n
 }
 
 // compactLog compacts the recovery log by policy every interval, until the

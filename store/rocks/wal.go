@@ -117,43 +117,39 @@ func allZeros(b []byte) bool {
 	return true
 }
 
-// wholeWALs reports whether every write-ahead log in dir is whole
-// (wholeWAL), and returns their bytes. A log which can't be read isn't:
-// RocksDB's open then meets it too, and fails naming it.
+// wholeWALs returns the bytes of the write-ahead logs in dir, and whether
+// every one is whole (wholeWAL). A log which can't be read isn't: RocksDB's
+// open then meets it too, and fails naming it.
 func wholeWALs(dir string) (int64, bool) {
 	var entries, err = os.ReadDir(dir)
 	if err != nil {
 		return 0, false
 	}
-	var n int64
+	var n, whole = int64(0), true
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".log") {
 			continue
 		}
-		var f, err = os.Open(filepath.Join(dir, e.Name()))
+		var info, err = e.Info()
 		if err != nil {
-			return 0, false
+			return n, false
 		}
-		var counted = &countingReader{r: f}
-		var whole bool
-		whole, err = wholeWALFrom(counted)
-		f.Close()
-		if err != nil || !whole {
-			return 0, false
+		n += info.Size()
+		if whole {
+			whole = wholeWALAt(filepath.Join(dir, e.Name()))
 		}
-		n += counted.n
 	}
-	return n, true
+	return n, whole
 }
 
-// countingReader counts the bytes read from r.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	var n, err = c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+// wholeWALAt reports whether the write-ahead log at path can be read and is
+// whole (wholeWAL).
+func wholeWALAt(path string) bool {
+	var f, err = os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	whole, err := wholeWALFrom(f)
+	return err == nil && whole
 }
