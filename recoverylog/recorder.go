@@ -116,6 +116,16 @@ func (r *Recorder) Dir() string { return r.dir }
 // Author of the recorder's ops.
 func (r *Recorder) Author() Author { return r.author }
 
+// NextOffset is the log offset at which the recorder expects its next op to
+// begin: the end of what it recorded so far, whether or not appended yet.
+// Less the NextOffset of Hints it returned, it's the log a player of those
+// hints reads past them.
+func (r *Recorder) NextOffset() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.offset
+}
+
 // Err returns the recorder's failure, if any.
 func (r *Recorder) Err() error {
 	r.mu.Lock()

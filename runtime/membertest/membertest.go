@@ -59,6 +59,11 @@ type Cluster struct {
 	// HintsInterval is how often shards store their recovery-log hints;
 	// zero means 200ms.
 	HintsInterval time.Duration
+	// HintsGrowth and MinHintsGrowth have shards store their hints sooner
+	// as their recovery logs grow (see replica.Config); zero means their
+	// defaults.
+	HintsGrowth    float64
+	MinHintsGrowth int64
 	// DirectFragmentReads lets members read persisted fragments of recovery
 	// logs from the stack's fragment store (see service.Config), if the
 	// process installed a file transport of its root
@@ -130,6 +135,8 @@ func (c *Cluster) Start(id string) (*Member, error) {
 		Replicas: replica.Config{
 			StateDir:            dir,
 			HintsInterval:       orDefault(c.HintsInterval, 200*time.Millisecond),
+			HintsGrowth:         c.HintsGrowth,
+			MinHintsGrowth:      c.MinHintsGrowth,
 			DirectFragmentReads: c.DirectFragmentReads,
 			FileRoot:            c.Stack.FragmentsRoot(),
 		},

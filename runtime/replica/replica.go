@@ -37,7 +37,22 @@ import (
 	"go.gazette.dev/core/message"
 )
 
+// DefaultHintsGrowth is Config.HintsGrowth's default: a recovery reads at
+// most about a fifth more than the shard's live state.
+const DefaultHintsGrowth = 0.2
+
+// DefaultMinHintsGrowth is Config.MinHintsGrowth's default: the least
+// growth of a recovery log past its hints that has a primary store them
+// before Config.HintsInterval ends. It bounds how often a shard of a small
+// state writes its hints to etcd.
+const DefaultMinHintsGrowth = 16 << 20
+
 const (
+	// minHintsGap is the least time between a primary's stores of its
+	// hints for its log's growth, and hintsGrowthPoll how often it looks.
+	minHintsGap     = time.Second
+	hintsGrowthPoll = 250 * time.Millisecond
+
 	defaultReadChannelSize = 1 << 13 // 8192, as Gazette's consumers.
 	defaultRingBufferSize  = 8192
 	// maxStatusErrorLen bounds the error text kept in etcd.
@@ -48,8 +63,18 @@ const (
 type Config struct {
 	// StateDir holds the local directories of the shards' stores.
 	StateDir string
-	// HintsInterval is how often a primary stores recovery-log hints.
+	// HintsInterval is how often a primary stores recovery-log hints (as
+	// it starts, then periodically).
 	HintsInterval time.Duration
+	// HintsGrowth has a primary store hints before HintsInterval ends once
+	// its recovery log grew past the last ones by more than this fraction
+	// of their live bytes, and by more than MinHintsGrowth, at most once a
+	// second: a recovery then reads at most about that fraction more than
+	// the shard's live state, however fast its log grows. Zero means
+	// DefaultHintsGrowth; a negative fraction stores hints only every
+	// HintsInterval. Zero MinHintsGrowth means DefaultMinHintsGrowth.
+	HintsGrowth    float64
+	MinHintsGrowth int64
 	// DirectFragmentReads has recovery logs played from persisted
 	// fragments read straight from their stores (recoverylog.Player's
 	// DoNotProxy), rather than through the brokers, unless a playback
@@ -717,27 +742,88 @@ func (s *Replica) committed(st txn.Stats, store runtime.Store) {
 	s.progress.Unlock()
 }
 
-// storeHints periodically stores hints of the recovery log, so that a
-// replica recovering the shard reads only the log segments still live.
+// storeHints stores hints of the recovery log, so that a replica
+// recovering the shard reads only the log segments still live, and then
+// the log past the hints: once as the primary starts, every HintsInterval,
+// and sooner as the log grows past them (hintsPolicy).
 func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
-	var ticker = time.NewTicker(s.host.HintsInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-ticker.C:
-		case <-s.hintsNow:
+	var interval = time.NewTicker(s.host.HintsInterval)
+	defer interval.Stop()
+	var poll = time.NewTicker(hintsGrowthPoll)
+	defer poll.Stop()
+
+	var policy = newHintsPolicy(s.host.Config)
+	for now := true; ; now = false {
+		if !now {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-interval.C:
+			case <-s.hintsNow:
+			case <-poll.C:
+				if !policy.grown(time.Now(), rec.NextOffset()) {
+					continue
+				}
+			}
 		}
+		policy.tried(time.Now())
 		var h, err = rec.Hints(s.ctx)
 		if err == nil {
 			err = recoverylog.StoreHints(s.ctx, s.host.Etcd, spec.HintPrimaryKey(), h, int(spec.HintBackups)+1)
 		}
-		if err != nil && s.ctx.Err() == nil {
-			slog.Warn("storing recovery-log hints (will retry)", "shard", spec.Id, "err", err)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				slog.Warn("storing recovery-log hints (will retry)", "shard", spec.Id, "err", err)
+			}
+			continue
 		}
+		var live = recoverylog.StatsOf(h).LiveBytes
+		slog.Debug("stored recovery-log hints", "shard", spec.Id, "end", h.NextOffset, "liveBytes", live,
+			"logGrew", h.NextOffset-policy.end)
+		policy.stored(h.NextOffset, live)
 	}
 }
+
+// hintsPolicy has a primary store its hints before HintsInterval ends once
+// its recovery log grew past the last ones by more than a fraction of their
+// live bytes (Config.HintsGrowth), and at least MinHintsGrowth: a player of
+// them reads at most about that fraction more than the live state, however
+// fast the log grows. It tries at most once in minHintsGap, which bounds
+// the writes of a small state's hints to etcd.
+type hintsPolicy struct {
+	growth  float64 // Fraction of live bytes; negative: never.
+	floor   int64
+	end     int64 // Log offset at which the hints stored last end.
+	live    int64 // Live bytes of their files.
+	triedAt time.Time
+}
+
+func newHintsPolicy(c Config) hintsPolicy {
+	var p = hintsPolicy{growth: c.HintsGrowth, floor: c.MinHintsGrowth}
+	if p.growth == 0 {
+		p.growth = DefaultHintsGrowth
+	}
+	if p.floor == 0 {
+		p.floor = DefaultMinHintsGrowth
+	}
+	return p
+}
+
+// grown reports whether hints are due at now, the recorder's log reaching
+// offset.
+func (p *hintsPolicy) grown(now time.Time, offset int64) bool {
+	if p.growth < 0 || now.Sub(p.triedAt) < minHintsGap {
+		return false
+	}
+	return offset-p.end > max(int64(p.growth*float64(p.live)), p.floor)
+}
+
+// tried records that hints are built and stored at now.
+func (p *hintsPolicy) tried(now time.Time) { p.triedAt = now }
+
+// stored records the hints stored, which end at log offset end and whose
+// files hold live bytes.
+func (p *hintsPolicy) stored(end, live int64) { p.end, p.live = end, live }
 
 // setStatus writes the replica's status into its assignment, retrying until
 // it succeeds or the replica is cancelled.

@@ -95,7 +95,13 @@ type Flags struct {
 	// reads while a new shard of this member forks from its store; 0: they
 	// don't (see replica.Config).
 	ForkYield time.Duration
-	LogLevel  slog.Level
+	// HintsInterval is how often a primary stores its recovery log's
+	// hints, and HintsGrowth the growth of its log past them, a fraction of
+	// their live bytes, past which it stores them sooner; 0: it doesn't
+	// (see replica.Config).
+	HintsInterval time.Duration
+	HintsGrowth   float64
+	LogLevel      slog.Level
 	// LogFormat is json, text or color (Gazette's names; color logs as
 	// text).
 	LogFormat string
@@ -150,6 +156,8 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.BoolVar(&f.ForkFromLog, "consumer.fork-from-log", f.envBool("consumer.fork-from-log", "CONSUMER_FORK_FROM_LOG", false), "new shards of a rescale always play their parent's recovery log, even when the parent's primary runs in this member (whose files they link otherwise) (env CONSUMER_FORK_FROM_LOG)")
 	fs.BoolVar(&f.ForkCopiesRows, "consumer.fork-copies-rows", f.envBool("consumer.fork-copies-rows", "CONSUMER_FORK_COPIES_ROWS", false), "new shards of a rescale whose parent's primary runs in this member copy the rows they own from its store, rather than link its files (env CONSUMER_FORK_COPIES_ROWS)")
 	fs.DurationVar(&f.ForkYield, "consumer.fork-yield", f.envDuration("consumer.fork-yield", "CONSUMER_FORK_YIELD", 0), "if not 0, how long at most a shard's primary holds its reads, leaving the processors to a new shard of a rescale copying rows from its store in this member (--consumer.fork-copies-rows), which then serves sooner; 0: it goes on consuming (env CONSUMER_FORK_YIELD)")
+	fs.DurationVar(&f.HintsInterval, "consumer.hints-interval", f.envDuration("consumer.hints-interval", "CONSUMER_HINTS_INTERVAL", 10*time.Second), "how often a shard's primary stores its recovery log's hints in etcd, which a recovery plays from (env CONSUMER_HINTS_INTERVAL)")
+	fs.Float64Var(&f.HintsGrowth, "consumer.hints-growth", f.envFloat("consumer.hints-growth", "CONSUMER_HINTS_GROWTH", replica.DefaultHintsGrowth), "a shard's primary stores its hints sooner than --consumer.hints-interval once its recovery log grew past them by this fraction of its live state (and at least 16 MiB), at most once a second, so that a recovery reads at most about that fraction more than the live state; 0: only every interval (env CONSUMER_HINTS_GROWTH)")
 	fs.BoolVar(&f.ReadyIgnoresFailed, "consumer.ready-ignores-failed", f.envBool("consumer.ready-ignores-failed", "CONSUMER_READY_IGNORES_FAILED", false), "keep the member ready (/debug/ready, gRPC health) while shards of its are FAILED (env CONSUMER_READY_IGNORES_FAILED)")
 	f.LogLevel = slog.LevelInfo
 	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
@@ -207,6 +215,12 @@ func (f Flags) Validate() error {
 	}
 	if f.ForkYield < 0 {
 		errs = append(errs, fmt.Errorf("--consumer.fork-yield (env CONSUMER_FORK_YIELD) is %s: it must not be negative", f.ForkYield))
+	}
+	if f.HintsInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--consumer.hints-interval (env CONSUMER_HINTS_INTERVAL) is %s: it must be positive", f.HintsInterval))
+	}
+	if f.HintsGrowth < 0 || math.IsNaN(f.HintsGrowth) || math.IsInf(f.HintsGrowth, 0) {
+		errs = append(errs, fmt.Errorf("--consumer.hints-growth (env CONSUMER_HINTS_GROWTH) is %v: it must be a fraction of 0 or more", f.HintsGrowth))
 	}
 	if f.ShardLimit == 0 || f.ShardLimit > math.MaxUint32 {
 		errs = append(errs, fmt.Errorf("--consumer.limit (env CONSUMER_LIMIT) is %d: it must be from 1 to %d", f.ShardLimit, uint32(math.MaxUint32)))
@@ -445,6 +459,8 @@ func Serve(ctx context.Context, f Flags, newApp func(Deps) (runtime.Application,
 			ForkFromLog:         f.ForkFromLog,
 			ForkCopiesRows:      f.ForkCopiesRows,
 			ForkYield:           f.ForkYield,
+			HintsInterval:       f.HintsInterval,
+			HintsGrowth:         hintsGrowth(f.HintsGrowth),
 		},
 		ReadyIgnoresFailed: f.ReadyIgnoresFailed,
 		ServerTLS:          sec.server,
@@ -556,6 +572,15 @@ func envParsed[T any](f *Flags, flag, name string, fallback T, parse func(string
 		f.envErr(flag, name, v, "not "+want)
 	}
 	return fallback
+}
+
+// hintsGrowth is replica.Config.HintsGrowth of flag --consumer.hints-growth,
+// whose 0 turns it off.
+func hintsGrowth(flag float64) float64 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // envSize returns the size of environment variable name (membudget.Size),
