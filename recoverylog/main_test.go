@@ -181,6 +181,9 @@ func (m *mirror) hints() *Hints {
 	defer cancel()
 	var h, err = m.rec.Hints(ctx)
 	m.check(err)
+	if got, want := m.rec.Stats(), StatsOf(h); got != want {
+		m.t.Fatalf("the recorder's stats are %+v, its hints' %+v", got, want)
+	}
 	return h
 }
 

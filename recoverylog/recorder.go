@@ -116,14 +116,13 @@ func (r *Recorder) Dir() string { return r.dir }
 // Author of the recorder's ops.
 func (r *Recorder) Author() Author { return r.author }
 
-// NextOffset is the log offset at which the recorder expects its next op to
-// begin: the end of what it recorded so far, whether or not appended yet.
-// Less the NextOffset of Hints it returned, it's the log a player of those
-// hints reads past them.
-func (r *Recorder) NextOffset() int64 {
+// Stats are those of Hints of the log through the ops recorded so far
+// (StatsOf), which a player would read once they commit, and which Hints
+// would return once they do.
+func (r *Recorder) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.offset
+	return StatsOf(r.fsm.Hints(r.journal.String()))
 }
 
 // Err returns the recorder's failure, if any.

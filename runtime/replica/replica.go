@@ -42,9 +42,10 @@ import (
 const DefaultHintsGrowth = 0.2
 
 // DefaultMinHintsGrowth is Config.MinHintsGrowth's default: the least
-// growth of a recovery log past its hints that has a primary store them
-// before Config.HintsInterval ends. It bounds how often a shard of a small
-// state writes its hints to etcd.
+// excess of what a recovery from a primary's stored hints reads, over one
+// from hints of now, that has it store them before Config.HintsInterval
+// ends. It bounds
+// how often a shard of a small state writes its hints to etcd.
 const DefaultMinHintsGrowth = 16 << 20
 
 const (
@@ -67,12 +68,14 @@ type Config struct {
 	// it starts, then periodically).
 	HintsInterval time.Duration
 	// HintsGrowth has a primary store hints before HintsInterval ends once
-	// its recovery log grew past the last ones by more than this fraction
-	// of their live bytes, and by more than MinHintsGrowth, at most once a
-	// second: a recovery then reads at most about that fraction more than
-	// the shard's live state, however fast its log grows. Zero means
-	// DefaultHintsGrowth; a negative fraction stores hints only every
-	// HintsInterval. Zero MinHintsGrowth means DefaultMinHintsGrowth.
+	// a recovery from the last ones would read more than one from hints of
+	// now by this fraction of its live state, and by more than
+	// MinHintsGrowth (as its log grows past them, and as the files they
+	// name are replaced by smaller ones), at most once a second: a recovery
+	// then reads at most about that fraction of the live state more than
+	// it must, however fast the log grows. Zero means DefaultHintsGrowth; a negative fraction stores hints
+	// only every HintsInterval. Zero MinHintsGrowth means
+	// DefaultMinHintsGrowth.
 	HintsGrowth    float64
 	MinHintsGrowth int64
 	// DirectFragmentReads has recovery logs played from persisted
@@ -745,7 +748,8 @@ func (s *Replica) committed(st txn.Stats, store runtime.Store) {
 // storeHints stores hints of the recovery log, so that a replica
 // recovering the shard reads only the log segments still live, and then
 // the log past the hints: once as the primary starts, every HintsInterval,
-// and sooner as the log grows past them (hintsPolicy).
+// and sooner as a recovery from them comes to read more than the live
+// state (hintsPolicy).
 func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 	var interval = time.NewTicker(s.host.HintsInterval)
 	defer interval.Stop()
@@ -761,7 +765,7 @@ func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 			case <-interval.C:
 			case <-s.hintsNow:
 			case <-poll.C:
-				if !policy.grown(time.Now(), rec.NextOffset()) {
+				if !policy.due(time.Now(), rec.Stats()) {
 					continue
 				}
 			}
@@ -777,24 +781,27 @@ func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 			}
 			continue
 		}
-		var live = recoverylog.StatsOf(h).LiveBytes
-		slog.Debug("stored recovery-log hints", "shard", spec.Id, "end", h.NextOffset, "liveBytes", live,
-			"logGrew", h.NextOffset-policy.end)
-		policy.stored(h.NextOffset, live)
+		var st = recoverylog.StatsOf(h)
+		slog.Debug("stored recovery-log hints", "shard", spec.Id, "end", h.NextOffset, "liveBytes", st.LiveBytes,
+			"hintedBytes", st.HintedBytes, "replacedRead", policy.read(h.NextOffset))
+		policy.stored(h.NextOffset, st.HintedBytes)
 	}
 }
 
 // hintsPolicy has a primary store its hints before HintsInterval ends once
-// its recovery log grew past the last ones by more than a fraction of their
-// live bytes (Config.HintsGrowth), and at least MinHintsGrowth: a player of
-// them reads at most about that fraction more than the live state, however
+// a recovery from the last ones would read more than one from hints of now
+// by a fraction of the live state (Config.HintsGrowth), and by
+// MinHintsGrowth: as the log grows past them, and as the files they name
+// are replaced by smaller ones (a flush of memtables whose write-ahead
+// logs they name, a compaction). A player of the stored hints then reads at
+// most about that fraction of the live state more than it must, however
 // fast the log grows. It tries at most once in minHintsGap, which bounds
 // the writes of a small state's hints to etcd.
 type hintsPolicy struct {
 	growth  float64 // Fraction of live bytes; negative: never.
 	floor   int64
 	end     int64 // Log offset at which the hints stored last end.
-	live    int64 // Live bytes of their files.
+	hinted  int64 // Bytes of their segments.
 	triedAt time.Time
 }
 
@@ -809,21 +816,25 @@ func newHintsPolicy(c Config) hintsPolicy {
 	return p
 }
 
-// grown reports whether hints are due at now, the recorder's log reaching
-// offset.
-func (p *hintsPolicy) grown(now time.Time, offset int64) bool {
-	if p.growth < 0 || now.Sub(p.triedAt) < minHintsGap {
+// read is how many bytes a player of the hints stored last reads, the log
+// reaching offset.
+func (p *hintsPolicy) read(offset int64) int64 { return p.hinted + offset - p.end }
+
+// due reports whether hints are due at now, hints of the log as it stands
+// having stats now.
+func (p *hintsPolicy) due(at time.Time, now recoverylog.Stats) bool {
+	if p.growth < 0 || at.Sub(p.triedAt) < minHintsGap {
 		return false
 	}
-	return offset-p.end > max(int64(p.growth*float64(p.live)), p.floor)
+	return p.read(now.End)-now.HintedBytes > max(int64(p.growth*float64(now.LiveBytes)), p.floor)
 }
 
 // tried records that hints are built and stored at now.
 func (p *hintsPolicy) tried(now time.Time) { p.triedAt = now }
 
-// stored records the hints stored, which end at log offset end and whose
-// files hold live bytes.
-func (p *hintsPolicy) stored(end, live int64) { p.end, p.live = end, live }
+// stored records the hints stored, which end at log offset end, and whose
+// segments span hinted bytes of the log.
+func (p *hintsPolicy) stored(end, hinted int64) { p.end, p.hinted = end, hinted }
 
 // setStatus writes the replica's status into its assignment, retrying until
 // it succeeds or the replica is cancelled.
