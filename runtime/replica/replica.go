@@ -38,14 +38,15 @@ import (
 )
 
 // DefaultHintsGrowth is Config.HintsGrowth's default: a recovery reads at
-// most about a fifth more than the shard's live state.
+// most about a fifth of the shard's live state more than one from hints of
+// the moment it begins.
 const DefaultHintsGrowth = 0.2
 
 // DefaultMinHintsGrowth is Config.MinHintsGrowth's default: the least
 // excess of what a recovery from a primary's stored hints reads, over one
 // from hints of now, that has it store them before Config.HintsInterval
-// ends. It bounds
-// how often a shard of a small state writes its hints to etcd.
+// ends. It bounds how often a shard of a small state writes its hints to
+// etcd.
 const DefaultMinHintsGrowth = 16 << 20
 
 const (
@@ -72,10 +73,10 @@ type Config struct {
 	// now by this fraction of its live state, and by more than
 	// MinHintsGrowth (as its log grows past them, and as the files they
 	// name are replaced by smaller ones), at most once a second: a recovery
-	// then reads at most about that fraction of the live state more than
-	// it must, however fast the log grows. Zero means DefaultHintsGrowth; a negative fraction stores hints
-	// only every HintsInterval. Zero MinHintsGrowth means
-	// DefaultMinHintsGrowth.
+	// then reads at most about that fraction of the live state more than it
+	// must, however fast the log grows. Zero means DefaultHintsGrowth; a
+	// negative fraction stores hints only every HintsInterval. Zero
+	// MinHintsGrowth means DefaultMinHintsGrowth.
 	HintsGrowth    float64
 	MinHintsGrowth int64
 	// DirectFragmentReads has recovery logs played from persisted
@@ -783,7 +784,7 @@ func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 		}
 		var st = recoverylog.StatsOf(h)
 		slog.Debug("stored recovery-log hints", "shard", spec.Id, "end", h.NextOffset, "liveBytes", st.LiveBytes,
-			"hintedBytes", st.HintedBytes, "replacedRead", policy.read(h.NextOffset))
+			"hintedBytes", st.HintedBytes, "readBefore", policy.read(h.NextOffset))
 		policy.stored(h.NextOffset, st.HintedBytes)
 	}
 }

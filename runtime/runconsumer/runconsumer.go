@@ -96,9 +96,9 @@ type Flags struct {
 	// don't (see replica.Config).
 	ForkYield time.Duration
 	// HintsInterval is how often a primary stores its recovery log's
-	// hints, and HintsGrowth the excess of what a recovery from them would
-	// read over its live state, a fraction of it, past which it stores
-	// them sooner; 0: it doesn't (see replica.Config).
+	// hints. HintsGrowth, a fraction of its live state, has it store them
+	// sooner once a recovery from them would read that much more than one
+	// from hints of now; 0: it doesn't (see replica.Config).
 	HintsInterval time.Duration
 	HintsGrowth   float64
 	LogLevel      slog.Level
@@ -157,7 +157,7 @@ func (f *Flags) Register(fs *flag.FlagSet, appName string) {
 	fs.BoolVar(&f.ForkCopiesRows, "consumer.fork-copies-rows", f.envBool("consumer.fork-copies-rows", "CONSUMER_FORK_COPIES_ROWS", false), "new shards of a rescale whose parent's primary runs in this member copy the rows they own from its store, rather than link its files (env CONSUMER_FORK_COPIES_ROWS)")
 	fs.DurationVar(&f.ForkYield, "consumer.fork-yield", f.envDuration("consumer.fork-yield", "CONSUMER_FORK_YIELD", 0), "if not 0, how long at most a shard's primary holds its reads, leaving the processors to a new shard of a rescale copying rows from its store in this member (--consumer.fork-copies-rows), which then serves sooner; 0: it goes on consuming (env CONSUMER_FORK_YIELD)")
 	fs.DurationVar(&f.HintsInterval, "consumer.hints-interval", f.envDuration("consumer.hints-interval", "CONSUMER_HINTS_INTERVAL", 10*time.Second), "how often a shard's primary stores its recovery log's hints in etcd, which a recovery plays from (env CONSUMER_HINTS_INTERVAL)")
-	fs.Float64Var(&f.HintsGrowth, "consumer.hints-growth", f.envFloat("consumer.hints-growth", "CONSUMER_HINTS_GROWTH", replica.DefaultHintsGrowth), "a shard's primary stores its hints sooner than --consumer.hints-interval once a recovery from them would read more than its live state by this fraction of it (and by 16 MiB), as its recovery log grows past them or the files they name are replaced by smaller ones, at most once a second; 0: only every interval (env CONSUMER_HINTS_GROWTH)")
+	fs.Float64Var(&f.HintsGrowth, "consumer.hints-growth", f.envFloat("consumer.hints-growth", "CONSUMER_HINTS_GROWTH", replica.DefaultHintsGrowth), "a shard's primary stores its hints sooner than --consumer.hints-interval once a recovery from them would read more than one from hints of now by this fraction of its live state (and by 16 MiB), as its recovery log grows past them or the files they name are replaced by smaller ones, at most once a second; 0: only every interval (env CONSUMER_HINTS_GROWTH)")
 	fs.BoolVar(&f.ReadyIgnoresFailed, "consumer.ready-ignores-failed", f.envBool("consumer.ready-ignores-failed", "CONSUMER_READY_IGNORES_FAILED", false), "keep the member ready (/debug/ready, gRPC health) while shards of its are FAILED (env CONSUMER_READY_IGNORES_FAILED)")
 	f.LogLevel = slog.LevelInfo
 	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
