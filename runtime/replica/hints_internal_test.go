@@ -51,3 +51,19 @@ func TestHintsPolicy(t *testing.T) {
 		}
 	}
 }
+
+// Hints stand while nothing is recorded past them; none stand before the
+// first are stored.
+func TestHintsPolicyCurrent(t *testing.T) {
+	var p = newHintsPolicy(Config{})
+	if p.current(recoverylog.Stats{End: 0}) {
+		t.Error("current before any hints were stored")
+	}
+	p.stored(1000, 900)
+	if !p.current(recoverylog.Stats{End: 1000, HintedBytes: 900}) {
+		t.Error("not current, the log unchanged")
+	}
+	if p.current(recoverylog.Stats{End: 1001, HintedBytes: 900}) {
+		t.Error("current, the log grown")
+	}
+}

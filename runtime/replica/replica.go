@@ -748,9 +748,9 @@ func (s *Replica) committed(st txn.Stats, store runtime.Store) {
 
 // storeHints stores hints of the recovery log, so that a replica
 // recovering the shard reads only the log segments still live, and then
-// the log past the hints: once as the primary starts, every HintsInterval,
-// and sooner as a recovery from them comes to read more than the live
-// state (hintsPolicy).
+// the log past the hints: once as the primary starts, every HintsInterval
+// unless nothing was recorded since, and sooner as a recovery from them
+// comes to read more than the live state (hintsPolicy).
 func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 	var interval = time.NewTicker(s.host.HintsInterval)
 	defer interval.Stop()
@@ -764,6 +764,9 @@ func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 			case <-s.ctx.Done():
 				return
 			case <-interval.C:
+				if policy.current(rec.Stats()) {
+					continue // An idle shard's hints stand.
+				}
 			case <-s.hintsNow:
 			case <-poll.C:
 				if !policy.due(time.Now(), rec.Stats()) {
@@ -803,6 +806,7 @@ type hintsPolicy struct {
 	floor   int64
 	end     int64 // Log offset at which the hints stored last end.
 	hinted  int64 // Bytes of their segments.
+	stores  int   // Hints stored.
 	triedAt time.Time
 }
 
@@ -830,12 +834,18 @@ func (p *hintsPolicy) due(at time.Time, now recoverylog.Stats) bool {
 	return p.read(now.End)-now.HintedBytes > max(int64(p.growth*float64(now.LiveBytes)), p.floor)
 }
 
+// current reports whether the hints stored last are those of the log as it
+// stands, with stats now: nothing was recorded since.
+func (p *hintsPolicy) current(now recoverylog.Stats) bool {
+	return p.stores != 0 && now.End == p.end
+}
+
 // tried records that hints are built and stored at now.
 func (p *hintsPolicy) tried(now time.Time) { p.triedAt = now }
 
 // stored records the hints stored, which end at log offset end, and whose
 // segments span hinted bytes of the log.
-func (p *hintsPolicy) stored(end, hinted int64) { p.end, p.hinted = end, hinted }
+func (p *hintsPolicy) stored(end, hinted int64) { p.end, p.hinted, p.stores = end, hinted, p.stores+1 }
 
 // setStatus writes the replica's status into its assignment, retrying until
 // it succeeds or the replica is cancelled.
