@@ -46,7 +46,7 @@ func TestHintsPolicy(t *testing.T) {
 		p.tried(t0)
 		p.stored(c.end, c.hinted)
 		var now = recoverylog.Stats{End: c.end + c.grownBy, HintedBytes: c.hintedNow, LiveBytes: c.live}
-		if got := p.due(t0.Add(c.sinceTried), now); got != c.want {
+		if got := p.due(t0.Add(c.sinceTried), func() recoverylog.Stats { return now }); got != c.want {
 			t.Errorf("%s: due = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -769,7 +769,7 @@ func (s *Replica) storeHints(spec *pc.ShardSpec, rec *recoverylog.Recorder) {
 				}
 			case <-s.hintsNow:
 			case <-poll.C:
-				if !policy.due(time.Now(), rec.Stats()) {
+				if !policy.due(time.Now(), rec.Stats) {
 					continue
 				}
 			}
@@ -826,11 +826,12 @@ func newHintsPolicy(c Config) hintsPolicy {
 func (p *hintsPolicy) read(offset int64) int64 { return p.hinted + offset - p.end }
 
 // due reports whether hints are due at now, hints of the log as it stands
-// having stats now.
-func (p *hintsPolicy) due(at time.Time, now recoverylog.Stats) bool {
+// having the stats that stats returns (called only if they're needed).
+func (p *hintsPolicy) due(at time.Time, stats func() recoverylog.Stats) bool {
 	if p.growth < 0 || at.Sub(p.triedAt) < minHintsGap {
 		return false
 	}
+	var now = stats()
 	return p.read(now.End)-now.HintedBytes > max(int64(p.growth*float64(now.LiveBytes)), p.floor)
 }
 
