@@ -65,8 +65,8 @@ const (
 type Config struct {
 	// StateDir holds the local directories of the shards' stores.
 	StateDir string
-	// HintsInterval is how often a primary stores recovery-log hints (as
-	// it starts, then periodically).
+	// HintsInterval is how often a primary stores recovery-log hints while
+	// it records (it also stores them as it starts).
 	HintsInterval time.Duration
 	// HintsGrowth has a primary store hints before HintsInterval ends once
 	// a recovery from the last ones would read more than one from hints of
