@@ -32,13 +32,7 @@ import (
 
 func TestMain(m *testing.M) {
 	var code = m.Run()
-	if code == 0 {
-		if err := devstacktest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(devstacktest.LeakChecked(code))
 }
 
 // buildCommands builds the example's consumer commands into dir.

@@ -27,13 +27,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	if code == 0 {
-		if err := devstacktest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(devstacktest.LeakChecked(code))
 }
 
 // needStack starts the process's stack, with test journals, on first use.

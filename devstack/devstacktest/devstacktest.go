@@ -32,6 +32,18 @@ func LeakOptions() []goleak.Option {
 // ignore.
 func FindLeaks() error { return goleak.Find(LeakOptions()...) }
 
+// LeakChecked returns code, the exit code of a TestMain's tests, or 1 if
+// they passed and left goroutines running (FindLeaks), which it prints.
+func LeakChecked(code int) int {
+	if code == 0 {
+		if err := FindLeaks(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
 // LogLevel is slog.LevelWarn, or the level named by the environment
 // variable GAZCONSUMER_TEST_LOG (which also sets slog's default logger's).
 func LogLevel() slog.Level {
@@ -173,11 +185,5 @@ func Run(m *testing.M, journalsYAML string, stack **Stack) int {
 		defer (*stack).Close()
 		return m.Run()
 	}()
-	if code == 0 {
-		if err := FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	return code
+	return LeakChecked(code)
 }

@@ -18,13 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	slog.SetLogLoggerLevel(devstacktest.LogLevel())
 	var code = m.Run()
-	if code == 0 {
-		if err := devstacktest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(devstacktest.LeakChecked(code))
 }
 
 // Members start, take a shard with a hot standby, and fail it over when

@@ -36,13 +36,7 @@ func TestMain(m *testing.M) {
 	slog.SetLogLoggerLevel(devstacktest.LogLevel())
 	query.Register(testQueries)
 	var code = m.Run()
-	if code == 0 {
-		if err := devstacktest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(devstacktest.LeakChecked(code))
 }
 
 // fixture is the test consumer's cluster on a stack: two members running

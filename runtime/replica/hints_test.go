@@ -26,13 +26,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	var code = m.Run()
-	if code == 0 {
-		if err := devstacktest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(devstacktest.LeakChecked(code))
 }
 
 // A primary stores its recovery log's hints as it starts, then, long

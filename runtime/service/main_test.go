@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -30,11 +29,5 @@ func TestMain(m *testing.M) {
 		defer client.InstallFileTransport(testStack.FragmentsRoot())()
 		return m.Run()
 	}()
-	if code == 0 {
-		if err := devstacktest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(devstacktest.LeakChecked(code))
 }

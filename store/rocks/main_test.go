@@ -31,13 +31,7 @@ func TestMain(m *testing.M) {
 		defer stack.Close()
 		return m.Run()
 	}()
-	if code == 0 {
-		if err := devstacktest.FindLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(devstacktest.LeakChecked(code))
 }
 
 // numJournals is how many test journals the stack has.
